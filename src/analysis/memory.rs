@@ -1,0 +1,158 @@
+//! Inference peak by tensor liveness along the topological order.
+//!
+//! A tensor lives from the step its producer runs to the step of its last consumer; graph inputs are
+//! live from the start, graph outputs to the end. While node `i` runs, its inputs and its outputs
+//! are live together, so the peak is the largest sum, over steps, of the tensors live at that step.
+//! Weights (initializers, `Constant` outputs) are stored state and are reported separately; they
+//! are not part of this figure. In-place execution and buffer reuse by a runtime's allocator are not
+//! modelled: this is the peak of a plain executor that frees each tensor after its last use.
+
+use super::fact::Fact;
+use crate::ir::{Dim, Graph, NodeId, ValueId};
+
+/// The inference peak and where it happens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Peak {
+    /// Bytes of activations (and graph inputs) live at the peak.
+    pub bytes: u64,
+    /// The node running at the peak (`None` when the peak is the graph inputs alone).
+    pub at: Option<NodeId>,
+    /// The tensors live at the peak, largest first.
+    pub live: Vec<(ValueId, u64)>,
+}
+
+/// Why a numeric peak could not be computed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PeakError {
+    /// Some live tensors have symbolic sizes (these symbols need `--dim`).
+    Symbolic(Vec<String>),
+}
+
+/// Which values are runtime tensors (graph inputs and node outputs that are not `Constant`s).
+pub fn is_activation(graph: &Graph, v: ValueId) -> bool {
+    let val = &graph.values[v];
+    if val.init.is_some() {
+        return false;
+    }
+    match val.producer {
+        Some((n, _)) => graph.nodes[n].op_type != "Constant",
+        None => graph.inputs.contains(&v),
+    }
+}
+
+/// Last step at which each value is used (captures by subgraphs count as uses by the holding node).
+fn last_use(graph: &Graph) -> Vec<Option<NodeId>> {
+    let mut last: Vec<Option<NodeId>> = vec![None; graph.values.len()];
+    for (n, node) in graph.nodes.iter().enumerate() {
+        for v in node.inputs.iter().flatten() {
+            last[*v] = Some(n);
+        }
+        for (_, sub) in node.attrs.subgraphs() {
+            for_each_capture(sub, &mut |name| {
+                if let Some(v) = graph.value_by_name(name) {
+                    last[v] = Some(last[v].map_or(n, |l| l.max(n)));
+                }
+            });
+        }
+    }
+    for &v in &graph.outputs {
+        last[v] = Some(graph.nodes.len());
+    }
+    last
+}
+
+fn for_each_capture(g: &Graph, f: &mut impl FnMut(&str)) {
+    for v in g.values.iter().filter(|v| v.outer) {
+        f(&v.name);
+    }
+    for node in &g.nodes {
+        for (_, sub) in node.attrs.subgraphs() {
+            for_each_capture(sub, f);
+        }
+    }
+}
+
+/// Computes the inference peak. Values of unknown size are left out (the caller reports them);
+/// symbolic sizes make the peak unknowable until bound.
+pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> {
+    let size: Vec<Option<Dim>> = (0..graph.values.len())
+        .map(|v| {
+            if is_activation(graph, v) {
+                facts[v].bytes()
+            } else {
+                None
+            }
+        })
+        .collect();
+    let symbolic: std::collections::BTreeSet<String> = size
+        .iter()
+        .flatten()
+        .filter(|d| !d.is_known())
+        .flat_map(|d| d.symbols())
+        .map(|s| s.to_string())
+        .collect();
+    if !symbolic.is_empty() {
+        return Err(PeakError::Symbolic(symbolic.into_iter().collect()));
+    }
+    let bytes = |v: ValueId| size[v].as_ref().and_then(Dim::as_u64).unwrap_or(0);
+    let last = last_use(graph);
+    // frees[i]: values whose last use is step i
+    let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); graph.nodes.len()];
+    for v in 0..graph.values.len() {
+        match (graph.values[v].producer, last[v]) {
+            (_, Some(l)) if l < graph.nodes.len() => frees[l].push(v),
+            (Some((p, _)), None) => frees[p].push(v),
+            _ => {}
+        }
+    }
+    // Replays the schedule up to `stop` (all of it when `None`); returns the peak and its step, and
+    // leaves `alive` as it was at step `stop`.
+    let replay = |stop: Option<usize>, alive: &mut Vec<bool>| -> (u128, Option<NodeId>) {
+        let mut live: u128 = 0;
+        for &v in &graph.inputs {
+            if bytes(v) > 0 && !alive[v] {
+                alive[v] = true;
+                live += bytes(v) as u128;
+            }
+        }
+        let mut best = (live, None);
+        for (n, node) in graph.nodes.iter().enumerate() {
+            for v in node.outputs.iter().flatten() {
+                if !alive[*v] && bytes(*v) > 0 {
+                    alive[*v] = true;
+                    live += bytes(*v) as u128;
+                }
+            }
+            if live > best.0 {
+                best = (live, Some(n));
+            }
+            if stop == Some(n) {
+                break;
+            }
+            for &v in &frees[n] {
+                if alive[v] {
+                    alive[v] = false;
+                    live -= bytes(v) as u128;
+                }
+            }
+        }
+        best
+    };
+    let mut alive = vec![false; graph.values.len()];
+    let best = replay(None, &mut alive);
+    let mut alive = vec![false; graph.values.len()];
+    match best.1 {
+        Some(_) => {
+            replay(best.1, &mut alive);
+        }
+        None => graph.inputs.iter().for_each(|&v| alive[v] = bytes(v) > 0),
+    }
+    let best_live: Vec<ValueId> = (0..graph.values.len()).filter(|&v| alive[v]).collect();
+    let mut live_list: Vec<(ValueId, u64)> = best_live.into_iter().map(|v| (v, bytes(v))).collect();
+    live_list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(Peak {
+        bytes: u64::try_from(best.0).unwrap_or(u64::MAX),
+        at: best.1,
+        live: live_list,
+    })
+}

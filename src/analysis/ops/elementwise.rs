@@ -1,0 +1,458 @@
+//! Element-wise ops: activations, arithmetic with broadcasting, comparisons, casts. They cost no
+//! multiply-accumulates in nnlint's count (they are bandwidth-bound); arithmetic on small integer
+//! tensors is folded so that shape computations resolve.
+
+use super::{broadcast, invalid, same_as_input, InferError, InferResult, OpCx};
+use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
+use crate::ir::{DType, Dim};
+
+pub fn unary(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    same_as_input(cx)
+}
+
+pub fn identity(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    Ok(vec![cx.input(0)?.clone()])
+}
+
+/// Unary ops that matter in shape arithmetic (`Neg`, `Floor`, `Ceil`, `Round`, `Sqrt`, `Sign`).
+pub fn unary_fold(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let mut out = same_as_input(cx)?;
+    if let Some(v) = &cx.input(0)?.value {
+        out[0].value = fold_unary(&cx.node.op_type, v);
+    }
+    Ok(out)
+}
+
+fn fold_unary(op: &str, v: &Konst) -> Option<Konst> {
+    match v {
+        Konst::Int(d) => Some(Konst::Int(match op {
+            "Neg" => d.iter().map(Dim::checked_neg).collect::<Option<_>>()?,
+            "Floor" | "Ceil" | "Round" => d.clone(),
+            "Sign" => d
+                .iter()
+                .map(|x| x.as_i64().map(|x| Dim::known(x.signum())))
+                .collect::<Option<_>>()?,
+            _ => return None,
+        })),
+        Konst::Float(f) => {
+            let g: fn(f64) -> f64 = match op {
+                "Neg" => |x| -x,
+                "Floor" => f64::floor,
+                "Ceil" => f64::ceil,
+                "Round" => f64::round_ties_even,
+                "Sqrt" => f64::sqrt,
+                "Sign" => |x: f64| if x == 0.0 { 0.0 } else { x.signum() },
+                _ => return None,
+            };
+            Some(Konst::Float(f.iter().map(|&x| g(x)).collect()))
+        }
+    }
+}
+
+/// Flat input index for each output element under broadcasting (shapes fully known and small).
+fn broadcast_indices(out: &[u64], inp: &[u64]) -> Option<Vec<usize>> {
+    let n: u64 = out.iter().product();
+    if n > MAX_FOLD_ELEMS {
+        return None;
+    }
+    let rank = out.len();
+    let off = rank.checked_sub(inp.len())?;
+    let mut strides = vec![0usize; rank];
+    let mut s = 1usize;
+    for i in (0..inp.len()).rev() {
+        strides[i + off] = if inp[i] == 1 { 0 } else { s };
+        s = s.checked_mul(usize::try_from(inp[i]).ok()?)?;
+    }
+    let mut idx = Vec::with_capacity(n as usize);
+    let mut coord = vec![0u64; rank];
+    for _ in 0..n {
+        idx.push(
+            coord
+                .iter()
+                .zip(&strides)
+                .map(|(&c, &st)| c as usize * st)
+                .sum(),
+        );
+        for ax in (0..rank).rev() {
+            coord[ax] += 1;
+            if coord[ax] < out[ax] {
+                break;
+            }
+            coord[ax] = 0;
+        }
+    }
+    Some(idx)
+}
+
+/// Folds an element-wise op over broadcast inputs, when every input's value and shape is known.
+fn fold_broadcast(
+    inputs: &[&Fact],
+    out_shape: &[Dim],
+    f: impl Fn(&[&Konst], &[usize]) -> Option<Konst>,
+) -> Option<Konst> {
+    let out: Vec<u64> = out_shape.iter().map(Dim::as_u64).collect::<Option<_>>()?;
+    let values: Vec<&Konst> = inputs
+        .iter()
+        .map(|f| f.value.as_ref())
+        .collect::<Option<_>>()?;
+    let maps: Vec<Vec<usize>> = inputs
+        .iter()
+        .map(|f| broadcast_indices(&out, &f.known_shape()?))
+        .collect::<Option<_>>()?;
+    let n = maps.first()?.len();
+    let mut results: Vec<Konst> = Vec::with_capacity(n);
+    for e in 0..n {
+        let picked: Vec<usize> = maps.iter().map(|m| m[e]).collect();
+        results.push(f(&values, &picked)?);
+    }
+    concat_scalars(results)
+}
+
+fn concat_scalars(parts: Vec<Konst>) -> Option<Konst> {
+    let mut ints = Vec::new();
+    let mut floats = Vec::new();
+    for p in parts {
+        match p {
+            Konst::Int(mut v) => ints.append(&mut v),
+            Konst::Float(mut v) => floats.append(&mut v),
+        }
+    }
+    match (ints.is_empty(), floats.is_empty()) {
+        (_, true) => Some(Konst::Int(ints)),
+        (true, false) => Some(Konst::Float(floats)),
+        _ => None,
+    }
+}
+
+fn int_at(k: &Konst, i: usize) -> Option<Dim> {
+    match k {
+        Konst::Int(v) => v.get(i).cloned(),
+        Konst::Float(_) => None,
+    }
+}
+
+fn float_at(k: &Konst, i: usize) -> Option<f64> {
+    match k {
+        Konst::Int(v) => v.get(i)?.as_i64().map(|x| x as f64),
+        Konst::Float(v) => v.get(i).copied(),
+    }
+}
+
+fn arith_int(op: &str, a: &Dim, b: &Dim) -> Option<Dim> {
+    match op {
+        "Add" => a.checked_add(b),
+        "Sub" => a.checked_sub(b),
+        "Mul" => a.checked_mul(b),
+        "Div" => match (a.as_i64(), b.as_i64()) {
+            (Some(x), Some(y)) if y != 0 => Some(Dim::known(x.checked_div(y)?)),
+            (None, Some(y)) if y > 0 => a.div_exact(b).or_else(|| a.floor_div(y)),
+            _ => a.div_exact(b),
+        },
+        "Mod" => match (a.as_i64(), b.as_i64()) {
+            (Some(x), Some(y)) if y != 0 => Some(Dim::known(x.checked_rem(y)?)),
+            _ => None,
+        },
+        "Pow" => match (a.as_i64(), b.as_i64()) {
+            (Some(x), Some(y)) if (0..64).contains(&y) => {
+                Some(Dim::known(x.checked_pow(y as u32)?))
+            }
+            _ => None,
+        },
+        "Max" | "Min" => {
+            let (x, y) = (a.as_i64()?, b.as_i64()?);
+            Some(Dim::known(if op == "Max" { x.max(y) } else { x.min(y) }))
+        }
+        "Sum" => a.checked_add(b),
+        _ => None,
+    }
+}
+
+fn arith_float(op: &str, x: f64, y: f64) -> Option<f64> {
+    Some(match op {
+        "Add" | "Sum" => x + y,
+        "Sub" => x - y,
+        "Mul" => x * y,
+        "Div" => x / y,
+        "Pow" => x.powf(y),
+        "Max" => x.max(y),
+        "Min" => x.min(y),
+        "Mod" => x % y,
+        _ => return None,
+    })
+}
+
+fn fold_arith(op: &str, vals: &[&Konst], idx: &[usize]) -> Option<Konst> {
+    let all_int = vals.iter().all(|v| matches!(v, Konst::Int(_)));
+    if all_int {
+        let mut acc = int_at(vals[0], idx[0])?;
+        for (v, &i) in vals.iter().zip(idx).skip(1) {
+            acc = arith_int(op, &acc, &int_at(v, i)?)?;
+        }
+        Some(Konst::Int(vec![acc]))
+    } else {
+        let mut acc = float_at(vals[0], idx[0])?;
+        for (v, &i) in vals.iter().zip(idx).skip(1) {
+            acc = arith_float(op, acc, float_at(v, i)?)?;
+        }
+        Some(Konst::Float(vec![acc]))
+    }
+}
+
+fn broadcast_inputs<'a>(cx: &'a OpCx) -> InferResult<(Vec<&'a Fact>, Vec<Dim>)> {
+    let facts: Vec<&Fact> = (0..cx.n_inputs())
+        .map(|i| cx.input(i))
+        .collect::<InferResult<_>>()?;
+    let shapes: Vec<&[Dim]> = facts
+        .iter()
+        .map(|f| f.shape.as_deref().ok_or(InferError::Unknown))
+        .collect::<InferResult<_>>()?;
+    let out = broadcast(&shapes)?;
+    Ok((facts, out))
+}
+
+/// `Add`, `Sub`, `Mul`, `Div`, `Pow`, `Mod`, `BitShift`: broadcast, type of the first input.
+pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (facts, shape) = broadcast_inputs(cx)?;
+    let dtype = facts[0].dtype.or(facts.get(1).and_then(|f| f.dtype));
+    let op = cx.node.op_type.as_str();
+    let value = fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i));
+    Ok(vec![Fact {
+        dtype,
+        shape: Some(shape),
+        value,
+    }])
+}
+
+/// `Max`, `Min`, `Sum`, `Mean` over any number of inputs.
+pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    if cx.n_inputs() == 0 {
+        return invalid("needs at least one input");
+    }
+    let (facts, shape) = broadcast_inputs(cx)?;
+    let dtype = facts.iter().find_map(|f| f.dtype);
+    let op = cx.node.op_type.as_str();
+    let value = if op == "Mean" {
+        None
+    } else {
+        fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i))
+    };
+    Ok(vec![Fact {
+        dtype,
+        shape: Some(shape),
+        value,
+    }])
+}
+
+pub fn compare(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (facts, shape) = broadcast_inputs(cx)?;
+    let op = cx.node.op_type.clone();
+    let value = fold_broadcast(&facts, &shape, |v, i| {
+        let r = match (int_at(v[0], i[0]), int_at(v[1], i[1])) {
+            (Some(a), Some(b)) if op == "Equal" && a == b => true,
+            (Some(a), Some(b)) => {
+                let (x, y) = (a.as_i64()?, b.as_i64()?);
+                cmp(&op, x as f64, y as f64)?
+            }
+            _ => cmp(&op, float_at(v[0], i[0])?, float_at(v[1], i[1])?)?,
+        };
+        Some(Konst::Int(vec![Dim::known(r as i64)]))
+    });
+    Ok(vec![Fact {
+        dtype: Some(DType::Bool),
+        shape: Some(shape),
+        value,
+    }])
+}
+
+fn cmp(op: &str, x: f64, y: f64) -> Option<bool> {
+    Some(match op {
+        "Equal" => x == y,
+        "Less" => x < y,
+        "LessOrEqual" => x <= y,
+        "Greater" => x > y,
+        "GreaterOrEqual" => x >= y,
+        _ => return None,
+    })
+}
+
+pub fn logical(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (_, shape) = broadcast_inputs(cx)?;
+    Ok(vec![Fact::new(Some(DType::Bool), shape)])
+}
+
+pub fn logical_not(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    let value = match &f.value {
+        Some(Konst::Int(v)) => v
+            .iter()
+            .map(|d| d.as_i64().map(|x| Dim::known((x == 0) as i64)))
+            .collect::<Option<_>>()
+            .map(Konst::Int),
+        _ => None,
+    };
+    Ok(vec![Fact {
+        dtype: Some(DType::Bool),
+        shape: f.shape.clone(),
+        value,
+    }])
+}
+
+pub fn is_class(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    Ok(vec![Fact {
+        dtype: Some(DType::Bool),
+        shape: f.shape.clone(),
+        value: None,
+    }])
+}
+
+pub fn cast(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    let to = cx
+        .node
+        .attrs
+        .dtype_opt("to")?
+        .ok_or_else(|| InferError::Invalid("attribute 'to' is required".into()))?;
+    Ok(vec![Fact {
+        dtype: Some(to),
+        shape: f.shape.clone(),
+        value: f.value.as_ref().and_then(|v| cast_value(v, to)),
+    }])
+}
+
+pub fn cast_like(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    let to = cx.dtype(1);
+    Ok(vec![Fact {
+        dtype: to.or(f.dtype),
+        shape: f.shape.clone(),
+        value: match (&f.value, to) {
+            (Some(v), Some(t)) => cast_value(v, t),
+            _ => None,
+        },
+    }])
+}
+
+fn cast_value(v: &Konst, to: DType) -> Option<Konst> {
+    if to == DType::Bool {
+        return Some(Konst::Int(
+            v.as_f64s()?
+                .into_iter()
+                .map(|x| Dim::known((x != 0.0) as i64))
+                .collect(),
+        ));
+    }
+    if to.is_int() {
+        return match v {
+            Konst::Int(d) => Some(Konst::Int(d.clone())),
+            Konst::Float(_) => Some(Konst::Int(
+                v.as_i64s()?.into_iter().map(Dim::known).collect(),
+            )),
+        };
+    }
+    if to.is_float() {
+        return Some(Konst::Float(v.as_f64s()?));
+    }
+    None
+}
+
+/// `Dropout`: the output keeps the input; the optional mask is boolean of the same shape.
+pub fn dropout(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    Ok(vec![
+        Fact {
+            dtype: f.dtype,
+            shape: f.shape.clone(),
+            value: None,
+        },
+        Fact {
+            dtype: Some(DType::Bool),
+            shape: f.shape.clone(),
+            value: None,
+        },
+    ])
+}
+
+pub fn where_(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (facts, shape) = broadcast_inputs(cx)?;
+    if facts.len() != 3 {
+        return invalid(format!("expects 3 inputs, has {}", facts.len()));
+    }
+    let value = fold_broadcast(&facts, &shape, |v, i| {
+        let c = int_at(v[0], i[0])?.as_i64()?;
+        let pick = if c != 0 { 1 } else { 2 };
+        match v[pick] {
+            Konst::Int(x) => Some(Konst::Int(vec![x.get(i[pick])?.clone()])),
+            Konst::Float(x) => Some(Konst::Float(vec![*x.get(i[pick])?])),
+        }
+    });
+    Ok(vec![Fact {
+        dtype: facts[1].dtype.or(facts[2].dtype),
+        shape: Some(shape),
+        value,
+    }])
+}
+
+pub fn prelu(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (facts, shape) = broadcast_inputs(cx)?;
+    Ok(vec![Fact::new(facts[0].dtype, shape)])
+}
+
+pub fn quantize(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    let dtype = cx
+        .node
+        .attrs
+        .dtype_opt("output_dtype")?
+        .or(cx.dtype(2))
+        .unwrap_or(DType::U8);
+    Ok(vec![Fact {
+        dtype: Some(dtype),
+        shape: f.shape.clone(),
+        value: None,
+    }])
+}
+
+pub fn dequantize(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let f = cx.input(0)?;
+    Ok(vec![Fact {
+        dtype: cx.dtype(1).or(Some(DType::F32)),
+        shape: f.shape.clone(),
+        value: None,
+    }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_index_maps() {
+        assert_eq!(
+            broadcast_indices(&[2, 3], &[3]).unwrap(),
+            vec![0, 1, 2, 0, 1, 2]
+        );
+        assert_eq!(
+            broadcast_indices(&[2, 3], &[2, 1]).unwrap(),
+            vec![0, 0, 0, 1, 1, 1]
+        );
+        assert_eq!(broadcast_indices(&[2], &[]).unwrap(), vec![0, 0]);
+    }
+
+    #[test]
+    fn symbolic_integer_division() {
+        let n = Dim::sym("N");
+        let a = n.checked_mul(&Dim::known(6)).unwrap();
+        assert_eq!(
+            arith_int("Div", &a, &Dim::known(3)).unwrap().to_string(),
+            "2*N"
+        );
+        assert_eq!(
+            arith_int("Div", &Dim::known(-7), &Dim::known(2))
+                .unwrap()
+                .as_i64(),
+            Some(-3)
+        );
+        assert_eq!(arith_int("Div", &Dim::known(1), &Dim::known(0)), None);
+    }
+}

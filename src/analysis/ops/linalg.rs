@@ -1,0 +1,315 @@
+//! Matrix products: `Gemm`, `MatMul`, `Einsum`, and the recurrent layers.
+//!
+//! MACs are the multiplications of the product: `M×N×K` for a `[M,K]×[K,N]` product (times the
+//! broadcast batch for `MatMul`); the bias and `alpha`/`beta` scaling are not counted.
+
+use super::{broadcast, invalid, InferError, InferResult, OpCx};
+use crate::analysis::fact::Fact;
+use crate::ir::{DType, Dim};
+
+fn mismatch(what: &str, a: &Dim, b: &Dim) -> InferResult<()> {
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        if x != y {
+            return invalid(format!("{what}: {x} against {y}"));
+        }
+    }
+    Ok(())
+}
+
+/// `(M, K, N)` of a `Gemm`.
+fn gemm_dims(cx: &OpCx) -> InferResult<(Dim, Dim, Dim)> {
+    let a = cx.shape(0)?;
+    let b = cx.shape(1)?;
+    if a.len() != 2 || b.len() != 2 {
+        return invalid(format!(
+            "A and B must be matrices, found ranks {} and {}",
+            a.len(),
+            b.len()
+        ));
+    }
+    let (m, k) = if cx.attr_int("transA", 0)? != 0 {
+        (&a[1], &a[0])
+    } else {
+        (&a[0], &a[1])
+    };
+    let (k2, n) = if cx.attr_int("transB", 0)? != 0 {
+        (&b[1], &b[0])
+    } else {
+        (&b[0], &b[1])
+    };
+    mismatch("inner dimensions of A and B differ", k, k2)?;
+    Ok((m.clone(), k.clone(), n.clone()))
+}
+
+pub fn gemm(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (m, _, n) = gemm_dims(cx)?;
+    let out = vec![m, n];
+    if let Some(c) = cx.opt_input(2).and_then(|f| f.shape.as_deref()) {
+        let b = broadcast(&[&out, c])?;
+        if b != out
+            && b.iter()
+                .zip(&out)
+                .any(|(x, y)| x.is_known() && y.is_known() && x != y)
+        {
+            return invalid("C does not broadcast to the output [M, N]");
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+pub fn gemm_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
+    let (m, k, n) = gemm_dims(cx).ok()?;
+    Dim::product(&[m, k, n])
+}
+
+/// Batch shape, `M`, `K`, `N` and the output shape of a numpy-style matmul.
+fn matmul_dims(cx: &OpCx) -> InferResult<(Vec<Dim>, Dim, Dim, Dim, Vec<Dim>)> {
+    let a = cx.shape(0)?;
+    let b = cx.shape(1)?;
+    if a.is_empty() || b.is_empty() {
+        return invalid("MatMul operands must have rank 1 or more");
+    }
+    let one = Dim::known(1);
+    let (a2, a_vec) = if a.len() == 1 {
+        (vec![one.clone(), a[0].clone()], true)
+    } else {
+        (a.to_vec(), false)
+    };
+    let (b2, b_vec) = if b.len() == 1 {
+        (vec![b[0].clone(), one.clone()], true)
+    } else {
+        (b.to_vec(), false)
+    };
+    let (m, k) = (&a2[a2.len() - 2], &a2[a2.len() - 1]);
+    let (k2, n) = (&b2[b2.len() - 2], &b2[b2.len() - 1]);
+    mismatch("inner dimensions differ", k, k2)?;
+    let batch = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
+    let mut out = batch.clone();
+    if !a_vec {
+        out.push(m.clone());
+    }
+    if !b_vec {
+        out.push(n.clone());
+    }
+    Ok((batch, m.clone(), k.clone(), n.clone(), out))
+}
+
+pub fn matmul(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (_, _, _, _, out) = matmul_dims(cx)?;
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+pub fn matmul_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
+    let (batch, m, k, n, _) = matmul_dims(cx).ok()?;
+    Dim::product(batch.iter().chain([&m, &k, &n]))
+}
+
+/// A parsed einsum equation: the letters of each operand and of the output, with `.` standing for
+/// the broadcast (ellipsis) axes.
+struct Einsum {
+    inputs: Vec<Vec<char>>,
+    output: Vec<char>,
+}
+
+fn parse_einsum(eq: &str, ranks: &[usize]) -> InferResult<Einsum> {
+    let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
+    let (lhs, rhs) = match eq.split_once("->") {
+        Some((l, r)) => (l.to_string(), Some(r.to_string())),
+        None => (eq.clone(), None),
+    };
+    let terms: Vec<&str> = lhs.split(',').collect();
+    if terms.len() != ranks.len() {
+        return invalid(format!(
+            "equation has {} operands, node has {}",
+            terms.len(),
+            ranks.len()
+        ));
+    }
+    let mut inputs = Vec::new();
+    let mut ell_rank = 0;
+    for (t, &r) in terms.iter().zip(ranks) {
+        let letters: Vec<char> = t.replace("...", ".").chars().collect();
+        let named = letters.iter().filter(|c| **c != '.').count();
+        let mut expanded = Vec::new();
+        for c in letters {
+            if c == '.' {
+                let e = r.checked_sub(named).ok_or_else(|| {
+                    InferError::Invalid("operand rank too small for the equation".into())
+                })?;
+                ell_rank = ell_rank.max(e);
+                // ellipsis axes are numbered from the right so that they broadcast
+                for j in (0..e).rev() {
+                    expanded.push(char::from_u32(0x2460 + j as u32).unwrap_or('?'));
+                }
+            } else if c.is_ascii_alphabetic() {
+                expanded.push(c);
+            } else {
+                return invalid(format!("unexpected '{c}' in equation"));
+            }
+        }
+        if expanded.len() != r {
+            return invalid(format!("operand '{t}' does not match rank {r}"));
+        }
+        inputs.push(expanded);
+    }
+    let ell: Vec<char> = (0..ell_rank)
+        .rev()
+        .map(|j| char::from_u32(0x2460 + j as u32).unwrap_or('?'))
+        .collect();
+    let output = match rhs {
+        Some(r) => {
+            let mut out = Vec::new();
+            for c in r.replace("...", ".").chars() {
+                if c == '.' {
+                    out.extend(&ell);
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        }
+        None => {
+            // implicit mode: ellipsis, then letters appearing once, alphabetically
+            let mut counts = std::collections::BTreeMap::new();
+            for c in inputs.iter().flatten().filter(|c| c.is_ascii_alphabetic()) {
+                *counts.entry(*c).or_insert(0) += 1;
+            }
+            let mut out = ell.clone();
+            out.extend(counts.into_iter().filter(|(_, n)| *n == 1).map(|(c, _)| c));
+            out
+        }
+    };
+    Ok(Einsum { inputs, output })
+}
+
+fn einsum_sizes(cx: &OpCx) -> InferResult<(Einsum, std::collections::BTreeMap<char, Dim>)> {
+    let eq = cx
+        .attr_string("equation")?
+        .ok_or_else(|| InferError::Invalid("attribute 'equation' is required".into()))?;
+    let shapes: Vec<&[Dim]> = (0..cx.n_inputs())
+        .map(|i| cx.shape(i))
+        .collect::<InferResult<_>>()?;
+    let ranks: Vec<usize> = shapes.iter().map(|s| s.len()).collect();
+    let e = parse_einsum(&eq, &ranks)?;
+    let mut sizes: std::collections::BTreeMap<char, Dim> = std::collections::BTreeMap::new();
+    for (letters, shape) in e.inputs.iter().zip(&shapes) {
+        for (c, d) in letters.iter().zip(shape.iter()) {
+            match sizes.get(c) {
+                Some(prev) if *prev == Dim::known(1) => {
+                    sizes.insert(*c, d.clone());
+                }
+                Some(prev) if *d != Dim::known(1) => {
+                    mismatch(&format!("index '{c}' has two sizes"), prev, d)?
+                }
+                Some(_) => {}
+                None => {
+                    sizes.insert(*c, d.clone());
+                }
+            }
+        }
+    }
+    Ok((e, sizes))
+}
+
+pub fn einsum(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let (e, sizes) = einsum_sizes(cx)?;
+    let out = e
+        .output
+        .iter()
+        .map(|c| {
+            sizes.get(c).cloned().ok_or_else(|| {
+                InferError::Invalid(format!("output index '{c}' appears in no operand"))
+            })
+        })
+        .collect::<InferResult<Vec<_>>>()?;
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+/// A product over every index of the equation (each output element sums over the contracted ones).
+pub fn einsum_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
+    if cx.n_inputs() < 2 {
+        return None;
+    }
+    let (_, sizes) = einsum_sizes(cx).ok()?;
+    Dim::product(sizes.values())
+}
+
+struct RnnDims {
+    seq: Dim,
+    batch: Dim,
+    input: Dim,
+    hidden: Dim,
+    dirs: Dim,
+    gates: i64,
+    batch_first: bool,
+}
+
+fn rnn_dims(cx: &OpCx) -> InferResult<RnnDims> {
+    let x = cx.shape(0)?;
+    let w = cx.shape(1)?;
+    if x.len() != 3 || w.len() != 3 {
+        return invalid("X and W must have rank 3");
+    }
+    let batch_first = cx.attr_int("layout", 0)? != 0;
+    let (seq, batch) = if batch_first {
+        (&x[1], &x[0])
+    } else {
+        (&x[0], &x[1])
+    };
+    let gates = match cx.node.op_type.as_str() {
+        "LSTM" => 4,
+        "GRU" => 3,
+        _ => 1,
+    };
+    let hidden = match cx.node.attrs.int_opt("hidden_size")? {
+        Some(h) => Dim::known(h),
+        None => w[1].floor_div(gates).ok_or(InferError::Unknown)?,
+    };
+    Ok(RnnDims {
+        seq: seq.clone(),
+        batch: batch.clone(),
+        input: x[2].clone(),
+        hidden,
+        dirs: w[0].clone(),
+        gates,
+        batch_first,
+    })
+}
+
+/// `LSTM`, `GRU`, `RNN`: `Y`, `Y_h` (and `Y_c` for LSTM).
+pub fn rnn(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let d = rnn_dims(cx)?;
+    let t = cx.dtype(0).or(Some(DType::F32));
+    let (y, h) = if d.batch_first {
+        (
+            vec![
+                d.batch.clone(),
+                d.seq.clone(),
+                d.dirs.clone(),
+                d.hidden.clone(),
+            ],
+            vec![d.batch.clone(), d.dirs.clone(), d.hidden.clone()],
+        )
+    } else {
+        (
+            vec![
+                d.seq.clone(),
+                d.dirs.clone(),
+                d.batch.clone(),
+                d.hidden.clone(),
+            ],
+            vec![d.dirs.clone(), d.batch.clone(), d.hidden.clone()],
+        )
+    };
+    Ok(vec![
+        Fact::new(t, y),
+        Fact::new(t, h.clone()),
+        Fact::new(t, h),
+    ])
+}
+
+pub fn rnn_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
+    let d = rnn_dims(cx).ok()?;
+    let width = d.input.checked_add(&d.hidden)?;
+    Dim::product(&[d.seq, d.batch, d.dirs, Dim::known(d.gates), d.hidden, width])
+}

@@ -1,0 +1,749 @@
+//! Data movement: reshapes, transposes, concatenation, slicing, gathering, padding, resizing.
+//! None of them costs MACs. Where the data is a small folded tensor (a shape vector), the values
+//! move too, which is what makes `Shape → Gather → Concat → Reshape` chains resolve.
+
+use super::{axis, broadcast, invalid, known_usize, ovf, InferError, InferResult, OpCx};
+use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
+use crate::ir::{shape_to_string, Dim};
+
+/// The value, kept only when the shape stays fully known (same elements, same order).
+fn keep_value(input: &Fact, shape: &[Dim]) -> Option<Konst> {
+    let v = input.value.clone()?;
+    let n = Dim::product(shape)?.as_u64()?;
+    (n == v.len() as u64).then_some(v)
+}
+
+pub fn reshape(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let in_shape = cx.shape(0)?;
+    let target: Vec<Dim> = if cx.opt_input(1).is_some() {
+        cx.value(1)?.as_dims().ok_or(InferError::Unknown)?
+    } else {
+        match cx.attr_ints("shape")? {
+            Some(s) => s.iter().map(|&v| Dim::known(v)).collect(),
+            None => return invalid("no target shape (input 'shape' or attribute 'shape')"),
+        }
+    };
+    let allowzero = cx.attr_int("allowzero", 0)? != 0;
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer_at = None;
+    for (i, t) in target.iter().enumerate() {
+        match t.as_i64() {
+            Some(0) if !allowzero => match in_shape.get(i) {
+                Some(d) => out.push(d.clone()),
+                None => {
+                    return invalid(format!(
+                        "target dim {i} is 0 (copy) but the input has rank {}",
+                        in_shape.len()
+                    ))
+                }
+            },
+            Some(-1) => {
+                if infer_at.replace(i).is_some() {
+                    return invalid("more than one -1 in the target shape");
+                }
+                out.push(Dim::ZERO);
+            }
+            Some(v) if v < -1 => return invalid(format!("target dim {i} is {v}")),
+            _ => out.push(t.clone()),
+        }
+    }
+    let total = ovf(Dim::product(in_shape), "input element count")?;
+    if let Some(i) = infer_at {
+        let others = ovf(
+            Dim::product(
+                out.iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, d)| d),
+            ),
+            "target element count",
+        )?;
+        out[i] = match (total.as_i64(), others.as_i64()) {
+            (Some(t), Some(o)) if o != 0 && t % o != 0 => {
+                return invalid(format!(
+                    "cannot reshape {} ({t} elements) to {}",
+                    shape_to_string(in_shape),
+                    shape_to_string(&target)
+                ))
+            }
+            (Some(_), Some(0)) => Dim::ZERO,
+            _ => total
+                .div_exact(&others)
+                .unwrap_or_else(|| Dim::sym(&format!("({total})/({others})"))),
+        };
+    } else {
+        let got = ovf(Dim::product(&out), "target element count")?;
+        if let (Some(a), Some(b)) = (total.as_i64(), got.as_i64()) {
+            if a != b {
+                return invalid(format!(
+                    "cannot reshape {} ({a} elements) to {} ({b} elements)",
+                    shape_to_string(in_shape),
+                    shape_to_string(&out)
+                ));
+            }
+        }
+    }
+    let value = keep_value(x, &out);
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn flatten(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let r = s.len() as i64;
+    let a = cx.attr_int("axis", 1)?;
+    let a = if a < 0 { a + r } else { a };
+    if !(0..=r).contains(&a) {
+        return invalid(format!("axis out of range for rank {r}"));
+    }
+    let a = a as usize;
+    let out = vec![
+        ovf(Dim::product(&s[..a]), "flattened size")?,
+        ovf(Dim::product(&s[a..]), "flattened size")?,
+    ];
+    let value = keep_value(x, &out);
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let perm: Vec<usize> = match cx.attr_ints("perm")? {
+        Some(p) => p
+            .iter()
+            .map(|&a| axis(a, s.len()))
+            .collect::<InferResult<_>>()?,
+        None => (0..s.len()).rev().collect(),
+    };
+    let mut seen = vec![false; s.len()];
+    if perm.len() != s.len() || perm.iter().any(|&p| std::mem::replace(&mut seen[p], true)) {
+        return invalid(format!(
+            "perm {perm:?} is not a permutation of rank {}",
+            s.len()
+        ));
+    }
+    let out: Vec<Dim> = perm.iter().map(|&p| s[p].clone()).collect();
+    let value = if s.len() <= 1 { x.value.clone() } else { None };
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn concat(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let facts: Vec<&Fact> = (0..cx.n_inputs()).filter_map(|i| cx.opt_input(i)).collect();
+    let first = facts
+        .first()
+        .ok_or_else(|| InferError::Invalid("no inputs".into()))?;
+    let shapes: Vec<&[Dim]> = facts
+        .iter()
+        .map(|f| f.shape.as_deref().ok_or(InferError::Unknown))
+        .collect::<InferResult<_>>()?;
+    let rank = shapes[0].len();
+    if shapes.iter().any(|s| s.len() != rank) {
+        return invalid("inputs have different ranks");
+    }
+    let a = axis(cx.attr_int("axis", 0)?, rank)?;
+    let mut out = shapes[0].to_vec();
+    out[a] = ovf(Dim::sum(shapes.iter().map(|s| &s[a])), "concatenated size")?;
+    for s in &shapes[1..] {
+        for (i, d) in s.iter().enumerate() {
+            if i == a {
+                continue;
+            }
+            match (out[i].as_i64(), d.as_i64()) {
+                (Some(x), Some(y)) if x != y => {
+                    return invalid(format!("inputs differ on axis {i}: {x} against {y}"))
+                }
+                (None, Some(_)) => out[i] = d.clone(),
+                _ => {}
+            }
+        }
+    }
+    // values concatenate when the axis is the outermost one (the common 1-D shape-vector case)
+    let value = if a == 0 {
+        let mut ints = Vec::new();
+        let mut floats = Vec::new();
+        let mut ok = true;
+        for f in &facts {
+            match &f.value {
+                Some(Konst::Int(v)) => ints.extend(v.iter().cloned()),
+                Some(Konst::Float(v)) => floats.extend(v.iter().copied()),
+                None => ok = false,
+            }
+        }
+        match (ok, ints.is_empty(), floats.is_empty()) {
+            (true, _, true) => Some(Konst::Int(ints)),
+            (true, true, false) => Some(Konst::Float(floats)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    Ok(vec![Fact {
+        dtype: facts.iter().find_map(|f| f.dtype).or(first.dtype),
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let a = axis(cx.attr_int("axis", 0)?, s.len())?;
+    let n_out = cx.node.outputs.len();
+    let dim = &s[a];
+    let sizes: Vec<Dim> = match cx.ints_from_input_or_attr(1, "split")? {
+        Some(split) if !split.is_empty() => {
+            if split.len() != n_out {
+                return invalid(format!("{} split sizes for {n_out} outputs", split.len()));
+            }
+            if let Some(d) = dim.as_i64() {
+                if split.iter().sum::<i64>() != d {
+                    return invalid(format!("split sizes {split:?} do not add up to {d}"));
+                }
+            }
+            split.into_iter().map(Dim::known).collect()
+        }
+        _ => {
+            let n = cx
+                .node
+                .attrs
+                .int_opt("num_outputs")?
+                .unwrap_or(n_out as i64);
+            if n < 1 {
+                return invalid(format!("num_outputs is {n}"));
+            }
+            let chunk = ovf(dim.ceil_div(n), "split size")?;
+            let last = ovf(
+                chunk
+                    .checked_mul(&Dim::known(n - 1))
+                    .and_then(|c| dim.checked_sub(&c)),
+                "split size",
+            )?;
+            let mut v = vec![chunk; (n - 1) as usize];
+            v.push(last);
+            v
+        }
+    };
+    Ok(sizes
+        .into_iter()
+        .map(|d| {
+            let mut o = s.to_vec();
+            o[a] = d;
+            Fact::new(x.dtype, o)
+        })
+        .collect())
+}
+
+/// Length of a slice of an axis of size `dim`, following the ONNX clamping rules when everything is
+/// known, and the usual readings of symbolic cases (`x[1:]`, `x[:-1]`, `x[:seq]`, `x[::-1]`).
+fn slice_len(dim: &Dim, start: &Dim, end: &Dim, step: i64) -> InferResult<Dim> {
+    const BIG: i64 = 1 << 40;
+    if let (Some(d), Some(s), Some(e)) = (dim.as_i64(), start.as_i64(), end.as_i64()) {
+        let len = if step > 0 {
+            let s = (if s < 0 { s.saturating_add(d) } else { s }).clamp(0, d);
+            let e = (if e < 0 { e.saturating_add(d) } else { e }).clamp(0, d);
+            if e > s {
+                (e - s + step - 1) / step
+            } else {
+                0
+            }
+        } else {
+            let s = (if s < 0 { s.saturating_add(d) } else { s }).clamp(0, d - 1);
+            let e = (if e < 0 { e.saturating_add(d) } else { e }).clamp(-1, d - 1);
+            if s > e {
+                (s - e + (-step) - 1) / (-step)
+            } else {
+                0
+            }
+        };
+        return Ok(Dim::known(len));
+    }
+    let opaque = || Ok(Dim::sym(&format!("slice({dim},{start},{end},{step})")));
+    let (s, e) = (start.as_i64(), end.as_i64());
+    let span = if step > 0 {
+        match (s, e) {
+            // x[s:] and x[-k:]
+            (Some(s), Some(e)) if e >= BIG => {
+                if s >= 0 {
+                    dim.checked_sub(&Dim::known(s))
+                } else {
+                    Some(Dim::known(-s))
+                }
+            }
+            (Some(s), Some(e)) if s >= 0 && e >= 0 => Some(Dim::known(e - s)),
+            (Some(s), Some(e)) if s >= 0 && e < 0 => dim.checked_add(&Dim::known(e - s)),
+            (Some(s), Some(e)) if s < 0 && e < 0 => Some(Dim::known(e - s)),
+            (Some(s), None) if s >= 0 => end.checked_sub(&Dim::known(s)),
+            _ => return opaque(),
+        }
+    } else {
+        match (s, e) {
+            (Some(s), Some(e)) if s == -1 && e <= -BIG => Some(dim.clone()),
+            _ => return opaque(),
+        }
+    };
+    let span = ovf(span, "slice length")?;
+    let step = step.unsigned_abs() as i64;
+    Ok(if step == 1 {
+        span
+    } else {
+        ovf(span.ceil_div(step), "slice length")?
+    })
+}
+
+pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let dims_of = |i: usize, attr: &str| -> InferResult<Option<Vec<Dim>>> {
+        if cx.opset >= 10 {
+            match cx.opt_input(i) {
+                Some(_) => Ok(Some(cx.value(i)?.as_dims().ok_or(InferError::Unknown)?)),
+                None => Ok(None),
+            }
+        } else {
+            Ok(cx
+                .attr_ints(attr)?
+                .map(|v| v.iter().map(|&x| Dim::known(x)).collect()))
+        }
+    };
+    let starts =
+        dims_of(1, "starts")?.ok_or_else(|| InferError::Invalid("starts are required".into()))?;
+    let ends =
+        dims_of(2, "ends")?.ok_or_else(|| InferError::Invalid("ends are required".into()))?;
+    let axes: Vec<usize> = match dims_of(3, "axes")? {
+        Some(a) => a
+            .iter()
+            .map(|d| axis(d.as_i64().ok_or(InferError::Unknown)?, s.len()))
+            .collect::<InferResult<_>>()?,
+        None => (0..starts.len()).collect(),
+    };
+    let steps: Vec<i64> = match dims_of(4, "steps")? {
+        Some(v) => v
+            .iter()
+            .map(|d| d.as_i64().ok_or(InferError::Unknown))
+            .collect::<InferResult<_>>()?,
+        None => vec![1; starts.len()],
+    };
+    if starts.len() != ends.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return invalid("starts, ends, axes and steps differ in length");
+    }
+    if steps.contains(&0) {
+        return invalid("a step is 0");
+    }
+    let mut out = s.to_vec();
+    for k in 0..axes.len() {
+        out[axes[k]] = slice_len(&s[axes[k]], &starts[k], &ends[k], steps[k])?;
+    }
+    // fold 1-D values (shape vectors)
+    let value = match (&x.value, s.len(), starts[0].as_i64(), ends[0].as_i64()) {
+        (Some(v), 1, Some(st), Some(en)) if axes == [0] => {
+            let d = v.len() as i64;
+            let step = steps[0];
+            let mut idx = Vec::new();
+            if step > 0 {
+                let mut i = (if st < 0 { st + d } else { st }).clamp(0, d);
+                let e = (if en < 0 { en.saturating_add(d) } else { en }).clamp(0, d);
+                while i < e {
+                    idx.push(i as usize);
+                    i += step;
+                }
+            } else {
+                let mut i = (if st < 0 { st + d } else { st }).clamp(0, d - 1);
+                let e = (if en < 0 { en.saturating_add(d) } else { en }).clamp(-1, d - 1);
+                while i > e {
+                    idx.push(i as usize);
+                    i += step;
+                }
+            }
+            v.gather(&idx)
+        }
+        _ => None,
+    };
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn gather(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let data = cx.input(0)?;
+    let ds = cx.shape(0)?;
+    let is = cx.shape(1)?;
+    if ds.is_empty() {
+        return invalid("data must have rank 1 or more");
+    }
+    let a = axis(cx.attr_int("axis", 0)?, ds.len())?;
+    let mut out = ds[..a].to_vec();
+    out.extend_from_slice(is);
+    out.extend_from_slice(&ds[a + 1..]);
+    let value = (|| {
+        let v = data.value.as_ref()?;
+        let idx = cx.ints(1).ok()?;
+        let dshape = data.known_shape()?;
+        let outer: u64 = dshape[..a].iter().product();
+        let inner: u64 = dshape[a + 1..].iter().product();
+        let n = dshape[a] as i64;
+        let mut flat = Vec::new();
+        for o in 0..outer {
+            for &i in &idx {
+                let i = if i < 0 { i + n } else { i };
+                if !(0..n).contains(&i) {
+                    return None;
+                }
+                for j in 0..inner {
+                    flat.push(((o * n as u64 + i as u64) * inner + j) as usize);
+                }
+            }
+        }
+        v.gather(&flat)
+    })();
+    Ok(vec![Fact {
+        dtype: data.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn gather_elements(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    Ok(vec![Fact::new(cx.dtype(0), cx.shape(1)?.to_vec())])
+}
+
+pub fn gather_nd(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let ds = cx.shape(0)?;
+    let is = cx.shape(1)?;
+    let b = usize::try_from(cx.attr_int("batch_dims", 0)?)
+        .map_err(|_| InferError::Invalid("batch_dims is negative".into()))?;
+    let last = is
+        .last()
+        .ok_or_else(|| InferError::Invalid("indices must have rank 1 or more".into()))?;
+    let k = known_usize(last, "index depth")?;
+    if b + k > ds.len() {
+        return invalid("index depth exceeds the data rank");
+    }
+    let mut out = is[..is.len() - 1].to_vec();
+    out.extend_from_slice(&ds[b + k..]);
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+pub fn squeeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let axes = cx.ints_from_input_or_attr(1, "axes")?;
+    let out: Vec<Dim> = match axes {
+        Some(axes) if !axes.is_empty() => {
+            let axes: Vec<usize> = axes
+                .iter()
+                .map(|&a| axis(a, s.len()))
+                .collect::<InferResult<_>>()?;
+            for &a in &axes {
+                if let Some(v) = s[a].as_i64() {
+                    if v != 1 {
+                        return invalid(format!("cannot squeeze axis {a} of size {v}"));
+                    }
+                }
+            }
+            s.iter()
+                .enumerate()
+                .filter(|(i, _)| !axes.contains(i))
+                .map(|(_, d)| d.clone())
+                .collect()
+        }
+        _ => s
+            .iter()
+            .filter(|d| d.as_i64() != Some(1))
+            .cloned()
+            .collect(),
+    };
+    let value = keep_value(x, &out);
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn unsqueeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let axes = cx
+        .ints_from_input_or_attr(1, "axes")?
+        .ok_or_else(|| InferError::Invalid("axes are required".into()))?;
+    let rank = s.len() + axes.len();
+    let mut axes: Vec<usize> = axes
+        .iter()
+        .map(|&a| axis(a, rank))
+        .collect::<InferResult<_>>()?;
+    axes.sort_unstable();
+    if axes.windows(2).any(|w| w[0] == w[1]) {
+        return invalid("repeated axis");
+    }
+    let mut it = s.iter();
+    let out: Vec<Dim> = (0..rank)
+        .map(|i| {
+            if axes.binary_search(&i).is_ok() {
+                Dim::known(1)
+            } else {
+                it.next().cloned().unwrap_or(Dim::known(1))
+            }
+        })
+        .collect();
+    let value = keep_value(x, &out);
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn expand(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let s = cx.shape(0)?;
+    let target = cx.value(1)?.as_dims().ok_or(InferError::Unknown)?;
+    let out = broadcast(&[s, &target])?;
+    let value = match (&x.value, Dim::product(&out).and_then(|d| d.as_u64())) {
+        (Some(Konst::Int(v)), Some(n)) if v.len() == 1 && n <= MAX_FOLD_ELEMS => {
+            Some(Konst::Int(vec![v[0].clone(); n as usize]))
+        }
+        (Some(Konst::Float(v)), Some(n)) if v.len() == 1 && n <= MAX_FOLD_ELEMS => {
+            Some(Konst::Float(vec![v[0]; n as usize]))
+        }
+        (Some(v), Some(n)) if v.len() as u64 == n => Some(v.clone()),
+        _ => None,
+    };
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
+}
+
+pub fn tile(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let reps = cx.ints(1)?;
+    if reps.len() != s.len() {
+        return invalid(format!("{} repeats for rank {}", reps.len(), s.len()));
+    }
+    let out = s
+        .iter()
+        .zip(&reps)
+        .map(|(d, &r)| ovf(d.checked_mul(&Dim::known(r)), "tiled size"))
+        .collect::<InferResult<_>>()?;
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let pads = if cx.opset >= 11 {
+        cx.ints(1)?
+    } else {
+        cx.attr_ints("pads")?
+            .or(cx.attr_ints("paddings")?)
+            .ok_or_else(|| InferError::Invalid("pads are required".into()))?
+            .to_vec()
+    };
+    let axes: Vec<usize> = match cx.opt_input(3) {
+        Some(_) => cx
+            .ints(3)?
+            .iter()
+            .map(|&a| axis(a, s.len()))
+            .collect::<InferResult<_>>()?,
+        None => (0..s.len()).collect(),
+    };
+    if pads.len() != 2 * axes.len() {
+        return invalid(format!("{} pads for {} axes", pads.len(), axes.len()));
+    }
+    let mut out = s.to_vec();
+    let n = axes.len();
+    for (k, &a) in axes.iter().enumerate() {
+        out[a] = ovf(
+            s[a].checked_add(&Dim::known(pads[k] + pads[k + n])),
+            "padded size",
+        )?;
+        if let Some(v) = out[a].as_i64() {
+            if v < 0 {
+                return invalid(format!("padding makes axis {a} negative ({v})"));
+            }
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+/// `Resize` (opsets 10, 11+, 18+) and `Upsample`.
+pub fn resize(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let present = |i: usize| {
+        cx.opt_input(i)
+            .filter(|f| f.numel().and_then(|d| d.as_i64()) != Some(0))
+    };
+    let (scales_in, sizes_in) = if cx.node.op_type == "Upsample" || cx.opset < 11 {
+        (Some(1), None)
+    } else {
+        (Some(2), Some(3))
+    };
+    let axes: Vec<usize> = match cx.attr_ints("axes")? {
+        Some(a) => a
+            .iter()
+            .map(|&x| axis(x, s.len()))
+            .collect::<InferResult<_>>()?,
+        None => (0..s.len()).collect(),
+    };
+    let mut out = s.to_vec();
+    if let Some(i) = sizes_in.filter(|&i| present(i).is_some()) {
+        let sizes = cx.value(i)?.as_dims().ok_or(InferError::Unknown)?;
+        if sizes.len() != axes.len() {
+            return invalid(format!("{} sizes for {} axes", sizes.len(), axes.len()));
+        }
+        let policy = cx
+            .attr_string("keep_aspect_ratio_policy")?
+            .unwrap_or_else(|| "stretch".into());
+        if policy == "stretch" {
+            for (k, &a) in axes.iter().enumerate() {
+                out[a] = sizes[k].clone();
+            }
+        } else {
+            let ratios: Vec<f64> = axes
+                .iter()
+                .zip(&sizes)
+                .map(|(&a, sz)| Some(sz.as_i64()? as f64 / s[a].as_i64()? as f64))
+                .collect::<Option<_>>()
+                .ok_or(InferError::Unknown)?;
+            let r = if policy == "not_larger" {
+                ratios.iter().copied().fold(f64::INFINITY, f64::min)
+            } else {
+                ratios.iter().copied().fold(0.0, f64::max)
+            };
+            for &a in &axes {
+                let d = s[a].as_i64().ok_or(InferError::Unknown)?;
+                out[a] = Dim::known((d as f64 * r).round() as i64);
+            }
+        }
+        return Ok(vec![Fact::new(cx.dtype(0), out)]);
+    }
+    let scales: Vec<f64> = match scales_in.filter(|&i| present(i).is_some()) {
+        Some(i) => cx.value(i)?.as_f64s().ok_or(InferError::Unknown)?,
+        None => match cx.node.attrs.floats_opt("scales")? {
+            Some(f) => f.iter().map(|&x| x as f64).collect(),
+            None => return invalid("neither scales nor sizes are given"),
+        },
+    };
+    if scales.len() != axes.len() {
+        return invalid(format!("{} scales for {} axes", scales.len(), axes.len()));
+    }
+    for (k, &a) in axes.iter().enumerate() {
+        let sc = scales[k];
+        if !(sc > 0.0 && sc.is_finite()) {
+            return invalid(format!("scale {sc} is not positive"));
+        }
+        out[a] = match s[a].as_i64() {
+            Some(d) => Dim::known((d as f64 * sc + 1e-9).floor() as i64),
+            None if sc.fract() == 0.0 => {
+                ovf(s[a].checked_mul(&Dim::known(sc as i64)), "resized size")?
+            }
+            None if (1.0 / sc).fract() == 0.0 => {
+                ovf(s[a].floor_div((1.0 / sc) as i64), "resized size")?
+            }
+            None => Dim::sym(&format!("floor({}*{sc})", s[a])),
+        };
+    }
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+pub fn depth_to_space(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    if s.len() != 4 {
+        return invalid("input must have rank 4");
+    }
+    let b = cx.attr_int("blocksize", 0)?;
+    if b < 1 {
+        return invalid("blocksize must be positive");
+    }
+    let c = s[1].div_exact(&Dim::known(b * b)).ok_or_else(|| {
+        InferError::Invalid(format!(
+            "{} channels do not divide by blocksize² = {}",
+            s[1],
+            b * b
+        ))
+    })?;
+    let k = Dim::known(b);
+    Ok(vec![Fact::new(
+        cx.dtype(0),
+        vec![
+            s[0].clone(),
+            c,
+            ovf(s[2].checked_mul(&k), "size")?,
+            ovf(s[3].checked_mul(&k), "size")?,
+        ],
+    )])
+}
+
+pub fn space_to_depth(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    if s.len() != 4 {
+        return invalid("input must have rank 4");
+    }
+    let b = cx.attr_int("blocksize", 0)?;
+    if b < 1 {
+        return invalid("blocksize must be positive");
+    }
+    let k = Dim::known(b);
+    let div = |d: &Dim| {
+        d.div_exact(&k)
+            .ok_or_else(|| InferError::Invalid(format!("{d} does not divide by blocksize {b}")))
+    };
+    Ok(vec![Fact::new(
+        cx.dtype(0),
+        vec![
+            s[0].clone(),
+            ovf(s[1].checked_mul(&Dim::known(b * b)), "size")?,
+            div(&s[2])?,
+            div(&s[3])?,
+        ],
+    )])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(v: i64) -> Dim {
+        Dim::known(v)
+    }
+
+    #[test]
+    fn known_slices_follow_the_spec() {
+        assert_eq!(slice_len(&k(10), &k(2), &k(i64::MAX), 1).unwrap(), k(8));
+        assert_eq!(slice_len(&k(10), &k(-3), &k(i64::MAX), 1).unwrap(), k(3));
+        assert_eq!(slice_len(&k(10), &k(0), &k(-1), 2).unwrap(), k(5));
+        assert_eq!(slice_len(&k(10), &k(-1), &k(i64::MIN), -1).unwrap(), k(10));
+        assert_eq!(slice_len(&k(10), &k(8), &k(2), -3).unwrap(), k(2));
+        assert_eq!(slice_len(&k(10), &k(20), &k(30), 1).unwrap(), k(0));
+    }
+
+    #[test]
+    fn symbolic_slices() {
+        let s = Dim::sym("seq");
+        assert_eq!(
+            slice_len(&s, &k(1), &k(i64::MAX), 1).unwrap().to_string(),
+            "seq - 1"
+        );
+        assert_eq!(
+            slice_len(&s, &k(0), &k(-1), 1).unwrap().to_string(),
+            "seq - 1"
+        );
+        assert_eq!(slice_len(&k(512), &k(0), &s, 1).unwrap(), s);
+        assert_eq!(slice_len(&s, &k(-1), &k(-(1 << 62)), -1).unwrap(), s);
+    }
+}

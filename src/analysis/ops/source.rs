@@ -1,0 +1,166 @@
+//! Ops that make tensors from attributes or shapes: `Constant`, `Shape`, `Size`,
+//! `ConstantOfShape`, `Range`. Their values are folded when small.
+
+use super::{invalid, ovf, InferError, InferResult, OpCx};
+use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
+use crate::ir::{Attr, DType, Dim, Tensor};
+
+/// The fact of a stored tensor, with its values when it is small.
+pub fn tensor_fact(t: &Tensor) -> Fact {
+    let shape: Vec<Dim> = t.dims.iter().map(|&d| Dim::known(d as i64)).collect();
+    let value = t.read_values(MAX_FOLD_ELEMS).map(Konst::from_values);
+    Fact {
+        dtype: Some(t.dtype),
+        shape: Some(shape),
+        value,
+    }
+}
+
+pub fn constant(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let attrs = &cx.node.attrs;
+    let (name, attr) = attrs
+        .0
+        .first()
+        .ok_or_else(|| InferError::Invalid("no value attribute".into()))?;
+    let fact = match (name.as_str(), attr) {
+        ("value", Attr::Tensor(t)) => tensor_fact(t),
+        ("sparse_value", Attr::SparseTensor { values, dims }) => Fact::new(
+            Some(values.dtype),
+            dims.iter().map(|&d| Dim::known(d as i64)).collect(),
+        ),
+        ("value_float", Attr::Float(f)) => {
+            Fact::new(Some(DType::F32), vec![]).with_value(Konst::Float(vec![*f as f64]))
+        }
+        ("value_floats", Attr::Floats(f)) => {
+            Fact::new(Some(DType::F32), vec![Dim::known(f.len() as i64)])
+                .with_value(Konst::Float(f.iter().map(|&x| x as f64).collect()))
+        }
+        ("value_int", Attr::Int(i)) => {
+            Fact::new(Some(DType::I64), vec![]).with_value(Konst::Int(vec![Dim::known(*i)]))
+        }
+        ("value_ints", Attr::Ints(v)) => {
+            Fact::new(Some(DType::I64), vec![Dim::known(v.len() as i64)])
+                .with_value(Konst::Int(v.iter().map(|&x| Dim::known(x)).collect()))
+        }
+        ("value_string", Attr::String(_)) => Fact::new(Some(DType::String), vec![]),
+        ("value_strings", Attr::Strings(v)) => {
+            Fact::new(Some(DType::String), vec![Dim::known(v.len() as i64)])
+        }
+        (other, a) => {
+            return invalid(format!(
+                "unsupported value attribute '{other}' ({})",
+                a.kind()
+            ))
+        }
+    };
+    Ok(vec![fact])
+}
+
+/// `Shape`, with `start`/`end` (opset 15). Its value is the (possibly symbolic) dims themselves.
+pub fn shape(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let r = s.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let start = clamp(cx.attr_int("start", 0)?);
+    let end = clamp(cx.node.attrs.int_opt("end")?.unwrap_or(r));
+    let dims: Vec<Dim> = if start < end {
+        s[start..end].to_vec()
+    } else {
+        Vec::new()
+    };
+    Ok(vec![Fact::new(
+        Some(DType::I64),
+        vec![Dim::known(dims.len() as i64)],
+    )
+    .with_value(Konst::Int(dims))])
+}
+
+pub fn size(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let n = ovf(cx.input(0)?.numel(), "element count")?;
+    Ok(vec![
+        Fact::new(Some(DType::I64), vec![]).with_value(Konst::Int(vec![n]))
+    ])
+}
+
+pub fn constant_of_shape(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let shape = cx.value(0)?.as_dims().ok_or(InferError::Unknown)?;
+    if let Some(bad) = shape.iter().find_map(|d| d.as_i64().filter(|v| *v < 0)) {
+        return invalid(format!("negative dimension {bad} in the requested shape"));
+    }
+    let (dtype, fill) = match cx.node.attrs.tensor_opt("value")? {
+        Some(t) => (t.dtype, t.read_values(1).map(Konst::from_values)),
+        None => (DType::F32, Some(Konst::Float(vec![0.0]))),
+    };
+    let n = Dim::product(&shape).and_then(|d| d.as_u64());
+    let value = match (fill, n) {
+        (Some(Konst::Int(v)), Some(n)) if n <= MAX_FOLD_ELEMS && v.len() == 1 => {
+            Some(Konst::Int(vec![v[0].clone(); n as usize]))
+        }
+        (Some(Konst::Float(v)), Some(n)) if n <= MAX_FOLD_ELEMS && v.len() == 1 => {
+            Some(Konst::Float(vec![v[0]; n as usize]))
+        }
+        _ => None,
+    };
+    Ok(vec![Fact {
+        dtype: Some(dtype),
+        shape: Some(shape),
+        value,
+    }])
+}
+
+/// `Range`: `max(ceil((limit - start) / delta), 0)` elements.
+pub fn range(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let dtype = cx.dtype(0);
+    let start = cx.value(0)?;
+    let limit = cx.value(1)?;
+    let delta = cx.value(2)?;
+    if let (Some(s), Some(l), Some(d)) = (start.as_f64s(), limit.as_f64s(), delta.as_f64s()) {
+        let (s, l, d) = (
+            *s.first().ok_or(InferError::Unknown)?,
+            *l.first().ok_or(InferError::Unknown)?,
+            *d.first().ok_or(InferError::Unknown)?,
+        );
+        if d == 0.0 {
+            return invalid("delta is 0");
+        }
+        let n = ((l - s) / d).ceil().max(0.0);
+        if n > i64::MAX as f64 {
+            return invalid("range length overflows");
+        }
+        let n = n as i64;
+        let value = (n as u64 <= MAX_FOLD_ELEMS).then(|| match start {
+            Konst::Int(_) => Konst::Int(
+                (0..n)
+                    .map(|i| Dim::known((s + d * i as f64) as i64))
+                    .collect(),
+            ),
+            Konst::Float(_) => Konst::Float((0..n).map(|i| s + d * i as f64).collect()),
+        });
+        return Ok(vec![Fact {
+            dtype,
+            shape: Some(vec![Dim::known(n)]),
+            value,
+        }]);
+    }
+    // symbolic: range(start, limit, delta) with known start and delta
+    let s = start
+        .as_dims()
+        .and_then(|v| v.first().cloned())
+        .ok_or(InferError::Unknown)?;
+    let l = limit
+        .as_dims()
+        .and_then(|v| v.first().cloned())
+        .ok_or(InferError::Unknown)?;
+    let d = delta
+        .as_i64s()
+        .and_then(|v| v.first().copied())
+        .ok_or(InferError::Unknown)?;
+    if d <= 0 {
+        return Err(InferError::Unknown);
+    }
+    let len = ovf(
+        l.checked_sub(&s).and_then(|x| x.ceil_div(d)),
+        "range length",
+    )?;
+    Ok(vec![Fact::new(dtype, vec![len])])
+}

@@ -1,0 +1,298 @@
+//! Shape inference over the IR: binds the user's dimensions at the graph inputs, then walks the
+//! nodes in topological order computing each output's facts from the op registry. Values the file
+//! declares (`value_info`) fill in what inference cannot know and are cross-checked where it can.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::fact::Fact;
+use super::ops::{self, InferError, OpCx};
+use crate::error::{Error, Result};
+use crate::ir::{shape_to_string, Dim, Graph, Model, NodeId, TypeDecl};
+
+/// The dimensions the user binds.
+#[derive(Clone, Debug, Default)]
+pub struct Bindings {
+    /// `--batch N`: the first axis of the graph inputs.
+    pub batch: Option<u64>,
+    /// `--dim NAME=V`: any other named dimension.
+    pub dims: BTreeMap<String, i64>,
+}
+
+/// The outcome of shape inference on the main graph.
+#[derive(Clone, Debug)]
+pub struct Inference {
+    /// Facts per value of the main graph.
+    pub facts: Vec<Fact>,
+    /// MACs per node: zero for ops that are not counted, `None` when not computable (unknown
+    /// shapes, opaque ops).
+    pub macs: Vec<Option<Dim>>,
+    /// Nodes whose op nnlint does not know.
+    pub opaque: Vec<NodeId>,
+    /// Nodes whose outputs could not be inferred because they are inconsistent, with why.
+    pub invalid: Vec<(NodeId, String)>,
+    /// Declared and inferred shapes that disagree.
+    pub mismatches: Vec<String>,
+    /// The batch size used (bound by `--batch`, defaulted to 1, or fixed by the model).
+    pub batch: Option<u64>,
+    /// Every symbol bound, with its value and where the value came from.
+    pub bound: BTreeMap<String, i64>,
+    /// Notes about binding (defaults taken, fixed batch overridden).
+    pub notes: Vec<String>,
+}
+
+/// Symbols of the graph inputs, and which of them sit on the batch axis.
+fn input_symbols(graph: &Graph) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mut all = BTreeSet::new();
+    let mut batch = BTreeSet::new();
+    for &v in &graph.inputs {
+        let Some(shape) = graph.values[v]
+            .declared
+            .as_ref()
+            .and_then(|d| d.shape.as_ref())
+        else {
+            continue;
+        };
+        for (axis, d) in shape.iter().enumerate() {
+            for s in d.symbols() {
+                if axis == 0 {
+                    batch.insert(s.to_string());
+                }
+                all.insert(s.to_string());
+            }
+        }
+    }
+    (all, batch)
+}
+
+/// Decides what every input symbol is bound to.
+fn resolve_bindings(
+    model: &Model,
+    b: &Bindings,
+) -> Result<(BTreeMap<String, i64>, Option<u64>, Vec<String>, bool)> {
+    let graph = &model.graph;
+    let (all, batch_syms) = input_symbols(graph);
+    let mut bound = BTreeMap::new();
+    let mut notes = Vec::new();
+    for (name, &v) in &b.dims {
+        if !all.contains(name) {
+            let known: Vec<&str> = all.iter().map(String::as_str).collect();
+            return Err(Error::Usage(format!(
+                "{}: --dim {name}={v}: the model's inputs have no dimension named '{name}' (symbolic dimensions: {})",
+                model.path.display(),
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )));
+        }
+        if v < 0 {
+            return Err(Error::Usage(format!(
+                "--dim {name}={v}: a dimension cannot be negative"
+            )));
+        }
+        bound.insert(name.clone(), v);
+    }
+    let mut override_fixed = false;
+    let batch = match b.batch {
+        Some(n) => {
+            let n_i =
+                i64::try_from(n).map_err(|_| Error::Usage(format!("--batch {n} is too large")))?;
+            for s in &batch_syms {
+                bound.entry(s.clone()).or_insert(n_i);
+            }
+            if batch_syms.is_empty() {
+                // every input has a fixed first axis: rebind it if it is the same everywhere
+                let fixed: BTreeSet<i64> = graph
+                    .inputs
+                    .iter()
+                    .filter_map(|&v| {
+                        graph.values[v]
+                            .declared
+                            .as_ref()?
+                            .shape
+                            .as_ref()?
+                            .first()?
+                            .as_i64()
+                    })
+                    .collect();
+                match fixed.iter().next() {
+                    Some(&f) if fixed.len() == 1 && f as u64 != n => {
+                        notes.push(format!(
+                            "the model's inputs have a fixed batch of {f}; analysed at batch {n} as asked (reshapes with a hard-coded batch may not follow)"
+                        ));
+                        override_fixed = true;
+                    }
+                    _ => {}
+                }
+            }
+            Some(n)
+        }
+        None => {
+            let unbound: Vec<&String> = batch_syms
+                .iter()
+                .filter(|s| !bound.contains_key(*s))
+                .collect();
+            for s in &unbound {
+                bound.insert((*s).clone(), 1);
+            }
+            if !unbound.is_empty() {
+                notes.push(format!(
+                    "batch dimension {} bound to 1 (use --batch N)",
+                    unbound
+                        .iter()
+                        .map(|s| format!("'{s}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                Some(1)
+            } else {
+                // a fixed batch: report it
+                graph.inputs.iter().find_map(|&v| {
+                    graph.values[v]
+                        .declared
+                        .as_ref()?
+                        .shape
+                        .as_ref()?
+                        .first()?
+                        .as_u64()
+                })
+            }
+        }
+    };
+    Ok((bound, batch, notes, override_fixed))
+}
+
+fn substitute(decl: &TypeDecl, bound: &BTreeMap<String, i64>) -> Fact {
+    Fact {
+        dtype: decl.dtype,
+        shape: decl.shape.as_ref().and_then(|s| {
+            s.iter()
+                .map(|d| d.substitute(bound))
+                .collect::<Option<Vec<_>>>()
+        }),
+        value: None,
+    }
+}
+
+/// Merges an inferred fact with what the file declares: known dims win, a disagreement between two
+/// known dims is reported.
+fn merge(inferred: Fact, declared: Option<Fact>, name: &str, mismatches: &mut Vec<String>) -> Fact {
+    let Some(decl) = declared else {
+        return inferred;
+    };
+    let dtype = inferred.dtype.or(decl.dtype);
+    let shape = match (inferred.shape, decl.shape) {
+        (None, d) => d,
+        (Some(i), None) => Some(i),
+        (Some(i), Some(d)) if i.len() != d.len() => {
+            mismatches.push(format!(
+                "value '{name}': the file declares {} but inference gives {}",
+                shape_to_string(&d),
+                shape_to_string(&i)
+            ));
+            Some(i)
+        }
+        (Some(i), Some(d)) => {
+            let mut out = Vec::with_capacity(i.len());
+            let mut differs = false;
+            for (a, b) in i.iter().zip(&d) {
+                match (a.as_i64(), b.as_i64()) {
+                    (Some(x), Some(y)) if x != y => {
+                        differs = true;
+                        out.push(a.clone());
+                    }
+                    (None, Some(_)) => out.push(b.clone()),
+                    _ => out.push(a.clone()),
+                }
+            }
+            if differs {
+                mismatches.push(format!(
+                    "value '{name}': the file declares {} but inference gives {}",
+                    shape_to_string(&d),
+                    shape_to_string(&i)
+                ));
+            }
+            Some(out)
+        }
+    };
+    Fact {
+        dtype,
+        shape,
+        value: inferred.value,
+    }
+}
+
+/// Runs shape inference on the model's main graph.
+pub fn infer(model: &Model, bindings: &Bindings) -> Result<Inference> {
+    let graph = &model.graph;
+    let (bound, batch, notes, override_fixed) = resolve_bindings(model, bindings)?;
+    let opset = model.opset();
+    let mut facts: Vec<Fact> = vec![Fact::unknown(); graph.values.len()];
+    for (id, t) in graph.initializers() {
+        facts[id] = ops::tensor_fact(t);
+    }
+    for &v in &graph.inputs {
+        if let Some(decl) = &graph.values[v].declared {
+            let mut f = substitute(decl, &bound);
+            if override_fixed {
+                if let (Some(shape), Some(n)) = (f.shape.as_mut(), batch) {
+                    if let Some(first) = shape.first_mut() {
+                        *first = Dim::known(n as i64);
+                    }
+                }
+            }
+            facts[v] = f;
+        }
+    }
+    let mut macs = vec![None; graph.nodes.len()];
+    let mut opaque = Vec::new();
+    let mut invalid = Vec::new();
+    let mut mismatches = Vec::new();
+    for (n, node) in graph.nodes.iter().enumerate() {
+        let inputs: Vec<Option<&Fact>> = node.inputs.iter().map(|v| v.map(|v| &facts[v])).collect();
+        let cx = OpCx {
+            node,
+            inputs,
+            opset,
+        };
+        let (outs, cost) = match ops::lookup(node) {
+            Some(def) => match (def.infer)(&cx) {
+                Ok(outs) => {
+                    let cost = match def.macs {
+                        Some(f) => f(&cx, &outs),
+                        None => Some(Dim::ZERO),
+                    };
+                    (outs, cost)
+                }
+                Err(InferError::Unknown) => (Vec::new(), None),
+                Err(InferError::Invalid(m)) => {
+                    invalid.push((n, m));
+                    (Vec::new(), None)
+                }
+            },
+            None => {
+                opaque.push(n);
+                (Vec::new(), None)
+            }
+        };
+        drop(cx);
+        macs[n] = cost;
+        let mut outs = outs.into_iter();
+        for v in node.outputs.iter() {
+            let inferred = outs.next().unwrap_or_default();
+            let Some(v) = *v else { continue };
+            let declared = graph.values[v]
+                .declared
+                .as_ref()
+                .map(|d| substitute(d, &bound));
+            facts[v] = merge(inferred, declared, &graph.values[v].name, &mut mismatches);
+        }
+    }
+    Ok(Inference {
+        facts,
+        macs,
+        opaque,
+        invalid,
+        mismatches,
+        batch,
+        bound,
+        notes,
+    })
+}

@@ -1,0 +1,393 @@
+//! Dimensions that are known numbers or symbolic expressions.
+//!
+//! A [`Dim`] is a polynomial with integer coefficients over named symbols (`N`, `seq`, ...). That is
+//! enough for what exported graphs do to shapes: products (`N*seq` after a flatten), sums (`past+seq`
+//! after a concat), exact divisions (a `-1` in a reshape) and constants. A division that is not exact on
+//! a symbolic value (`(H-1)/2` in a strided conv) becomes a new opaque symbol named after the expression,
+//! so analysis goes on and the report shows what the dimension depends on. Binding symbols to numbers
+//! (`--batch`, `--dim`) happens at the graph inputs, before inference, so every derived value becomes
+//! known at once.
+//!
+//! All arithmetic is checked: an overflow is `None`, never a wrap or a panic.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// A known or symbolic dimension (or integer shape value, which may be negative).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Dim {
+    /// Sorted by monomial, no zero coefficients. The constant term has an empty monomial.
+    terms: Vec<Term>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Term {
+    /// Sorted multiset of symbol names; a repeated name is a power.
+    mono: Vec<Arc<str>>,
+    coef: i64,
+}
+
+impl Dim {
+    pub const ZERO: Dim = Dim { terms: Vec::new() };
+
+    pub fn known(v: i64) -> Dim {
+        if v == 0 {
+            Dim::ZERO
+        } else {
+            Dim {
+                terms: vec![Term {
+                    mono: Vec::new(),
+                    coef: v,
+                }],
+            }
+        }
+    }
+
+    pub fn sym(name: &str) -> Dim {
+        Dim {
+            terms: vec![Term {
+                mono: vec![Arc::from(name)],
+                coef: 1,
+            }],
+        }
+    }
+
+    /// The value, when no symbol is involved.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.terms.as_slice() {
+            [] => Some(0),
+            [t] if t.mono.is_empty() => Some(t.coef),
+            _ => None,
+        }
+    }
+
+    /// The value as an unsigned size, when it is known and not negative.
+    pub fn as_u64(&self) -> Option<u64> {
+        self.as_i64().and_then(|v| u64::try_from(v).ok())
+    }
+
+    pub fn is_known(&self) -> bool {
+        self.as_i64().is_some()
+    }
+
+    /// Names of the symbols this dimension depends on, sorted, without repeats.
+    pub fn symbols(&self) -> Vec<Arc<str>> {
+        let mut out: Vec<Arc<str>> = self
+            .terms
+            .iter()
+            .flat_map(|t| t.mono.iter().cloned())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn from_map(map: BTreeMap<Vec<Arc<str>>, i64>) -> Dim {
+        Dim {
+            terms: map
+                .into_iter()
+                .filter(|(_, c)| *c != 0)
+                .map(|(mono, coef)| Term { mono, coef })
+                .collect(),
+        }
+    }
+
+    pub fn checked_add(&self, other: &Dim) -> Option<Dim> {
+        let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
+        for t in self.terms.iter().chain(&other.terms) {
+            let c = map.entry(t.mono.clone()).or_insert(0);
+            *c = c.checked_add(t.coef)?;
+        }
+        Some(Dim::from_map(map))
+    }
+
+    pub fn checked_neg(&self) -> Option<Dim> {
+        let terms = self
+            .terms
+            .iter()
+            .map(|t| {
+                Some(Term {
+                    mono: t.mono.clone(),
+                    coef: t.coef.checked_neg()?,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Dim { terms })
+    }
+
+    pub fn checked_sub(&self, other: &Dim) -> Option<Dim> {
+        self.checked_add(&other.checked_neg()?)
+    }
+
+    pub fn checked_mul(&self, other: &Dim) -> Option<Dim> {
+        let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
+        for a in &self.terms {
+            for b in &other.terms {
+                let mut mono: Vec<Arc<str>> = a.mono.iter().chain(&b.mono).cloned().collect();
+                mono.sort();
+                let c = map.entry(mono).or_insert(0);
+                *c = c.checked_add(a.coef.checked_mul(b.coef)?)?;
+            }
+        }
+        Some(Dim::from_map(map))
+    }
+
+    /// `self / other` when the division is exact term by term (or `self == other`).
+    pub fn div_exact(&self, other: &Dim) -> Option<Dim> {
+        if self == other && !other.terms.is_empty() {
+            return Some(Dim::known(1));
+        }
+        let [d] = other.terms.as_slice() else {
+            return None;
+        };
+        if d.coef == 0 {
+            return None;
+        }
+        let mut map = BTreeMap::new();
+        for t in &self.terms {
+            if t.coef % d.coef != 0 {
+                return None;
+            }
+            let mut rest = t.mono.clone();
+            for s in &d.mono {
+                let pos = rest.iter().position(|r| r == s)?;
+                rest.remove(pos);
+            }
+            map.insert(rest, t.coef / d.coef);
+        }
+        Some(Dim::from_map(map))
+    }
+
+    /// Floor division by a positive constant. A symbolic value that does not divide exactly becomes an
+    /// opaque symbol named after the expression.
+    pub fn floor_div(&self, k: i64) -> Option<Dim> {
+        if k <= 0 {
+            return None;
+        }
+        if let Some(v) = self.as_i64() {
+            return Some(Dim::known(v.div_euclid(k)));
+        }
+        if let Some(q) = self.div_exact(&Dim::known(k)) {
+            return Some(q);
+        }
+        Some(Dim::sym(&format!("floor(({self})/{k})")))
+    }
+
+    /// Ceiling division by a positive constant, with the same rule as [`Dim::floor_div`].
+    pub fn ceil_div(&self, k: i64) -> Option<Dim> {
+        if k <= 0 {
+            return None;
+        }
+        if let Some(v) = self.as_i64() {
+            let q = v.div_euclid(k);
+            return Some(Dim::known(if v.rem_euclid(k) == 0 { q } else { q + 1 }));
+        }
+        if let Some(q) = self.div_exact(&Dim::known(k)) {
+            return Some(q);
+        }
+        Some(Dim::sym(&format!("ceil(({self})/{k})")))
+    }
+
+    /// Replaces bound symbols by their values.
+    pub fn substitute(&self, bindings: &BTreeMap<String, i64>) -> Option<Dim> {
+        let mut acc = Dim::ZERO;
+        for t in &self.terms {
+            let mut term = Dim::known(t.coef);
+            for s in &t.mono {
+                let f = match bindings.get(&**s) {
+                    Some(v) => Dim::known(*v),
+                    None => Dim {
+                        terms: vec![Term {
+                            mono: vec![s.clone()],
+                            coef: 1,
+                        }],
+                    },
+                };
+                term = term.checked_mul(&f)?;
+            }
+            acc = acc.checked_add(&term)?;
+        }
+        Some(acc)
+    }
+
+    /// Product of dims, `None` on overflow.
+    pub fn product<'a>(dims: impl IntoIterator<Item = &'a Dim>) -> Option<Dim> {
+        dims.into_iter()
+            .try_fold(Dim::known(1), |acc, d| acc.checked_mul(d))
+    }
+
+    /// Sum of dims, `None` on overflow.
+    pub fn sum<'a>(dims: impl IntoIterator<Item = &'a Dim>) -> Option<Dim> {
+        dims.into_iter()
+            .try_fold(Dim::ZERO, |acc, d| acc.checked_add(d))
+    }
+
+    /// Whether the dim can be a size: a known non-negative number or an expression whose
+    /// coefficients are all non-negative.
+    pub fn is_plausible_size(&self) -> bool {
+        match self.as_i64() {
+            Some(v) => v >= 0,
+            None => true,
+        }
+    }
+
+    /// A rendering with every coefficient formatted by `fmt_coef` (used to print byte counts such
+    /// as `1.5 MiB·N + 12 B`).
+    pub fn render_with(&self, fmt_coef: impl Fn(i64) -> String) -> String {
+        if self.terms.is_empty() {
+            return fmt_coef(0);
+        }
+        let mut out = String::new();
+        for (i, t) in self.terms.iter().rev().enumerate() {
+            let (neg, abs) = (t.coef < 0, t.coef.unsigned_abs());
+            if i > 0 {
+                out.push_str(if neg { " - " } else { " + " });
+            } else if neg {
+                out.push('-');
+            }
+            let mono = render_mono(&t.mono);
+            if mono.is_empty() {
+                out.push_str(&fmt_coef(abs as i64));
+            } else if abs == 1 {
+                out.push_str(&mono);
+            } else {
+                out.push_str(&fmt_coef(abs as i64));
+                out.push('·');
+                out.push_str(&mono);
+            }
+        }
+        out
+    }
+}
+
+fn render_mono(mono: &[Arc<str>]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < mono.len() {
+        let mut j = i;
+        while j < mono.len() && mono[j] == mono[i] {
+            j += 1;
+        }
+        let name = &mono[i];
+        parts.push(if j - i > 1 {
+            format!("{name}^{}", j - i)
+        } else {
+            name.to_string()
+        });
+        i = j;
+    }
+    parts.join("*")
+}
+
+impl From<i64> for Dim {
+    fn from(v: i64) -> Dim {
+        Dim::known(v)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.terms.is_empty() {
+            return f.write_str("0");
+        }
+        for (i, t) in self.terms.iter().rev().enumerate() {
+            let (neg, abs) = (t.coef < 0, t.coef.unsigned_abs());
+            if i > 0 {
+                f.write_str(if neg { " - " } else { " + " })?;
+            } else if neg {
+                f.write_str("-")?;
+            }
+            let mono = render_mono(&t.mono);
+            match (mono.is_empty(), abs) {
+                (true, _) => write!(f, "{abs}")?,
+                (false, 1) => f.write_str(&mono)?,
+                (false, _) => write!(f, "{abs}*{mono}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Renders a shape as `[N,3,224,224]`.
+pub fn shape_to_string(shape: &[Dim]) -> String {
+    let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n() -> Dim {
+        Dim::sym("N")
+    }
+
+    #[test]
+    fn known_arithmetic() {
+        let a = Dim::known(6);
+        let b = Dim::known(4);
+        assert_eq!(a.checked_add(&b).unwrap().as_i64(), Some(10));
+        assert_eq!(a.checked_sub(&b).unwrap().as_i64(), Some(2));
+        assert_eq!(a.checked_mul(&b).unwrap().as_i64(), Some(24));
+        assert_eq!(Dim::known(7).floor_div(2).unwrap().as_i64(), Some(3));
+        assert_eq!(Dim::known(7).ceil_div(2).unwrap().as_i64(), Some(4));
+        assert_eq!(Dim::known(-7).floor_div(2).unwrap().as_i64(), Some(-4));
+    }
+
+    #[test]
+    fn overflow_is_none() {
+        let big = Dim::known(i64::MAX);
+        assert!(big.checked_add(&Dim::known(1)).is_none());
+        assert!(big.checked_mul(&Dim::known(2)).is_none());
+        assert!(Dim::known(i64::MIN).checked_neg().is_none());
+    }
+
+    #[test]
+    fn symbolic_products_and_exact_division() {
+        let flat = Dim::product(&[n(), Dim::known(512), Dim::known(7), Dim::known(7)]).unwrap();
+        assert_eq!(flat.to_string(), "25088*N");
+        assert_eq!(flat.div_exact(&n()).unwrap().as_i64(), Some(25088));
+        assert_eq!(flat.div_exact(&Dim::known(25088)).unwrap(), n());
+        assert!(flat.div_exact(&Dim::known(3)).is_none());
+        let seq = Dim::sym("seq");
+        let tokens = n().checked_mul(&seq).unwrap();
+        assert_eq!(tokens.div_exact(&seq).unwrap(), n());
+    }
+
+    #[test]
+    fn sums_collect_like_terms() {
+        let s = n()
+            .checked_add(&n())
+            .unwrap()
+            .checked_add(&Dim::known(3))
+            .unwrap();
+        assert_eq!(s.to_string(), "2*N + 3");
+        assert_eq!(s.checked_sub(&n()).unwrap().to_string(), "N + 3");
+        assert_eq!(n().checked_sub(&n()).unwrap().as_i64(), Some(0));
+    }
+
+    #[test]
+    fn inexact_division_makes_an_opaque_symbol() {
+        let h = Dim::sym("H").checked_sub(&Dim::known(1)).unwrap();
+        let q = h.floor_div(2).unwrap();
+        assert!(!q.is_known());
+        assert_eq!(q.to_string(), "floor((H - 1)/2)");
+        // the same expression gives the same symbol, so equal shapes stay equal
+        assert_eq!(q, h.floor_div(2).unwrap());
+    }
+
+    #[test]
+    fn substitution_binds_symbols() {
+        let e = Dim::product(&[n(), n(), Dim::known(3)]).unwrap();
+        assert_eq!(e.to_string(), "3*N^2");
+        let b = BTreeMap::from([("N".to_string(), 4)]);
+        assert_eq!(e.substitute(&b).unwrap().as_i64(), Some(48));
+    }
+}

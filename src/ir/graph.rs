@@ -1,0 +1,412 @@
+//! The graph: values in an arena, nodes in topological order.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use super::attr::Attrs;
+use super::tensor::Tensor;
+use super::TypeDecl;
+
+/// Index of a value in [`Graph::values`].
+pub type ValueId = usize;
+/// Index of a node in [`Graph::nodes`] (which are in topological order).
+pub type NodeId = usize;
+
+/// A computation graph, independent of the file format it came from.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub name: String,
+    pub values: Vec<Value>,
+    /// Topologically sorted; among independent nodes the file's order is kept.
+    pub nodes: Vec<Node>,
+    /// Runtime inputs (initializers listed as inputs are not here).
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+}
+
+/// A named tensor flowing through the graph.
+#[derive(Clone, Debug, Default)]
+pub struct Value {
+    pub name: String,
+    /// Type and shape the file declares (graph input/output or `value_info`), if any.
+    pub declared: Option<TypeDecl>,
+    /// The node and output slot that produce it.
+    pub producer: Option<(NodeId, usize)>,
+    /// Stored data, for initializers.
+    pub init: Option<Tensor>,
+    /// Nodes (and input slots) that read it.
+    pub consumers: Vec<(NodeId, usize)>,
+    /// Captured from an enclosing graph (only in subgraphs).
+    pub outer: bool,
+}
+
+/// One operator application.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: String,
+    pub op_type: String,
+    /// Operator domain; `""` is the default ONNX domain (`ai.onnx`).
+    pub domain: String,
+    /// `None` for an omitted optional input (an empty name in ONNX).
+    pub inputs: Vec<Option<ValueId>>,
+    /// `None` for an omitted optional output.
+    pub outputs: Vec<Option<ValueId>>,
+    pub attrs: Attrs,
+}
+
+impl Node {
+    /// `name (OpType)`, the way errors and reports refer to a node.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.name, self.op_type)
+    }
+
+    pub fn input(&self, i: usize) -> Option<ValueId> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    pub fn output(&self, i: usize) -> Option<ValueId> {
+        self.outputs.get(i).copied().flatten()
+    }
+}
+
+impl Graph {
+    pub fn value_by_name(&self, name: &str) -> Option<ValueId> {
+        self.values.iter().position(|v| v.name == name)
+    }
+
+    /// Initializers (in value order).
+    pub fn initializers(&self) -> impl Iterator<Item = (ValueId, &Tensor)> {
+        self.values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.init.as_ref().map(|t| (i, t)))
+    }
+
+    /// Every graph nested in node attributes, recursively, with the label of the node that holds it.
+    pub fn subgraphs(&self) -> Vec<(String, &Graph)> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            for (attr, g) in node.attrs.subgraphs() {
+                out.push((format!("{}.{attr}", node.name), g));
+                for (label, inner) in g.subgraphs() {
+                    out.push((format!("{}.{attr}/{label}", node.name), inner));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Builds a [`Graph`] from nodes given by value names, then sorts it.
+#[derive(Default)]
+pub struct GraphBuilder {
+    graph: Graph,
+    by_name: HashMap<String, ValueId>,
+    is_subgraph: bool,
+}
+
+impl GraphBuilder {
+    pub fn new(name: impl Into<String>, is_subgraph: bool) -> Self {
+        GraphBuilder {
+            graph: Graph {
+                name: name.into(),
+                ..Graph::default()
+            },
+            by_name: HashMap::new(),
+            is_subgraph,
+        }
+    }
+
+    /// The value with this name, created on first use.
+    pub fn value(&mut self, name: &str) -> ValueId {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = self.graph.values.len();
+        self.graph.values.push(Value {
+            name: name.to_string(),
+            ..Value::default()
+        });
+        self.by_name.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn value_mut(&mut self, id: ValueId) -> &mut Value {
+        &mut self.graph.values[id]
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    pub fn add_input(&mut self, id: ValueId) {
+        self.graph.inputs.push(id);
+    }
+
+    pub fn add_output(&mut self, id: ValueId) {
+        self.graph.outputs.push(id);
+    }
+
+    fn ids(&mut self, names: &[impl AsRef<str>]) -> Vec<Option<ValueId>> {
+        names
+            .iter()
+            .map(|n| {
+                let n = n.as_ref();
+                (!n.is_empty()).then(|| self.value(n))
+            })
+            .collect()
+    }
+
+    /// Adds a node; empty names stand for omitted optional inputs and outputs.
+    pub fn add_node(
+        &mut self,
+        name: String,
+        op_type: String,
+        domain: String,
+        inputs: &[impl AsRef<str>],
+        outputs: &[impl AsRef<str>],
+        attrs: Attrs,
+    ) {
+        let inputs = self.ids(inputs);
+        let outputs = self.ids(outputs);
+        self.graph.nodes.push(Node {
+            name,
+            op_type,
+            domain,
+            inputs,
+            outputs,
+            attrs,
+        });
+    }
+
+    /// Links producers and consumers and sorts the nodes topologically.
+    ///
+    /// Errors (as a message; the caller names the file): a value with two producers, a node input
+    /// that nothing defines (in the main graph), a cycle.
+    pub fn finish(mut self) -> Result<Graph, String> {
+        let g = &mut self.graph;
+        // Unnamed nodes get a name from their position, so that every row and error can refer to one.
+        for (i, node) in g.nodes.iter_mut().enumerate() {
+            if node.name.is_empty() {
+                node.name = format!("{}_{i}", node.op_type);
+            }
+        }
+        let mut producer: Vec<Option<(NodeId, usize)>> = vec![None; g.values.len()];
+        for (n, node) in g.nodes.iter().enumerate() {
+            for (slot, out) in node.outputs.iter().enumerate() {
+                let Some(v) = *out else { continue };
+                if producer[v].is_some() || g.values[v].init.is_some() || g.inputs.contains(&v) {
+                    return Err(format!(
+                        "value '{}' is defined twice (second time as output of node {})",
+                        g.values[v].name,
+                        node.label()
+                    ));
+                }
+                producer[v] = Some((n, slot));
+            }
+        }
+        for node in &g.nodes {
+            for v in node.inputs.iter().flatten() {
+                let val = &g.values[*v];
+                let defined = producer[*v].is_some() || val.init.is_some() || g.inputs.contains(v);
+                if !defined {
+                    if self.is_subgraph {
+                        g.values[*v].outer = true;
+                    } else {
+                        return Err(format!(
+                            "node {} reads '{}', which no node, graph input or initializer defines",
+                            node.label(),
+                            val.name
+                        ));
+                    }
+                }
+            }
+        }
+        let order = topo_order(g, &producer)?;
+        let mut new_index = vec![0; g.nodes.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        let mut old_nodes: Vec<Option<Node>> =
+            std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
+        g.nodes = order
+            .iter()
+            .map(|&i| old_nodes[i].take().expect("each node is placed once"))
+            .collect();
+        for (v, p) in producer.into_iter().enumerate() {
+            g.values[v].producer = p.map(|(n, s)| (new_index[n], s));
+        }
+        for (n, node) in g.nodes.iter().enumerate() {
+            for (slot, v) in node.inputs.iter().enumerate() {
+                if let Some(v) = v {
+                    g.values[*v].consumers.push((n, slot));
+                }
+            }
+        }
+        for v in g.outputs.clone() {
+            let val = &g.values[v];
+            if val.producer.is_none()
+                && val.init.is_none()
+                && !g.inputs.contains(&v)
+                && !self.is_subgraph
+            {
+                return Err(format!("graph output '{}' is never defined", val.name));
+            }
+        }
+        Ok(self.graph)
+    }
+}
+
+/// Kahn's algorithm, taking ready nodes in file order so that an already sorted file keeps its order.
+fn topo_order(g: &Graph, producer: &[Option<(NodeId, usize)>]) -> Result<Vec<NodeId>, String> {
+    let n = g.nodes.len();
+    let mut indegree = vec![0usize; n];
+    let mut succ: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+    for (i, node) in g.nodes.iter().enumerate() {
+        let mut preds: Vec<NodeId> = node
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|&v| producer[v].map(|(p, _)| p))
+            .collect();
+        // a node reading a value captured by a subgraph also depends on the value's producer
+        for (_, sub) in node.attrs.subgraphs() {
+            collect_captures(sub, &mut |name| {
+                if let Some(v) = g.value_by_name(name) {
+                    if let Some((p, _)) = producer[v] {
+                        preds.push(p);
+                    }
+                }
+            });
+        }
+        preds.sort_unstable();
+        preds.dedup();
+        for p in preds {
+            if p == i {
+                return Err(format!(
+                    "node {} reads its own output (a cycle)",
+                    node.label()
+                ));
+            }
+            indegree[i] += 1;
+            succ[p].push(i);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<NodeId>> =
+        (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &s in &succ[i] {
+            indegree[s] -= 1;
+            if indegree[s] == 0 {
+                ready.push(Reverse(s));
+            }
+        }
+    }
+    if order.len() < n {
+        let stuck = (0..n)
+            .find(|&i| indegree[i] > 0)
+            .expect("a node is left when the order is short");
+        return Err(format!(
+            "the graph has a cycle through node {}",
+            g.nodes[stuck].label()
+        ));
+    }
+    Ok(order)
+}
+
+fn collect_captures(g: &Graph, f: &mut impl FnMut(&str)) {
+    for v in &g.values {
+        if v.outer {
+            f(&v.name);
+        }
+    }
+    for node in &g.nodes {
+        for (_, sub) in node.attrs.subgraphs() {
+            collect_captures(sub, f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(b: &mut GraphBuilder, name: &str, ins: &[&str], outs: &[&str]) {
+        b.add_node(
+            name.into(),
+            "Relu".into(),
+            String::new(),
+            ins,
+            outs,
+            Attrs::default(),
+        );
+    }
+
+    #[test]
+    fn sorts_out_of_order_nodes() {
+        let mut b = GraphBuilder::new("g", false);
+        let x = b.value("x");
+        b.add_input(x);
+        node(&mut b, "second", &["y"], &["z"]);
+        node(&mut b, "first", &["x"], &["y"]);
+        let z = b.value("z");
+        b.add_output(z);
+        let g = b.finish().unwrap();
+        let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["first", "second"]);
+        assert_eq!(g.values[z].producer, Some((1, 0)));
+        assert_eq!(g.values[x].consumers, vec![(0, 0)]);
+    }
+
+    #[test]
+    fn keeps_file_order_for_independent_nodes() {
+        let mut b = GraphBuilder::new("g", false);
+        let x = b.value("x");
+        b.add_input(x);
+        node(&mut b, "b", &["x"], &["y1"]);
+        node(&mut b, "a", &["x"], &["y2"]);
+        let g = b.finish().unwrap();
+        assert_eq!(g.nodes[0].name, "b");
+    }
+
+    #[test]
+    fn a_cycle_is_an_error() {
+        let mut b = GraphBuilder::new("g", false);
+        let x = b.value("x");
+        b.add_input(x);
+        node(&mut b, "n1", &["x", "b"], &["a"]);
+        node(&mut b, "n2", &["a"], &["b"]);
+        let err = b.finish().unwrap_err();
+        assert!(err.contains("cycle"), "{err}");
+    }
+
+    #[test]
+    fn self_loop_is_an_error() {
+        let mut b = GraphBuilder::new("g", false);
+        node(&mut b, "n1", &["a"], &["a"]);
+        assert!(b.finish().unwrap_err().contains("cycle"));
+    }
+
+    #[test]
+    fn two_producers_are_an_error() {
+        let mut b = GraphBuilder::new("g", false);
+        let x = b.value("x");
+        b.add_input(x);
+        node(&mut b, "n1", &["x"], &["y"]);
+        node(&mut b, "n2", &["x"], &["y"]);
+        assert!(b.finish().unwrap_err().contains("defined twice"));
+    }
+
+    #[test]
+    fn undefined_input_is_an_error_only_in_the_main_graph() {
+        let mut b = GraphBuilder::new("g", false);
+        node(&mut b, "n1", &["ghost"], &["y"]);
+        assert!(b.finish().unwrap_err().contains("ghost"));
+        let mut b = GraphBuilder::new("body", true);
+        node(&mut b, "n1", &["outer_x"], &["y"]);
+        let g = b.finish().unwrap();
+        assert!(g.values[g.value_by_name("outer_x").unwrap()].outer);
+    }
+}

@@ -1,0 +1,51 @@
+//! 1. Loading: bytes → protobuf or headers → IR. Nothing here reads tensor data.
+
+pub mod onnx;
+#[allow(clippy::all, missing_docs, rustdoc::all)]
+#[rustfmt::skip]
+pub mod onnx_pb;
+pub mod safetensors;
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::ir::Model;
+
+/// A loaded model: a graph, or weights only.
+#[derive(Debug)]
+pub enum Loaded {
+    Onnx(Model),
+    Weights(safetensors::Weights),
+}
+
+/// Loads a model, choosing the format from the name and, failing that, from the first bytes.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let name = path.to_string_lossy();
+    if name.ends_with(".safetensors") || safetensors::is_index(path) {
+        return safetensors::load(path).map(Loaded::Weights);
+    }
+    if name.ends_with(".onnx") || path == Path::new("-") {
+        return onnx::load(path).map(Loaded::Onnx);
+    }
+    if sniff_safetensors(path)? {
+        safetensors::load(path).map(Loaded::Weights)
+    } else {
+        onnx::load(path).map(Loaded::Onnx)
+    }
+}
+
+/// A safetensors file starts with an 8-byte little-endian header length and then `{`.
+fn sniff_safetensors(path: &Path) -> Result<bool> {
+    let mut head = [0u8; 9];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+    Ok(got == 9 && head[8] == b'{')
+}

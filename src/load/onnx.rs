@@ -1,0 +1,588 @@
+//! ONNX loading: memory-map the file, decode it zero-copy with prost, and build the IR.
+//!
+//! The mapping is wrapped in a `bytes::Bytes`, so every `raw_data` field prost decodes is a slice of
+//! the mapping: weights are never copied into the heap, and the pages that hold them are never
+//! touched. The mapping is advised for random access so that a cold page cache does not read the
+//! whole file ahead. External data is only checked (the file exists inside the model's directory and
+//! holds the declared range), never read.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use bytes::Bytes;
+use prost::Message;
+
+use super::onnx_pb as pb;
+use crate::error::{Error, Result};
+use crate::ir::{
+    Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor, TensorData,
+    TypeDecl, TypedData,
+};
+
+/// Loads an ONNX model from a path, or from standard input when the path is `-`.
+pub fn load(path: &Path) -> Result<Model> {
+    let (bytes, dir) = if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .map_err(|e| Error::io("<stdin>", e))?;
+        (Bytes::from(buf), None)
+    } else {
+        let bytes = map_file(path)?;
+        let dir = path
+            .parent()
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        (bytes, Some(dir))
+    };
+    decode(path, bytes, dir.as_deref())
+}
+
+/// Maps a file read-only into a `Bytes`, advised for random access.
+pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if len == 0 {
+        return Err(Error::malformed(path, "the file is empty"));
+    }
+    // SAFETY: the mapping is read-only; nnlint never writes to a model it reads, and a model changed
+    // by another process while nnlint runs is outside what any reader can guard against.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    #[cfg(unix)]
+    {
+        // Without this, a cold page cache reads the whole file through readahead.
+        let _ = map.advise(memmap2::Advice::Random);
+    }
+    Ok(Bytes::from_owner(map))
+}
+
+/// Decodes a model from bytes. `dir` is the model's directory (for external data); `None` for stdin.
+pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
+    let input_len = bytes.len();
+    let proto = pb::ModelProto::decode(bytes).map_err(|e| {
+        Error::malformed(
+            path,
+            format!("not a valid ONNX model (protobuf decoding failed: {e})"),
+        )
+    })?;
+    let Some(graph) = proto.graph.as_ref() else {
+        return Err(Error::malformed(
+            path,
+            "not an ONNX model: the protobuf has no graph",
+        ));
+    };
+    if proto.ir_version.is_none() && proto.opset_import.is_empty() {
+        return Err(Error::malformed(
+            path,
+            "not an ONNX model: no IR version and no opset imports",
+        ));
+    }
+    let mut warnings = Vec::new();
+    let encoded = proto.encoded_len();
+    if encoded != input_len {
+        warnings.push(format!(
+            "{} of {input_len} bytes belong to fields this ONNX schema (IR version 14) does not know; they were ignored",
+            input_len.saturating_sub(encoded)
+        ));
+    }
+    let opset_imports: Vec<(String, i64)> = proto
+        .opset_import
+        .iter()
+        .map(|o| (o.domain.clone().unwrap_or_default(), o.version.unwrap_or(0)))
+        .collect();
+    let mut cx = Context {
+        path,
+        dir,
+        external_sizes: HashMap::new(),
+    };
+    let graph = cx.graph(graph, false)?;
+    Ok(Model {
+        path: path.to_path_buf(),
+        ir_version: proto.ir_version.unwrap_or(0),
+        producer: format!(
+            "{} {}",
+            proto.producer_name.as_deref().unwrap_or(""),
+            proto.producer_version.as_deref().unwrap_or("")
+        )
+        .trim()
+        .to_string(),
+        opset_imports,
+        graph,
+        warnings,
+    })
+}
+
+struct Context<'a> {
+    path: &'a Path,
+    dir: Option<&'a Path>,
+    /// Canonical path and length of each external-data file already checked.
+    external_sizes: HashMap<String, (PathBuf, u64)>,
+}
+
+impl Context<'_> {
+    fn malformed(&self, message: impl Into<String>) -> Error {
+        Error::malformed(self.path, message)
+    }
+
+    fn graph(&mut self, g: &pb::GraphProto, is_subgraph: bool) -> Result<Graph> {
+        let name = g.name.clone().unwrap_or_default();
+        let mut b = GraphBuilder::new(name, is_subgraph);
+        for tp in &g.initializer {
+            let t = self.tensor(tp, "initializer")?;
+            if b.contains(&t.name) {
+                return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
+            }
+            let id = b.value(&t.name.clone());
+            b.value_mut(id).init = Some(t);
+        }
+        for sp in &g.sparse_initializer {
+            let t = self.sparse(sp)?;
+            if b.contains(&t.name) {
+                return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
+            }
+            let id = b.value(&t.name.clone());
+            b.value_mut(id).init = Some(t);
+        }
+        for vi in &g.input {
+            let name = vi.name.clone().unwrap_or_default();
+            let decl = self.value_info(vi)?;
+            let id = b.value(&name);
+            let v = b.value_mut(id);
+            v.declared = decl;
+            if v.init.is_none() {
+                b.add_input(id);
+            }
+        }
+        for vi in g.output.iter().chain(&g.value_info) {
+            let name = vi.name.clone().unwrap_or_default();
+            let decl = self.value_info(vi)?;
+            let id = b.value(&name);
+            if decl.is_some() {
+                b.value_mut(id).declared = decl;
+            }
+        }
+        for vi in &g.output {
+            let id = b.value(vi.name.as_deref().unwrap_or_default());
+            b.add_output(id);
+        }
+        for n in &g.node {
+            let op_type = n.op_type.clone().unwrap_or_default();
+            if op_type.is_empty() {
+                return Err(self.malformed(format!(
+                    "node '{}' has no op_type",
+                    n.name.as_deref().unwrap_or("")
+                )));
+            }
+            let attrs = n
+                .attribute
+                .iter()
+                .map(|a| self.attribute(a, &op_type))
+                .collect::<Result<Vec<_>>>()?;
+            b.add_node(
+                n.name.clone().unwrap_or_default(),
+                op_type,
+                n.domain.clone().unwrap_or_default(),
+                &n.input,
+                &n.output,
+                Attrs(attrs),
+            );
+        }
+        b.finish().map_err(|m| Error::graph(self.path, m))
+    }
+
+    fn value_info(&self, vi: &pb::ValueInfoProto) -> Result<Option<TypeDecl>> {
+        let name = vi.name.as_deref().unwrap_or("");
+        match &vi.r#type {
+            Some(tp) => self.type_decl(tp, name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn type_decl(&self, tp: &pb::TypeProto, name: &str) -> Result<TypeDecl> {
+        use pb::type_proto::Value;
+        let (elem, shape) = match &tp.value {
+            Some(Value::TensorType(t)) => (t.elem_type, t.shape.as_ref()),
+            Some(Value::SparseTensorType(t)) => (t.elem_type, t.shape.as_ref()),
+            _ => return Ok(TypeDecl::default()),
+        };
+        let dtype = elem.and_then(DType::from_onnx);
+        let shape = match shape {
+            None => None,
+            Some(s) => Some(
+                s.dim
+                    .iter()
+                    .enumerate()
+                    .map(|(axis, d)| {
+                        use pb::tensor_shape_proto::dimension::Value as D;
+                        match &d.value {
+                            Some(D::DimValue(v)) if *v < 0 => Err(self.malformed(format!(
+                                "value '{name}' declares a negative dimension {v} on axis {axis}"
+                            ))),
+                            Some(D::DimValue(v)) => Ok(Dim::known(*v)),
+                            Some(D::DimParam(p)) if !p.is_empty() => Ok(Dim::sym(p)),
+                            _ => Ok(Dim::sym(&format!("{name}_d{axis}"))),
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+        };
+        Ok(TypeDecl { dtype, shape })
+    }
+
+    fn tensor(&mut self, tp: &pb::TensorProto, what: &str) -> Result<Tensor> {
+        let name = tp.name.clone().unwrap_or_default();
+        let code = tp.data_type.unwrap_or(0);
+        let dtype = DType::from_onnx(code).ok_or_else(|| {
+            self.malformed(format!("{what} '{name}' has an unknown data type ({code})"))
+        })?;
+        let dims = tp
+            .dims
+            .iter()
+            .map(|&d| {
+                u64::try_from(d).map_err(|_| {
+                    self.malformed(format!("{what} '{name}' has a negative dimension ({d})"))
+                })
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        let mut t = Tensor {
+            name,
+            dtype,
+            dims,
+            data: TensorData::Empty,
+        };
+        let numel = t.numel().ok_or_else(|| {
+            self.malformed(format!(
+                "{what} '{}' has dimensions {:?} whose product overflows",
+                t.name, t.dims
+            ))
+        })?;
+        let expected = dtype.bytes_for(numel);
+        let external = tp.data_location == Some(pb::tensor_proto::DataLocation::External as i32);
+        if external {
+            t.data = TensorData::External(self.external(tp, &t.name, expected)?);
+        } else if let Some(raw) = &tp.raw_data {
+            if let Some(expected) = expected {
+                if raw.len() as u64 != expected {
+                    return Err(self.malformed(format!(
+                        "{what} '{}': raw_data holds {} bytes, but {} {dtype} elements need {expected}",
+                        t.name,
+                        raw.len(),
+                        numel
+                    )));
+                }
+            }
+            t.data = TensorData::Raw(raw.clone());
+        } else if let Some((typed, len)) = typed_data(tp, dtype) {
+            let want = if matches!(dtype, DType::C64 | DType::C128) {
+                numel.checked_mul(2)
+            } else {
+                Some(numel)
+            };
+            if Some(len as u64) != want && !(len == 0 && numel == 0) {
+                return Err(self.malformed(format!(
+                    "{what} '{}': typed data holds {len} values, but its shape {:?} has {numel} elements",
+                    t.name, t.dims
+                )));
+            }
+            t.data = TensorData::Typed(typed);
+        } else if dtype == DType::String {
+            if tp.string_data.len() as u64 != numel {
+                return Err(self.malformed(format!(
+                    "{what} '{}': {} strings for {numel} elements",
+                    t.name,
+                    tp.string_data.len()
+                )));
+            }
+        } else if numel > 0 {
+            return Err(self.malformed(format!(
+                "{what} '{}' has {numel} elements but no data",
+                t.name
+            )));
+        }
+        Ok(t)
+    }
+
+    fn sparse(&mut self, sp: &pb::SparseTensorProto) -> Result<Tensor> {
+        let values = sp
+            .values
+            .as_ref()
+            .ok_or_else(|| self.malformed("a sparse initializer has no values"))?;
+        let mut t = self.tensor(values, "sparse initializer")?;
+        t.dims = sp
+            .dims
+            .iter()
+            .map(|&d| {
+                u64::try_from(d).map_err(|_| {
+                    self.malformed(format!(
+                        "sparse initializer '{}' has a negative dimension ({d})",
+                        t.name
+                    ))
+                })
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        if t.numel().is_none() {
+            return Err(self.malformed(format!(
+                "sparse initializer '{}' has dimensions whose product overflows",
+                t.name
+            )));
+        }
+        t.data = TensorData::Empty;
+        Ok(t)
+    }
+
+    /// Checks an external-data reference: a relative location inside the model's directory, an
+    /// existing file, and a range within it. Nothing is read.
+    fn external(
+        &mut self,
+        tp: &pb::TensorProto,
+        name: &str,
+        expected: Option<u64>,
+    ) -> Result<ExternalData> {
+        let mut location = None;
+        let mut offset = 0u64;
+        let mut length = None;
+        for kv in &tp.external_data {
+            let key = kv.key.as_deref().unwrap_or("");
+            let value = kv.value.as_deref().unwrap_or("");
+            let parse = |v: &str| {
+                v.parse::<u64>().map_err(|_| {
+                    self.malformed(format!(
+                        "initializer '{name}': external data {key} '{v}' is not a non-negative integer"
+                    ))
+                })
+            };
+            match key {
+                "location" => location = Some(value.to_string()),
+                "offset" => offset = parse(value)?,
+                "length" => length = Some(parse(value)?),
+                _ => {}
+            }
+        }
+        let location = location.ok_or_else(|| {
+            self.malformed(format!(
+                "initializer '{name}' is stored externally but names no location"
+            ))
+        })?;
+        let Some(dir) = self.dir else {
+            return Err(Error::refused(
+                self.path,
+                format!("initializer '{name}' has external data, which needs the model's directory: pass the model as a file, not on standard input"),
+            ));
+        };
+        let (file, size) = self.external_file(dir, &location, name)?;
+        let length = match (length, expected) {
+            (Some(l), Some(e)) if l != e => {
+                return Err(self.malformed(format!(
+                    "initializer '{name}': external data length {l} does not match the {e} bytes its shape and type need"
+                )))
+            }
+            (Some(l), _) => l,
+            (None, Some(e)) => e,
+            (None, None) => size.saturating_sub(offset),
+        };
+        let end = offset.checked_add(length).ok_or_else(|| {
+            self.malformed(format!(
+                "initializer '{name}': external data offset + length overflows"
+            ))
+        })?;
+        if end > size {
+            return Err(self.malformed(format!(
+                "initializer '{name}': external data range {offset}..{end} lies beyond the end of '{location}' ({size} bytes)"
+            )));
+        }
+        Ok(ExternalData {
+            path: file,
+            offset,
+            length,
+        })
+    }
+
+    fn external_file(&mut self, dir: &Path, location: &str, name: &str) -> Result<(PathBuf, u64)> {
+        if let Some(hit) = self.external_sizes.get(location) {
+            return Ok(hit.clone());
+        }
+        let rel = Path::new(location);
+        let escapes = rel.is_absolute()
+            || location.starts_with('/')
+            || location.starts_with('\\')
+            || location.contains(":\\")
+            || rel.components().any(|c| {
+                matches!(
+                    c,
+                    Component::ParentDir | Component::RootDir | Component::Prefix(_)
+                )
+            });
+        if escapes {
+            return Err(Error::refused(
+                self.path,
+                format!(
+                    "initializer '{name}': external data location '{location}' is outside the model's directory"
+                ),
+            ));
+        }
+        let joined = dir.join(rel);
+        let canonical = joined.canonicalize().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                self.malformed(format!(
+                    "initializer '{name}': external data file '{}' not found",
+                    joined.display()
+                ))
+            } else {
+                Error::io(&joined, e)
+            }
+        })?;
+        let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
+        if !canonical.starts_with(&root) {
+            return Err(Error::refused(
+                self.path,
+                format!(
+                    "initializer '{name}': external data location '{location}' resolves outside the model's directory (through a link)"
+                ),
+            ));
+        }
+        let meta = std::fs::metadata(&canonical).map_err(|e| Error::io(&canonical, e))?;
+        if !meta.is_file() {
+            return Err(self.malformed(format!(
+                "initializer '{name}': external data location '{location}' is not a file"
+            )));
+        }
+        let hit = (canonical, meta.len());
+        self.external_sizes
+            .insert(location.to_string(), hit.clone());
+        Ok(hit)
+    }
+
+    fn attribute(&mut self, a: &pb::AttributeProto, op_type: &str) -> Result<(String, Attr)> {
+        use pb::attribute_proto::AttributeType as T;
+        let name = a.name.clone().unwrap_or_default();
+        if let Some(r) = &a.ref_attr_name {
+            return Ok((name, Attr::Ref(r.clone())));
+        }
+        let ty = match a.r#type.and_then(|t| T::try_from(t).ok()) {
+            Some(t) if t != T::Undefined => t,
+            // IR version < 2 files have no type: take whichever field is set.
+            _ => {
+                if a.f.is_some() {
+                    T::Float
+                } else if a.i.is_some() {
+                    T::Int
+                } else if a.s.is_some() {
+                    T::String
+                } else if a.t.is_some() {
+                    T::Tensor
+                } else if a.g.is_some() {
+                    T::Graph
+                } else if !a.floats.is_empty() {
+                    T::Floats
+                } else if !a.ints.is_empty() {
+                    T::Ints
+                } else if !a.strings.is_empty() {
+                    T::Strings
+                } else if !a.tensors.is_empty() {
+                    T::Tensors
+                } else if !a.graphs.is_empty() {
+                    T::Graphs
+                } else {
+                    T::Ints
+                }
+            }
+        };
+        let missing = || {
+            self.malformed(format!(
+                "a {op_type} node's attribute '{name}' is declared {} but holds no value",
+                ty.as_str_name()
+            ))
+        };
+        let attr = match ty {
+            T::Float => Attr::Float(a.f.ok_or_else(missing)?),
+            T::Int => Attr::Int(a.i.ok_or_else(missing)?),
+            T::String => Attr::String(a.s.as_ref().ok_or_else(missing)?.to_vec()),
+            T::Tensor => {
+                let t = a.t.as_ref().ok_or_else(missing)?;
+                Attr::Tensor(Box::new(self.tensor(t, "constant")?))
+            }
+            T::Graph => {
+                let g = a.g.as_ref().ok_or_else(missing)?;
+                Attr::Graph(Box::new(self.graph(g, true)?))
+            }
+            T::SparseTensor => {
+                let s = a.sparse_tensor.as_ref().ok_or_else(missing)?;
+                let t = self.sparse(s)?;
+                let dims = t.dims.clone();
+                Attr::SparseTensor {
+                    values: Box::new(t),
+                    dims,
+                }
+            }
+            T::TypeProto => Attr::Type(self.type_decl(a.tp.as_ref().ok_or_else(missing)?, &name)?),
+            T::Floats => Attr::Floats(a.floats.clone()),
+            T::Ints => Attr::Ints(a.ints.clone()),
+            T::Strings => Attr::Strings(a.strings.iter().map(|s| s.to_vec()).collect()),
+            T::Tensors => Attr::Tensors(
+                a.tensors
+                    .iter()
+                    .map(|t| self.tensor(t, "constant"))
+                    .collect::<Result<_>>()?,
+            ),
+            T::Graphs => Attr::Graphs(
+                a.graphs
+                    .iter()
+                    .map(|g| self.graph(g, true))
+                    .collect::<Result<_>>()?,
+            ),
+            T::SparseTensors => Attr::SparseTensors(
+                a.sparse_tensors
+                    .iter()
+                    .map(|s| {
+                        let t = self.sparse(s)?;
+                        let dims = t.dims.clone();
+                        Ok((t, dims))
+                    })
+                    .collect::<Result<_>>()?,
+            ),
+            T::TypeProtos => Attr::Types(
+                a.type_protos
+                    .iter()
+                    .map(|t| self.type_decl(t, &name))
+                    .collect::<Result<_>>()?,
+            ),
+            T::Undefined => unreachable!("replaced above"),
+        };
+        Ok((name, attr))
+    }
+}
+
+/// The typed repeated field that holds a tensor's values, with its length.
+fn typed_data(tp: &pb::TensorProto, dtype: DType) -> Option<(TypedData, usize)> {
+    use DType::*;
+    let nonempty = |len: usize| len > 0;
+    match dtype {
+        F32 | C64 if nonempty(tp.float_data.len()) => {
+            Some((TypedData::F32(tp.float_data.clone()), tp.float_data.len()))
+        }
+        F64 | C128 if nonempty(tp.double_data.len()) => {
+            Some((TypedData::F64(tp.double_data.clone()), tp.double_data.len()))
+        }
+        I64 if nonempty(tp.int64_data.len()) => {
+            Some((TypedData::I64(tp.int64_data.clone()), tp.int64_data.len()))
+        }
+        U32 | U64 if nonempty(tp.uint64_data.len()) => {
+            Some((TypedData::U64(tp.uint64_data.clone()), tp.uint64_data.len()))
+        }
+        I32 | I16 | I8 | U16 | U8 | Bool | F16 | BF16 | F8E4M3FN | F8E4M3FNUZ | F8E5M2
+        | F8E5M2FNUZ | F8E8M0 | I4 | U4 | I2 | U2 | F4E2M1 | F6E2M3 | F6E3M2
+            if nonempty(tp.int32_data.len()) =>
+        {
+            Some((TypedData::I32(tp.int32_data.clone()), tp.int32_data.len()))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,181 @@
+//! The JSON report: a documented contract (docs/mem.schema.json). Field names and meanings are
+//! stable; new fields may be added. Byte and MAC counts are integers when known; when they depend on
+//! unbound symbolic dimensions the number is `null` and a `*_expr` field gives the expression.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::MemView;
+use crate::analysis::{Format, UnknownOp};
+use crate::ir::Dim;
+
+/// Version of the JSON layout; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Report<'a> {
+    schema_version: u32,
+    model: &'a str,
+    format: Format,
+    batch: Option<u64>,
+    dims: &'a BTreeMap<String, i64>,
+    layers: Vec<LayerJson<'a>>,
+    totals: TotalsJson,
+    peak: Option<PeakJson<'a>>,
+    unknown_ops: &'a [UnknownOp],
+    unbound_dims: &'a [String],
+    unaccounted_layers: &'a [String],
+    notes: &'a [String],
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+struct LayerJson<'a> {
+    name: &'a str,
+    op: &'a str,
+    output_shapes: Vec<Option<Vec<DimJson>>>,
+    params: u64,
+    param_bytes: u64,
+    buffers: u64,
+    buffer_bytes: u64,
+    activation_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    activation_bytes_expr: Option<String>,
+    macs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    macs_expr: Option<String>,
+    share: f64,
+    folded: bool,
+}
+
+#[derive(Serialize)]
+struct TotalsJson {
+    params: u64,
+    param_bytes: u64,
+    buffers: u64,
+    buffer_bytes: u64,
+    constants: u64,
+    constant_bytes: u64,
+    activation_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    activation_bytes_expr: Option<String>,
+    inference_peak_bytes: Option<u64>,
+    macs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    macs_expr: Option<String>,
+    flops: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct PeakJson<'a> {
+    node: Option<&'a str>,
+    live: Vec<LiveJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct LiveJson<'a> {
+    name: &'a str,
+    bytes: u64,
+}
+
+/// A dimension: a number, or a string for a symbolic one.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DimJson {
+    Known(i64),
+    Symbolic(String),
+}
+
+fn dim_json(d: &Dim) -> DimJson {
+    match d.as_i64() {
+        Some(v) => DimJson::Known(v),
+        None => DimJson::Symbolic(d.to_string()),
+    }
+}
+
+/// `(number, expression)`: the number when known, the expression when symbolic.
+fn quantity(d: Option<&Dim>) -> (Option<u64>, Option<String>) {
+    match d {
+        None => (None, None),
+        Some(d) => match d.as_u64() {
+            Some(v) => (Some(v), None),
+            None => (None, Some(d.to_string())),
+        },
+    }
+}
+
+pub fn render(view: &MemView) -> String {
+    let r = view.report;
+    let layers = view
+        .rows
+        .iter()
+        .map(|(l, share)| {
+            let (activation_bytes, activation_bytes_expr) = quantity(l.activation_bytes.as_ref());
+            let (macs, macs_expr) = quantity(l.macs.as_ref());
+            LayerJson {
+                name: &l.name,
+                op: &l.op,
+                output_shapes: l
+                    .output_shapes
+                    .iter()
+                    .map(|s| s.as_ref().map(|s| s.iter().map(dim_json).collect()))
+                    .collect(),
+                params: l.params,
+                param_bytes: l.param_bytes,
+                buffers: l.buffers,
+                buffer_bytes: l.buffer_bytes,
+                activation_bytes,
+                activation_bytes_expr,
+                macs,
+                macs_expr,
+                share: (share * 1e6).round() / 1e6,
+                folded: l.folded,
+            }
+        })
+        .collect();
+    let t = &r.totals;
+    let (activation_bytes, activation_bytes_expr) = quantity(t.activation_bytes.as_ref());
+    let (macs, macs_expr) = quantity(t.macs.as_ref());
+    let report = Report {
+        schema_version: SCHEMA_VERSION,
+        model: &r.model,
+        format: r.format,
+        batch: r.batch,
+        dims: &r.dims,
+        layers,
+        totals: TotalsJson {
+            params: t.params,
+            param_bytes: t.param_bytes,
+            buffers: t.buffers,
+            buffer_bytes: t.buffer_bytes,
+            constants: t.constants,
+            constant_bytes: t.constant_bytes,
+            activation_bytes,
+            activation_bytes_expr,
+            inference_peak_bytes: t.inference_peak_bytes,
+            macs,
+            macs_expr,
+            flops: macs.and_then(|m| m.checked_mul(2)),
+        },
+        peak: r.peak.as_ref().map(|p| PeakJson {
+            node: p.node.as_deref(),
+            live: p
+                .live
+                .iter()
+                .map(|(name, bytes)| LiveJson {
+                    name,
+                    bytes: *bytes,
+                })
+                .collect(),
+        }),
+        unknown_ops: &r.unknown_ops,
+        unbound_dims: &r.unbound,
+        unaccounted_layers: &r.unaccounted,
+        notes: &r.notes,
+        warnings: &r.warnings,
+    };
+    let mut s = serde_json::to_string_pretty(&report).expect("the report serialises");
+    s.push('\n');
+    s
+}

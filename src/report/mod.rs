@@ -1,0 +1,148 @@
+//! 7. Reports: the memory table in every output format. The formats share one view of the rows
+//! ([`MemView`]): the same sort, the same `--top` cut and the same shares, so that a table and its
+//! JSON never disagree.
+
+pub mod json;
+pub mod table;
+pub mod units;
+
+use crate::analysis::{Layer, MemReport};
+use crate::ir::Dim;
+
+/// Output formats of `nnlint mem`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemFormat {
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+/// What to sort layers by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    Params,
+    Activations,
+    Macs,
+}
+
+impl SortKey {
+    fn label(self) -> &'static str {
+        match self {
+            SortKey::Params => "params",
+            SortKey::Activations => "activations",
+            SortKey::Macs => "MACs",
+        }
+    }
+}
+
+/// How to present the rows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ViewOptions {
+    pub sort: Option<SortKey>,
+    pub top: Option<usize>,
+    /// Show shape-computation rows whose outputs are folded constants (hidden by default in tables).
+    pub all: bool,
+}
+
+/// A value for ordering and shares: known values as they are, symbolic ones with every symbol at 1.
+fn magnitude(d: Option<&Dim>) -> f64 {
+    let Some(d) = d else { return 0.0 };
+    if let Some(v) = d.as_i64() {
+        return v as f64;
+    }
+    let ones = d.symbols().iter().map(|s| (s.to_string(), 1)).collect();
+    d.substitute(&ones)
+        .and_then(|x| x.as_i64())
+        .map_or(0.0, |v| v as f64)
+}
+
+fn metric(l: &Layer, key: SortKey) -> f64 {
+    match key {
+        SortKey::Params => l.params as f64,
+        SortKey::Activations => magnitude(l.activation_bytes.as_ref()),
+        SortKey::Macs => magnitude(l.macs.as_ref()),
+    }
+}
+
+/// The rows to show, in order, with the share of the total each holds.
+pub struct MemView<'a> {
+    pub report: &'a MemReport,
+    pub rows: Vec<(&'a Layer, f64)>,
+    /// What the share column is a share of.
+    pub share_of: SortKey,
+    /// Rows left out by `--top` or as folded shape computations.
+    pub hidden: usize,
+    pub folded_hidden: usize,
+}
+
+impl<'a> MemView<'a> {
+    pub fn new(report: &'a MemReport, opts: ViewOptions) -> Self {
+        let share_of = opts.sort.unwrap_or(SortKey::Params);
+        let total: f64 = report.layers.iter().map(|l| metric(l, share_of)).sum();
+        let mut rows: Vec<&Layer> = report
+            .layers
+            .iter()
+            .filter(|l| opts.all || !l.folded)
+            .collect();
+        let folded_hidden = report.layers.len() - rows.len();
+        if let Some(key) = opts.sort {
+            rows.sort_by(|a, b| metric(b, key).total_cmp(&metric(a, key)));
+        }
+        let before = rows.len();
+        if let Some(k) = opts.top {
+            rows.truncate(k);
+        }
+        let hidden = before - rows.len();
+        MemView {
+            report,
+            rows: rows
+                .into_iter()
+                .map(|l| {
+                    (
+                        l,
+                        if total > 0.0 {
+                            metric(l, share_of) / total
+                        } else {
+                            0.0
+                        },
+                    )
+                })
+                .collect(),
+            share_of,
+            hidden,
+            folded_hidden,
+        }
+    }
+
+    pub fn share_header(&self) -> String {
+        format!("%{}", self.share_of.label())
+    }
+}
+
+/// Renders output shapes as `[1,64,112,112]`, several separated by spaces, `?` when unknown.
+pub fn shapes_text(shapes: &[Option<Vec<Dim>>]) -> String {
+    if shapes.is_empty() {
+        return "-".into();
+    }
+    shapes
+        .iter()
+        .map(|s| match s {
+            Some(s) => crate::ir::shape_to_string(s),
+            None => "?".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Renders a report in the chosen format.
+pub fn render_mem(report: &MemReport, format: MemFormat, opts: ViewOptions) -> String {
+    match format {
+        MemFormat::Table => table::render(&MemView::new(report, opts)),
+        MemFormat::Markdown => table::render_markdown(&MemView::new(report, opts)),
+        MemFormat::Csv => {
+            table::render_csv(&MemView::new(report, ViewOptions { all: true, ..opts }))
+        }
+        MemFormat::Json => json::render(&MemView::new(report, ViewOptions { all: true, ..opts })),
+    }
+}

@@ -1,0 +1,326 @@
+//! The memory table as aligned text, Markdown and CSV.
+
+use super::units::{bytes, count, dim_bytes, dim_count, percent};
+use super::{shapes_text, MemView};
+use crate::analysis::{Format, MemReport};
+
+const HEADERS: [&str; 7] = [
+    "layer",
+    "op",
+    "output shape",
+    "params",
+    "param bytes",
+    "activations",
+    "MACs",
+];
+
+/// Cells of one row, formatted for people.
+fn cells(view: &MemView) -> Vec<Vec<String>> {
+    view.rows
+        .iter()
+        .map(|(l, share)| {
+            vec![
+                l.name.clone(),
+                l.op.clone(),
+                shapes_text(&l.output_shapes),
+                if l.params > 0 {
+                    count(l.params)
+                } else {
+                    "-".into()
+                },
+                if l.param_bytes > 0 {
+                    bytes(l.param_bytes)
+                } else {
+                    "-".into()
+                },
+                match (&l.activation_bytes, view.report.format) {
+                    (_, Format::Safetensors) => "n/a".into(),
+                    (Some(b), _) => dim_bytes(b),
+                    (None, _) => "?".into(),
+                },
+                match (&l.macs, view.report.format) {
+                    (_, Format::Safetensors) => "n/a".into(),
+                    (Some(m), _) if m.as_i64() == Some(0) => "-".into(),
+                    (Some(m), _) => dim_count(m),
+                    (None, _) => "-".into(),
+                },
+                percent(*share, 1.0),
+            ]
+        })
+        .collect()
+}
+
+/// `(label, value, detail)` lines summarising the model.
+pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
+    let t = &r.totals;
+    let mut out = vec![
+        ("parameters".into(), count(t.params), bytes(t.param_bytes)),
+        (
+            "buffers".into(),
+            count(t.buffers),
+            format!(
+                "{} (BatchNorm running statistics and other state)",
+                bytes(t.buffer_bytes)
+            ),
+        ),
+        (
+            "constants".into(),
+            count(t.constants),
+            bytes(t.constant_bytes),
+        ),
+    ];
+    if r.format == Format::Safetensors {
+        return out;
+    }
+    out.push((
+        "activations".into(),
+        t.activation_bytes.as_ref().map_or("?".into(), dim_bytes),
+        "sum of every layer's outputs".into(),
+    ));
+    let peak_detail = match (&r.peak, &r.peak_missing) {
+        (Some(p), _) => {
+            let live: Vec<String> = p
+                .live
+                .iter()
+                .take(3)
+                .map(|(n, b)| format!("{n} {}", bytes(*b)))
+                .collect();
+            format!(
+                "{}live tensors, weights excluded{}",
+                p.node
+                    .as_ref()
+                    .map_or(String::new(), |n| format!("at {n}; ")),
+                if live.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", live.join(", "))
+                }
+            )
+        }
+        (None, Some(why)) => why.clone(),
+        (None, None) => String::new(),
+    };
+    out.push((
+        "inference peak".into(),
+        t.inference_peak_bytes.map_or("?".into(), bytes),
+        peak_detail,
+    ));
+    let macs = t.macs.as_ref();
+    out.push((
+        "MACs".into(),
+        macs.map_or("?".into(), dim_count),
+        macs.and_then(|m| m.checked_mul(&crate::ir::Dim::known(2)))
+            .map_or(String::new(), |f| {
+                format!("FLOPs = 2 x MACs = {}", dim_count(&f))
+            }),
+    ));
+    out
+}
+
+fn heading(r: &MemReport) -> String {
+    let mut s = r.model.clone();
+    if let Some(b) = r.batch {
+        s.push_str(&format!(" · batch {b}"));
+    }
+    let others: Vec<String> = r
+        .dims
+        .iter()
+        .filter(|(_, v)| Some(**v as u64) != r.batch)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !others.is_empty() {
+        s.push_str(&format!(" · {}", others.join(" ")));
+    }
+    s
+}
+
+fn trailer(view: &MemView, out: &mut String, bullet: &str) {
+    let r = view.report;
+    if view.hidden > 0 {
+        out.push_str(&format!(
+            "{bullet}{} more layers not shown (--top)\n",
+            view.hidden
+        ));
+    }
+    if view.folded_hidden > 0 {
+        out.push_str(&format!(
+            "{bullet}{} shape-computation nodes folded to constants, not shown (--all shows them)\n",
+            view.folded_hidden
+        ));
+    }
+    if !r.unknown_ops.is_empty() {
+        let ops: Vec<String> = r
+            .unknown_ops
+            .iter()
+            .map(|u| {
+                let op = if u.domain.is_empty() {
+                    u.op.clone()
+                } else {
+                    format!("{}.{}", u.domain, u.op)
+                };
+                format!(
+                    "{op} ({} node{})",
+                    u.nodes.len(),
+                    if u.nodes.len() == 1 { "" } else { "s" }
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{bullet}unknown ops, not accounted for: {}\n",
+            ops.join(", ")
+        ));
+    }
+    if !r.unaccounted.is_empty() {
+        let first: Vec<&str> = r.unaccounted.iter().take(5).map(String::as_str).collect();
+        out.push_str(&format!(
+            "{bullet}{} layers with outputs of unknown size: {}{}\n",
+            r.unaccounted.len(),
+            first.join(", "),
+            if r.unaccounted.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    for n in &r.notes {
+        out.push_str(&format!("{bullet}note: {n}\n"));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("{bullet}warning: {w}\n"));
+    }
+}
+
+/// Aligned text for a terminal.
+pub fn render(view: &MemView) -> String {
+    let mut headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    headers.push(view.share_header());
+    let rows = cells(view);
+    let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (i, c) in row.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = width[i] - c.chars().count();
+            if i >= 3 {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                if i + 1 < cells.len() {
+                    s.push_str(&" ".repeat(pad));
+                }
+            }
+            if i + 1 < cells.len() {
+                s.push_str("  ");
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = format!("{}\n\n", heading(view.report));
+    out.push_str(&line(&headers));
+    let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+    out.push_str(&line(&rule));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    out.push('\n');
+    let totals = totals_lines(view.report);
+    let lw = totals.iter().map(|t| t.0.len()).max().unwrap_or(0);
+    let vw = totals
+        .iter()
+        .map(|t| t.1.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (label, value, detail) in totals {
+        let pad = vw - value.chars().count();
+        out.push_str(
+            &format!("{label:<lw$}  {}{value}  {detail}", " ".repeat(pad))
+                .trim_end()
+                .to_string(),
+        );
+        out.push('\n');
+    }
+    let mut tail = String::new();
+    trailer(view, &mut tail, "");
+    if !tail.is_empty() {
+        out.push('\n');
+        out.push_str(&tail);
+    }
+    out
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// A Markdown table and summary (pull-request comments, `$GITHUB_STEP_SUMMARY`).
+pub fn render_markdown(view: &MemView) -> String {
+    let mut out = format!("### nnlint mem: `{}`\n\n", md_escape(&heading(view.report)));
+    let mut headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    headers.push(md_escape(&view.share_header()));
+    out.push_str(&format!("| {} |\n", headers.join(" | ")));
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|\n");
+    for row in cells(view) {
+        let row: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i < 3 {
+                    format!("`{}`", md_escape(c))
+                } else {
+                    md_escape(c)
+                }
+            })
+            .collect();
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out.push_str("\n| total | | |\n|---|---:|---|\n");
+    for (label, value, detail) in totals_lines(view.report) {
+        out.push_str(&format!(
+            "| {label} | {} | {} |\n",
+            md_escape(&value),
+            md_escape(&detail)
+        ));
+    }
+    let mut tail = String::new();
+    trailer(view, &mut tail, "- ");
+    if !tail.is_empty() {
+        out.push('\n');
+        out.push_str(&tail);
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// CSV with raw numbers (bytes, counts); symbolic values as expressions.
+pub fn render_csv(view: &MemView) -> String {
+    let mut out = String::from("name,op,output_shapes,params,param_bytes,buffers,buffer_bytes,activation_bytes,macs,share\n");
+    for (l, share) in &view.rows {
+        let fields = [
+            l.name.clone(),
+            l.op.clone(),
+            shapes_text(&l.output_shapes),
+            l.params.to_string(),
+            l.param_bytes.to_string(),
+            l.buffers.to_string(),
+            l.buffer_bytes.to_string(),
+            l.activation_bytes
+                .as_ref()
+                .map_or(String::new(), |d| d.to_string()),
+            l.macs.as_ref().map_or(String::new(), |d| d.to_string()),
+            format!("{share:.6}"),
+        ];
+        let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
