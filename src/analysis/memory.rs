@@ -28,16 +28,44 @@ pub enum PeakError {
     Symbolic(Vec<String>),
 }
 
-/// Which values are runtime tensors (graph inputs and node outputs that are not `Constant`s).
-pub fn is_activation(graph: &Graph, v: ValueId) -> bool {
+/// Ops whose output differs between runs even for the same inputs.
+const NONDETERMINISTIC: &[&str] = &[
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
+];
+
+/// Values computed from stored tensors alone (initializers, `Constant`s, and nodes reading only
+/// those, such as the weight `Transpose`s some exporters emit). Runtimes fold them when the model
+/// loads, so they are weights, not activations.
+pub fn static_values(graph: &Graph) -> Vec<bool> {
+    let mut st: Vec<bool> = graph.values.iter().map(|v| v.init.is_some()).collect();
+    for node in &graph.nodes {
+        let captures = node.attrs.subgraphs().next().is_some();
+        let derived = node.op_type == "Constant"
+            || (node.inputs.iter().flatten().next().is_some()
+                && node.inputs.iter().flatten().all(|&v| st[v])
+                && !captures
+                && !NONDETERMINISTIC.contains(&node.op_type.as_str()));
+        if derived {
+            for &v in node.outputs.iter().flatten() {
+                st[v] = true;
+            }
+        }
+    }
+    st
+}
+
+/// Which values are runtime tensors: graph inputs and node outputs that are not static.
+pub fn is_activation(graph: &Graph, is_static: &[bool], v: ValueId) -> bool {
     let val = &graph.values[v];
-    if val.init.is_some() {
+    if is_static[v] {
         return false;
     }
-    match val.producer {
-        Some((n, _)) => graph.nodes[n].op_type != "Constant",
-        None => graph.inputs.contains(&v),
-    }
+    val.producer.is_some() || graph.inputs.contains(&v)
 }
 
 /// Last step at which each value is used (captures by subgraphs count as uses by the holding node).
@@ -75,9 +103,10 @@ fn for_each_capture(g: &Graph, f: &mut impl FnMut(&str)) {
 /// Computes the inference peak. Values of unknown size are left out (the caller reports them);
 /// symbolic sizes make the peak unknowable until bound.
 pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> {
+    let is_static = static_values(graph);
     let size: Vec<Option<Dim>> = (0..graph.values.len())
         .map(|v| {
-            if is_activation(graph, v) {
+            if is_activation(graph, &is_static, v) {
                 facts[v].bytes()
             } else {
                 None

@@ -168,6 +168,7 @@ fn scalar_constant_size(attr: Option<&Attr>) -> Option<(u64, u64)> {
 pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
     let graph = &model.graph;
     let inf = shape::infer(model, bindings)?;
+    let is_static = memory::static_values(graph);
     let mut rows: Vec<Option<Layer>> = graph
         .nodes
         .iter()
@@ -188,6 +189,7 @@ pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
                 .collect::<Option<Vec<Dim>>>()
                 .and_then(|b| Dim::sum(&b));
             let opaque = inf.opaque.contains(&n);
+            let computed_once = node.outputs.iter().flatten().all(|&v| is_static[v]);
             Some(Layer {
                 name: node.name.clone(),
                 op: op_label(&node.domain, &node.op_type),
@@ -198,7 +200,9 @@ pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
                 buffer_bytes: 0,
                 activation_bytes,
                 macs: inf.macs[n].clone(),
-                folded: !opaque && !outs.is_empty() && outs.iter().all(|f| f.value.is_some()),
+                folded: !opaque
+                    && !outs.is_empty()
+                    && (computed_once || outs.iter().all(|f| f.value.is_some())),
             })
         })
         .collect();
@@ -230,8 +234,10 @@ pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
     }
 
     let layers: Vec<Layer> = rows.into_iter().flatten().collect();
+    // folded rows (shape computations, weight transposes) run once at load: not activations
     let known_acts: Vec<Dim> = layers
         .iter()
+        .filter(|l| !l.folded)
         .filter_map(|l| l.activation_bytes.clone())
         .collect();
     totals.activation_bytes = Dim::sum(&known_acts);

@@ -1,0 +1,68 @@
+//! Helpers shared by the integration tests: fixture paths, expected values, and staging models whose
+//! external data was not committed (a sparse zero-filled file of the recorded length stands in).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+/// Runs the real binary.
+pub fn nnlint(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nnlint"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the nnlint binary runs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The expected-values file for a model path relative to testdata/ (`models/torch/resnet18.onnx`).
+pub fn expected(model: &str) -> serde_json::Value {
+    let key = model
+        .trim_start_matches("models/")
+        .trim_end_matches(".onnx")
+        .replace('/', "__");
+    let path = testdata().join("expected").join(format!("{key}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("expected values are JSON")
+}
+
+/// A model ready to load: the fixture itself, or a copy in a temporary directory next to a sparse
+/// data file when its external data was not committed.
+pub struct Staged {
+    pub path: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub fn stage(model: &str) -> Staged {
+    let src = testdata().join(model);
+    let exp = expected(model);
+    let Some(ext) = exp.get("external_data") else {
+        return Staged {
+            path: src,
+            _dir: None,
+        };
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dst = dir.path().join(src.file_name().unwrap());
+    std::fs::copy(&src, &dst).expect("copy model");
+    let data = dir.path().join(ext["file"].as_str().unwrap());
+    let f = std::fs::File::create(&data).expect("create data file");
+    f.set_len(ext["length"].as_u64().unwrap())
+        .expect("sparse data file");
+    Staged {
+        path: dst,
+        _dir: Some(dir),
+    }
+}
