@@ -916,6 +916,8 @@ def gen_torch():
     export_torch_model(torch, "minicnn", model, torch.randn(1, 3, 64, 64), "input", "output", dyn,
                        external=False, seed=11)
 
+    gen_safetensors_single(torch, model, "minicnn")
+
     tv = torchvision.models
     for i, (name, ctor) in enumerate([("resnet18", tv.resnet18), ("mobilenet_v2", tv.mobilenet_v2),
                                       ("vgg16", tv.vgg16), ("efficientnet_b0", tv.efficientnet_b0),
@@ -946,6 +948,54 @@ def gen_torch():
                        {"ids": {0: "batch", 1: "seq"}, "output": {0: "batch", 1: "seq"}},
                        external=False, feed_high={"ids": 1000}, seed=31, probe_seq=True)
     gen_dynamo_transformer(torch, model)
+    gen_safetensors_sharded(torch, model, "tiny_transformer_bf16")
+
+
+def weights_expected(torch, model, name, path, files):
+    """Ground truth for a weights file, from PyTorch's own module (not from the file)."""
+    stats = torch_stats(model)
+    nbt = sum(b.numel() for n, b in model.named_buffers() if n.endswith("num_batches_tracked"))
+    sd = model.state_dict()
+    exp = {"model": rel(path), "torch": stats, "num_batches_tracked": nbt,
+           "tensors": len(sd), "files": files}
+    out = os.path.join(HERE, "expected", "weights", name + ".json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(dumps(exp) + "\n")
+
+
+def gen_safetensors_single(torch, model, name):
+    """models/safetensors/<name>.safetensors: the module's state_dict in fp32 (with BatchNorm buffers)."""
+    from safetensors.torch import save_file
+    d = os.path.join(MODELS, "safetensors")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, name + ".safetensors")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    weights_expected(torch, model, name, path, [os.path.basename(path)])
+    print(f"safetensors/{name}: {len(model.state_dict())} tensors")
+
+
+def gen_safetensors_sharded(torch, model, name):
+    """models/safetensors/<name>/: the state_dict in bf16, in two shards with an HF-style index."""
+    import json
+    from safetensors.torch import save_file
+    d = os.path.join(MODELS, "safetensors", name)
+    os.makedirs(d, exist_ok=True)
+    sd = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    keys = sorted(sd)
+    half = len(keys) // 2
+    files = [f"model-0000{i + 1}-of-00002.safetensors" for i in range(2)]
+    weight_map = {}
+    for i, part in enumerate([keys[:half], keys[half:]]):
+        save_file({k: sd[k] for k in part}, os.path.join(d, files[i]))
+        weight_map.update({k: files[i] for k in part})
+    total = sum(v.numel() * v.element_size() for v in sd.values())
+    index = os.path.join(d, "model.safetensors.index.json")
+    with open(index, "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    weights_expected(torch, model, name, index, files)
+    print(f"safetensors/{name}: {len(sd)} tensors in 2 shards")
 
 
 def gen_dynamo_transformer(torch, model):

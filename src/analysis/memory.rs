@@ -127,8 +127,8 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
     let last = last_use(graph);
     // frees[i]: values whose last use is step i
     let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); graph.nodes.len()];
-    for v in 0..graph.values.len() {
-        match (graph.values[v].producer, last[v]) {
+    for (v, (val, last)) in graph.values.iter().zip(&last).enumerate() {
+        match (val.producer, *last) {
             (_, Some(l)) if l < graph.nodes.len() => frees[l].push(v),
             (Some((p, _)), None) => frees[p].push(v),
             _ => {}

@@ -1,4 +1,4 @@
-//! 3. Analysis: shapes, per-layer costs, stored-tensor roles and the inference peak, gathered into a
+//! Stage 3, analysis: shapes, per-layer costs, stored-tensor roles and the inference peak, gathered into a
 //! [`MemReport`] that every output format renders.
 
 pub mod fact;

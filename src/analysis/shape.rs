@@ -64,11 +64,17 @@ fn input_symbols(graph: &Graph) -> (BTreeSet<String>, BTreeSet<String>) {
     (all, batch)
 }
 
+/// What the inputs' symbols are bound to, and how.
+struct Resolved {
+    bound: BTreeMap<String, i64>,
+    batch: Option<u64>,
+    notes: Vec<String>,
+    /// The inputs have a fixed batch that `--batch` overrides.
+    override_fixed: bool,
+}
+
 /// Decides what every input symbol is bound to.
-fn resolve_bindings(
-    model: &Model,
-    b: &Bindings,
-) -> Result<(BTreeMap<String, i64>, Option<u64>, Vec<String>, bool)> {
+fn resolve_bindings(model: &Model, b: &Bindings) -> Result<Resolved> {
     let graph = &model.graph;
     let (all, batch_syms) = input_symbols(graph);
     let mut bound = BTreeMap::new();
@@ -156,7 +162,12 @@ fn resolve_bindings(
             }
         }
     };
-    Ok((bound, batch, notes, override_fixed))
+    Ok(Resolved {
+        bound,
+        batch,
+        notes,
+        override_fixed,
+    })
 }
 
 fn substitute(decl: &TypeDecl, bound: &BTreeMap<String, i64>) -> Fact {
@@ -222,7 +233,12 @@ fn merge(inferred: Fact, declared: Option<Fact>, name: &str, mismatches: &mut Ve
 /// Runs shape inference on the model's main graph.
 pub fn infer(model: &Model, bindings: &Bindings) -> Result<Inference> {
     let graph = &model.graph;
-    let (bound, batch, notes, override_fixed) = resolve_bindings(model, bindings)?;
+    let Resolved {
+        bound,
+        batch,
+        notes,
+        override_fixed,
+    } = resolve_bindings(model, bindings)?;
     let opset = model.opset();
     let mut facts: Vec<Fact> = vec![Fact::unknown(); graph.values.len()];
     for (id, t) in graph.initializers() {

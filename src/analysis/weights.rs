@@ -37,9 +37,7 @@ fn classify(name: &str, tensors: &[&WeightTensor]) -> &'static str {
     if has(".running_mean") || has(".running_var") {
         return "BatchNorm";
     }
-    let weight = tensors
-        .iter()
-        .find(|t| t.name.ends_with(".weight") || t.name == "weight");
+    let weight = tensors.iter().find(|t| t.name.ends_with("weight"));
     let Some(w) = weight else {
         return if tensors.iter().all(|t| is_buffer(t)) {
             "Buffer"

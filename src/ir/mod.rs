@@ -1,4 +1,4 @@
-//! 2. The intermediate representation: graphs, nodes, values, stored tensors and dimensions,
+//! Stage 2, the intermediate representation: graphs, nodes, values, stored tensors and dimensions,
 //! independent of protobuf. Loaders build it; analysis reads it.
 
 mod attr;

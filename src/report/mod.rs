@@ -1,4 +1,4 @@
-//! 7. Reports: the memory table in every output format. The formats share one view of the rows
+//! Stage 7, reports: the memory table in every output format. The formats share one view of the rows
 //! ([`MemView`]): the same sort, the same `--top` cut and the same shares, so that a table and its
 //! JSON never disagree.
 

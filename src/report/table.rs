@@ -234,11 +234,7 @@ pub fn render(view: &MemView) -> String {
         .unwrap_or(0);
     for (label, value, detail) in totals {
         let pad = vw - value.chars().count();
-        out.push_str(
-            &format!("{label:<lw$}  {}{value}  {detail}", " ".repeat(pad))
-                .trim_end()
-                .to_string(),
-        );
+        out.push_str(format!("{label:<lw$}  {}{value}  {detail}", " ".repeat(pad)).trim_end());
         out.push('\n');
     }
     let mut tail = String::new();

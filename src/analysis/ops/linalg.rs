@@ -62,8 +62,16 @@ pub fn gemm_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
     Dim::product(&[m, k, n])
 }
 
-/// Batch shape, `M`, `K`, `N` and the output shape of a numpy-style matmul.
-fn matmul_dims(cx: &OpCx) -> InferResult<(Vec<Dim>, Dim, Dim, Dim, Vec<Dim>)> {
+/// A numpy-style matmul: broadcast batch, `M`, `K`, `N`, and the output shape.
+struct MatMulDims {
+    batch: Vec<Dim>,
+    m: Dim,
+    k: Dim,
+    n: Dim,
+    out: Vec<Dim>,
+}
+
+fn matmul_dims(cx: &OpCx) -> InferResult<MatMulDims> {
     let a = cx.shape(0)?;
     let b = cx.shape(1)?;
     if a.is_empty() || b.is_empty() {
@@ -91,17 +99,22 @@ fn matmul_dims(cx: &OpCx) -> InferResult<(Vec<Dim>, Dim, Dim, Dim, Vec<Dim>)> {
     if !b_vec {
         out.push(n.clone());
     }
-    Ok((batch, m.clone(), k.clone(), n.clone(), out))
+    Ok(MatMulDims {
+        batch,
+        m: m.clone(),
+        k: k.clone(),
+        n: n.clone(),
+        out,
+    })
 }
 
 pub fn matmul(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (_, _, _, _, out) = matmul_dims(cx)?;
-    Ok(vec![Fact::new(cx.dtype(0), out)])
+    Ok(vec![Fact::new(cx.dtype(0), matmul_dims(cx)?.out)])
 }
 
 pub fn matmul_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
-    let (batch, m, k, n, _) = matmul_dims(cx).ok()?;
-    Dim::product(batch.iter().chain([&m, &k, &n]))
+    let d = matmul_dims(cx).ok()?;
+    Dim::product(d.batch.iter().chain([&d.m, &d.k, &d.n]))
 }
 
 /// A parsed einsum equation: the letters of each operand and of the output, with `.` standing for

@@ -371,7 +371,7 @@ mod tests {
         assert!(matches!(broadcast(&[&a, &c]), Err(InferError::Invalid(_))));
         // a symbolic dim against a known one takes the known one
         assert_eq!(
-            broadcast(&[&[n.clone()], &[Dim::known(7)]]).unwrap(),
+            broadcast(&[std::slice::from_ref(&n), &[Dim::known(7)]]).unwrap(),
             vec![Dim::known(7)]
         );
     }

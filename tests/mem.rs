@@ -1,0 +1,357 @@
+//! `nnlint mem` end to end, checked against values computed independently of nnlint: hand
+//! arithmetic, PyTorch's own parameter counts (testdata/expected/), and torchvision's published
+//! GFLOPS figures. Snapshot tests pin the rendered tables.
+
+mod common;
+
+use common::{expected, nnlint, stage, stderr, stdout};
+use serde_json::Value;
+
+fn mem_json(path: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["mem", path, "--format", "json"];
+    args.extend_from_slice(extra);
+    let out = nnlint(&args);
+    assert!(
+        out.status.success(),
+        "nnlint mem {path} failed: {}",
+        stderr(&out)
+    );
+    serde_json::from_str(&stdout(&out)).expect("valid JSON")
+}
+
+fn staged_json(model: &str, extra: &[&str]) -> Value {
+    let staged = stage(model);
+    mem_json(staged.path.to_str().unwrap(), extra)
+}
+
+fn layer<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no layer {name}"))
+}
+
+#[test]
+fn conv3x3_64_to_128_by_hand() {
+    let r = mem_json("testdata/models/conv3x3_64_128.onnx", &[]);
+    let conv = &r["layers"][0];
+    // 3x3x64x128 weights + 128 biases
+    assert_eq!(conv["params"], 73_856);
+    assert_eq!(conv["param_bytes"], 73_856 * 4);
+    assert_eq!(conv["output_shapes"], serde_json::json!([[1, 128, 56, 56]]));
+    // every output element: 64 input channels x 9 taps
+    assert_eq!(conv["macs"], 56 * 56 * 128 * 64 * 9);
+    assert_eq!(conv["activation_bytes"], 128 * 56 * 56 * 4);
+    // input and output live together while the conv runs
+    assert_eq!(
+        r["totals"]["inference_peak_bytes"],
+        (64 + 128) * 56 * 56 * 4
+    );
+    assert_eq!(r["totals"]["flops"], 2 * 56 * 56 * 128 * 64 * 9);
+    assert_eq!(r["batch"], 1);
+
+    let r4 = mem_json("testdata/models/conv3x3_64_128.onnx", &["--batch", "4"]);
+    assert_eq!(r4["layers"][0]["macs"], 4 * 56 * 56 * 128 * 64 * 9);
+    assert_eq!(
+        r4["totals"]["inference_peak_bytes"],
+        4 * (64 + 128) * 56 * 56 * 4
+    );
+    assert_eq!(
+        r4["layers"][0]["params"], 73_856,
+        "parameters do not scale with the batch"
+    );
+}
+
+#[test]
+fn parameter_counts_match_pytorch() {
+    for model in [
+        "models/torch/minicnn.onnx",
+        "models/torch/resnet18.onnx",
+        "models/torch/mobilenet_v2.onnx",
+        "models/torch/vgg16.onnx",
+        "models/torch/efficientnet_b0.onnx",
+        "models/torch/vit_b_16.onnx",
+        "models/torch/tiny_transformer.onnx",
+        "models/torch/tiny_transformer_dynamo.onnx",
+    ] {
+        let torch = &expected(model)["torch"];
+        let r = staged_json(model, &[]);
+        assert_eq!(
+            r["totals"]["params"], torch["params"],
+            "{model}: parameters"
+        );
+        assert_eq!(r["totals"]["buffers"], torch["buffers"], "{model}: buffers");
+        assert_eq!(r["unknown_ops"], serde_json::json!([]), "{model}");
+        assert_eq!(r["warnings"], serde_json::json!([]), "{model}");
+    }
+}
+
+#[test]
+fn vgg16_by_hand_and_published_gflops() {
+    let r = staged_json("models/torch/vgg16.onnx", &[]);
+    // torchvision's documented parameter count
+    assert_eq!(r["totals"]["params"], 138_357_544);
+    let fc1 = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["op"] == "Gemm")
+        .unwrap();
+    assert_eq!(fc1["params"], 25_088 * 4_096 + 4_096);
+    assert_eq!(fc1["params"], 102_764_544);
+    assert_eq!(fc1["macs"], 25_088 * 4_096);
+}
+
+#[test]
+fn macs_match_torchvision_published_gflops() {
+    // torchvision's model docs list "GFLOPS" that are multiply-accumulates at 224x224, batch 1
+    for (model, gmacs) in [
+        ("models/torch/resnet18.onnx", 1.81),
+        ("models/torch/mobilenet_v2.onnx", 0.30),
+        ("models/torch/vgg16.onnx", 15.47),
+        ("models/torch/efficientnet_b0.onnx", 0.39),
+        ("models/torch/vit_b_16.onnx", 17.56),
+    ] {
+        let r = staged_json(model, &[]);
+        let got = r["totals"]["macs"].as_f64().unwrap() / 1e9;
+        assert!(
+            (got - gmacs).abs() < 0.005 + 1e-9,
+            "{model}: {got:.3} GMACs, torchvision says {gmacs}"
+        );
+    }
+}
+
+#[test]
+fn resnet18_peak_by_hand() {
+    // The stem conv's output [N,64,112,112] and the BatchNorm's output of the same size are live
+    // together; the 3x224x224 input is already freed. Nothing later is larger.
+    let stem = 64 * 112 * 112 * 4;
+    for batch in [1u64, 8] {
+        let r = staged_json(
+            "models/torch/resnet18.onnx",
+            &["--batch", &batch.to_string()],
+        );
+        assert_eq!(r["batch"], batch);
+        assert_eq!(r["totals"]["inference_peak_bytes"], batch * 2 * stem);
+        assert_eq!(layer(&r, "/conv1/Conv")["activation_bytes"], batch * stem);
+        assert_eq!(r["peak"]["node"], "/bn1/BatchNormalization");
+    }
+}
+
+#[test]
+fn symbolic_dims_stay_symbolic_until_bound() {
+    let model = "testdata/models/torch/tiny_transformer_dynamo.onnx";
+    let r = mem_json(model, &[]);
+    assert_eq!(r["totals"]["inference_peak_bytes"], Value::Null);
+    assert_eq!(r["unbound_dims"], serde_json::json!(["seq"]));
+    // the embedding output is [batch, seq, 64] float32: 256 bytes per token
+    let emb = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["op"] == "Gather")
+        .unwrap();
+    assert_eq!(emb["activation_bytes"], Value::Null);
+    assert_eq!(emb["activation_bytes_expr"], "256*seq");
+    assert_eq!(emb["output_shapes"], serde_json::json!([[1, "seq", 64]]));
+
+    let b = mem_json(model, &["--batch", "3", "--dim", "seq=10"]);
+    let emb = b["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["op"] == "Gather")
+        .unwrap();
+    assert_eq!(emb["activation_bytes"], 3 * 10 * 64 * 4);
+    assert!(b["totals"]["inference_peak_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(b["dims"], serde_json::json!({"batch": 3, "seq": 10}));
+}
+
+#[test]
+fn unknown_dim_name_is_a_usage_error() {
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/torch/tiny_transformer.onnx",
+        "--dim",
+        "sequence=5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no dimension named 'sequence'") && err.contains("seq"),
+        "{err}"
+    );
+}
+
+#[test]
+fn safetensors_single_file_matches_pytorch() {
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::testdata().join("expected/weights/minicnn.json")).unwrap(),
+    )
+    .unwrap();
+    let r = mem_json("testdata/models/safetensors/minicnn.safetensors", &[]);
+    assert_eq!(r["format"], "safetensors");
+    assert_eq!(r["totals"]["params"], exp["torch"]["params"]);
+    assert_eq!(
+        r["totals"]["param_bytes"],
+        exp["torch"]["params"].as_u64().unwrap() * 4
+    );
+    // running mean/var and the int64 num_batches_tracked counters
+    let nbt = exp["num_batches_tracked"].as_u64().unwrap();
+    assert_eq!(
+        r["totals"]["buffers"],
+        exp["torch"]["buffers"].as_u64().unwrap() + nbt
+    );
+    assert_eq!(
+        r["totals"]["buffer_bytes"],
+        exp["torch"]["buffers"].as_u64().unwrap() * 4 + nbt * 8
+    );
+    assert_eq!(r["totals"]["inference_peak_bytes"], Value::Null);
+    assert_eq!(r["layers"][0]["activation_bytes"], Value::Null);
+}
+
+#[test]
+fn sharded_safetensors_matches_pytorch() {
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            common::testdata().join("expected/weights/tiny_transformer_bf16.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let r = mem_json(
+        "testdata/models/safetensors/tiny_transformer_bf16/model.safetensors.index.json",
+        &[],
+    );
+    let params = exp["torch"]["params"].as_u64().unwrap();
+    assert_eq!(r["totals"]["params"], params);
+    assert_eq!(r["totals"]["param_bytes"], params * 2, "bf16 is two bytes");
+    let kinds: Vec<&str> = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["op"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"Embedding") && kinds.contains(&"Linear") && kinds.contains(&"Norm"),
+        "{kinds:?}"
+    );
+}
+
+fn validate(instance: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn json_output_follows_the_documented_schema() {
+    validate(&mem_json("testdata/models/torch/minicnn.onnx", &[]));
+    validate(&mem_json(
+        "testdata/models/torch/tiny_transformer_dynamo.onnx",
+        &[],
+    ));
+    validate(&mem_json(
+        "testdata/models/torch/tiny_transformer_dynamo.onnx",
+        &["--sort", "macs", "--top", "3"],
+    ));
+    validate(&mem_json(
+        "testdata/models/safetensors/minicnn.safetensors",
+        &[],
+    ));
+    validate(&staged_json(
+        "models/torch/efficientnet_b0.onnx",
+        &["--batch", "2"],
+    ));
+}
+
+#[test]
+fn top_and_sort() {
+    let r = staged_json(
+        "models/torch/vgg16.onnx",
+        &["--sort", "params", "--top", "3"],
+    );
+    let layers = r["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 3);
+    assert_eq!(layers[0]["params"], 102_764_544);
+    let shares: f64 = layers.iter().map(|l| l["share"].as_f64().unwrap()).sum();
+    // the three FC layers hold 89.4% of VGG-16's parameters
+    assert!((shares - (102_764_544.0 + 16_781_312.0 + 4_097_000.0) / 138_357_544.0).abs() < 1e-5);
+}
+
+#[test]
+fn snapshot_table() {
+    let out = nnlint(&["mem", "testdata/models/torch/minicnn.onnx"]);
+    insta::assert_snapshot!("minicnn_table", stdout(&out));
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/torch/minicnn.onnx",
+        "--batch",
+        "32",
+        "--sort",
+        "activations",
+        "--top",
+        "5",
+    ]);
+    insta::assert_snapshot!("minicnn_table_sorted", stdout(&out));
+}
+
+#[test]
+fn snapshot_symbolic_table() {
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/torch/tiny_transformer_dynamo.onnx",
+        "--sort",
+        "macs",
+        "--top",
+        "6",
+    ]);
+    insta::assert_snapshot!("transformer_symbolic_table", stdout(&out));
+}
+
+#[test]
+fn snapshot_markdown_csv_json() {
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/torch/minicnn.onnx",
+        "--format",
+        "markdown",
+        "--top",
+        "4",
+        "--sort",
+        "params",
+    ]);
+    insta::assert_snapshot!("minicnn_markdown", stdout(&out));
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/torch/minicnn.onnx",
+        "--format",
+        "csv",
+    ]);
+    insta::assert_snapshot!("minicnn_csv", stdout(&out));
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/conv3x3_64_128.onnx",
+        "--format",
+        "json",
+    ]);
+    insta::assert_snapshot!("conv3x3_json", stdout(&out));
+}
+
+#[test]
+fn snapshot_safetensors_table() {
+    let out = nnlint(&[
+        "mem",
+        "testdata/models/safetensors/tiny_transformer_bf16/model.safetensors.index.json",
+    ]);
+    insta::assert_snapshot!("sharded_safetensors_table", stdout(&out));
+}
