@@ -4,6 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::analysis::saved::{Device, Precision};
+use crate::analysis::training::{
+    Checkpoint, HostPipeline, Optimizer, Overhead, Shard, TrainConfig,
+};
 use crate::report::{MemFormat, SortKey};
 
 /// Reads exported neural-network models and tells where the memory goes and how to cut it.
@@ -18,6 +22,32 @@ pub struct Cli {
 pub enum Command {
     /// Per-layer parameters, activations and MACs, and the inference peak.
     Mem(MemArgs),
+    /// Which batch size, precision, checkpointing and sharding make a model fit a GPU.
+    Fit(FitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// An ONNX model.
+    pub model: PathBuf,
+    /// The GPU: a memory size (16GiB) or a card (T4, V100-16GB, V100-32GB, A10, L4, RTX-3090,
+    /// RTX-4090, A100-40GB, L40S, A100-80GB, H100-80GB, H200).
+    #[arg(long, value_parser = crate::analysis::fit::parse_gpu)]
+    pub gpu: crate::analysis::fit::Gpu,
+    /// The batch per optimizer step to keep, with accumulation where a plan needs it.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub effective_batch: u64,
+    /// Answer for serving (inference) instead of training.
+    #[arg(long)]
+    pub inference: bool,
+    /// Binds a named symbolic dimension other than the batch, e.g. `--dim seq=512` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: crate::report::FitFormat,
+    #[command(flatten)]
+    pub plan: TrainArgs,
 }
 
 /// Dimensions to bind, shared by every command that analyses a graph.
@@ -64,4 +94,141 @@ pub struct MemArgs {
     /// Also show shape-computation nodes whose outputs fold to constants.
     #[arg(long)]
     pub all: bool,
+    /// Estimate the memory of a training step (weights, gradients, optimizer, saved activations).
+    #[arg(long)]
+    pub train: bool,
+    #[command(flatten)]
+    pub plan: TrainArgs,
+}
+
+/// A training plan (`mem --train`, `fit`).
+#[derive(Debug, Args, Clone)]
+pub struct TrainArgs {
+    /// Optimizer, for the state it keeps per parameter.
+    #[arg(long, value_enum, default_value = "adam", help_heading = "Training")]
+    pub optimizer: Optimizer,
+    /// Numeric precision.
+    #[arg(long, value_enum, default_value = "fp32", help_heading = "Training")]
+    pub precision: Precision,
+    /// Gradient checkpointing: none, sqrt (sqrt(n) segments), or every:K layers.
+    #[arg(
+        long,
+        default_value = "none",
+        value_name = "none|sqrt|every:K",
+        help_heading = "Training"
+    )]
+    pub checkpoint: Checkpoint,
+    /// Micro-batches accumulated per optimizer step (--batch is the micro-batch).
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "STEPS",
+        help_heading = "Training"
+    )]
+    pub accumulate: u32,
+    /// Number of GPUs.
+    #[arg(long, default_value_t = 1, help_heading = "Training")]
+    pub gpus: u32,
+    /// Data parallelism and sharding over the GPUs.
+    #[arg(long, value_enum, default_value = "none", help_heading = "Training")]
+    pub shard: Shard,
+    /// Whose autograd behaviour to model (dropout masks, autocast's fp32 ops).
+    #[arg(long, value_enum, default_value = "cuda", help_heading = "Training")]
+    pub device: Device,
+    /// CUDA context size [default: 512MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Overhead")]
+    pub overhead_context: Option<u64>,
+    /// cuDNN/cuBLAS workspace [default: 256MiB].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Overhead")]
+    pub overhead_workspace: Option<u64>,
+    /// Allocator caching and fragmentation, as a fraction of the peak [default: 0.05].
+    #[arg(long, value_name = "FRACTION", help_heading = "Overhead")]
+    pub fragmentation: Option<f64>,
+    /// Data-loader worker processes, for host memory.
+    #[arg(long, default_value_t = 4, help_heading = "Input pipeline")]
+    pub workers: u32,
+    /// Batches each worker prefetches.
+    #[arg(long, default_value_t = 2, help_heading = "Input pipeline")]
+    pub prefetch: u32,
+    /// The data loader does not pin host memory.
+    #[arg(long, help_heading = "Input pipeline")]
+    pub no_pin: bool,
+}
+
+impl TrainArgs {
+    pub fn config(&self) -> Result<TrainConfig, String> {
+        let d = Overhead::default();
+        let fragmentation = self.fragmentation.unwrap_or(d.fragmentation);
+        if !(0.0..=10.0).contains(&fragmentation) {
+            return Err(format!("--fragmentation {fragmentation} is not a fraction"));
+        }
+        if self.gpus == 0 || self.accumulate == 0 {
+            return Err("--gpus and --accumulate must be at least 1".into());
+        }
+        Ok(TrainConfig {
+            optimizer: self.optimizer,
+            precision: self.precision,
+            checkpoint: self.checkpoint,
+            accumulate: self.accumulate,
+            gpus: self.gpus,
+            shard: self.shard,
+            device: self.device,
+            overhead: Overhead {
+                cuda_context: self.overhead_context.unwrap_or(d.cuda_context),
+                workspace: self.overhead_workspace.unwrap_or(d.workspace),
+                fragmentation,
+            },
+            host: HostPipeline {
+                workers: self.workers,
+                prefetch: self.prefetch,
+                pinned: !self.no_pin,
+            },
+        })
+    }
+}
+
+/// Parses `16GiB`, `512MiB`, `1.5GB`, `80G`, `1024` (bytes). Binary units for `Ki/Mi/Gi/Ti` and for a
+/// bare `K/M/G/T` (GPU memory is sold in binary gigabytes); decimal for `KB/MB/GB/TB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 16GiB, 512MiB)"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0_f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => return Err(format!("unknown size unit '{other}' in '{s}'")),
+    };
+    let bytes = v * mult;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
+        assert_eq!(parse_size("16G"), Ok(16 << 30));
+        assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
+        assert_eq!(parse_size("40GB"), Ok(40_000_000_000));
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3 parsecs").is_err());
+    }
 }

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use analysis::{Bindings, MemReport};
-use cli::{Cli, Command, DimArgs, MemArgs};
+use cli::{Cli, Command, DimArgs, FitArgs, MemArgs};
 pub use error::{Error, Result};
 use load::Loaded;
 
@@ -28,10 +28,14 @@ impl From<&DimArgs> for Bindings {
     }
 }
 
-/// Loads and analyses a model file for `nnlint mem`.
-pub fn mem_report(path: &std::path::Path, bindings: &Bindings) -> Result<MemReport> {
+/// Loads and analyses a model file for `nnlint mem` (with a training plan for `--train`).
+pub fn mem_report(
+    path: &std::path::Path,
+    bindings: &Bindings,
+    train: Option<&analysis::training::TrainConfig>,
+) -> Result<MemReport> {
     match load::load(path)? {
-        Loaded::Onnx(model) => analysis::analyze(&model, bindings),
+        Loaded::Onnx(model) => analysis::analyze(&model, bindings, train),
         Loaded::Weights(w) => {
             if bindings.batch.is_some() || !bindings.dims.is_empty() {
                 let mut r = analysis::weights::analyze(&w);
@@ -46,13 +50,40 @@ pub fn mem_report(path: &std::path::Path, bindings: &Bindings) -> Result<MemRepo
 }
 
 fn mem(args: &MemArgs) -> Result<String> {
-    let report = mem_report(&args.model, &Bindings::from(&args.dims))?;
+    let train = if args.train {
+        Some(args.plan.config().map_err(Error::Usage)?)
+    } else {
+        None
+    };
+    let report = mem_report(&args.model, &Bindings::from(&args.dims), train.as_ref())?;
     let opts = report::ViewOptions {
         sort: args.sort,
         top: args.top,
         all: args.all,
     };
     Ok(report::render_mem(&report, args.format, opts))
+}
+
+fn fit(args: &FitArgs) -> Result<String> {
+    let model = match load::load(&args.model)? {
+        Loaded::Onnx(m) => m,
+        Loaded::Weights(_) => {
+            return Err(Error::Usage(format!(
+                "{}: fit needs a graph (activations); a weights file has none",
+                args.model.display()
+            )))
+        }
+    };
+    let req = analysis::fit::FitRequest {
+        gpu: args.gpu,
+        gpus: args.plan.gpus,
+        effective_batch: args.effective_batch.max(1),
+        base: args.plan.config().map_err(Error::Usage)?,
+        dims: args.dims.iter().cloned().collect(),
+        inference: args.inference,
+    };
+    let r = analysis::fit::fit(&model, &req)?;
+    Ok(report::render_fit(&r, args.format))
 }
 
 /// Writes to stdout; a closed pipe (`nnlint mem m.onnx | head`) is a normal end.
@@ -68,6 +99,7 @@ fn emit(text: &str) -> std::io::Result<()> {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match &cli.command {
         Command::Mem(args) => mem(args),
+        Command::Fit(args) => fit(args),
     };
     match result {
         Ok(text) => match emit(&text) {

@@ -2,10 +2,13 @@
 //! [`MemReport`] that every output format renders.
 
 pub mod fact;
+pub mod fit;
 pub mod memory;
 pub mod ops;
+pub mod saved;
 pub mod shape;
 pub mod storage;
+pub mod training;
 pub mod weights;
 
 use std::collections::BTreeMap;
@@ -45,6 +48,8 @@ pub struct MemReport {
     pub unaccounted: Vec<String>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
+    /// The training-memory estimate, with `--train`.
+    pub training: Option<training::Training>,
 }
 
 /// One row: a node of the graph, or a group of tensors of a weights file.
@@ -64,6 +69,10 @@ pub struct Layer {
     pub macs: Option<Dim>,
     /// A shape computation whose outputs are all folded to constants.
     pub folded: bool,
+    /// With `--train`: bytes this layer saves for backward (storages charged to their first saver).
+    pub saved_bytes: Option<u64>,
+    /// With `--train`: bytes of this layer's parameter gradients.
+    pub gradient_bytes: Option<u64>,
 }
 
 /// Totals over the model.
@@ -164,8 +173,13 @@ fn scalar_constant_size(attr: Option<&Attr>) -> Option<(u64, u64)> {
     })
 }
 
-/// Analyses an ONNX model: shapes, costs, stored tensors and the inference peak.
-pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
+/// Analyses an ONNX model: shapes, costs, stored tensors and the inference peak, and with a
+/// training plan, the memory of a training step.
+pub fn analyze(
+    model: &Model,
+    bindings: &Bindings,
+    train: Option<&training::TrainConfig>,
+) -> Result<MemReport> {
     let graph = &model.graph;
     let inf = shape::infer(model, bindings)?;
     let is_static = memory::static_values(graph);
@@ -200,6 +214,8 @@ pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
                 buffer_bytes: 0,
                 activation_bytes,
                 macs: inf.macs[n].clone(),
+                saved_bytes: None,
+                gradient_bytes: None,
                 folded: !opaque
                     && !outs.is_empty()
                     && (computed_once || outs.iter().all(|f| f.value.is_some())),
@@ -233,6 +249,16 @@ pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
         }
     }
 
+    let training =
+        train.map(|cfg| training::estimate(graph, &inf.facts, &inf.macs, inf.batch, cfg));
+    if let Some(t) = &training {
+        for (n, row) in rows.iter_mut().enumerate() {
+            if let Some(row) = row {
+                row.saved_bytes = Some(t.per_node[n].0);
+                row.gradient_bytes = Some(t.per_node[n].1);
+            }
+        }
+    }
     let layers: Vec<Layer> = rows.into_iter().flatten().collect();
     // folded rows (shape computations, weight transposes) run once at load: not activations
     let known_acts: Vec<Dim> = layers
@@ -314,5 +340,6 @@ pub fn analyze(model: &Model, bindings: &Bindings) -> Result<MemReport> {
         unaccounted,
         notes: inf.notes,
         warnings,
+        training,
     })
 }

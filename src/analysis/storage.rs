@@ -17,7 +17,7 @@ pub enum Role {
 }
 
 /// Input slots that hold configuration, never weights.
-fn is_config_slot(op: &str, slot: usize) -> bool {
+pub fn is_config_slot(op: &str, slot: usize) -> bool {
     match op {
         "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Split" | "TopK" | "CastLike" => {
             slot >= 1

@@ -113,6 +113,8 @@ pub fn analyze(w: &Weights) -> MemReport {
             activation_bytes: None,
             macs: None,
             folded: false,
+            saved_bytes: None,
+            gradient_bytes: None,
         };
         for t in &tensors {
             if is_buffer(t) {
@@ -149,6 +151,7 @@ pub fn analyze(w: &Weights) -> MemReport {
         unaccounted: Vec::new(),
         notes,
         warnings: w.warnings.clone(),
+        training: None,
     }
 }
 

@@ -1,4 +1,4 @@
-//! 1. Loading: bytes → protobuf or headers → IR. Nothing here reads tensor data.
+//! Stage 1, loading: bytes → protobuf or headers → IR. Nothing here reads tensor data.
 
 pub mod onnx;
 #[allow(clippy::all, missing_docs, rustdoc::all)]
@@ -35,10 +35,27 @@ pub fn load(path: &Path) -> Result<Loaded> {
     }
 }
 
+/// Opens a model file for reading, with its length. Directories, pipes and devices are refused
+/// before they are opened (opening a FIFO would block, mapping a device fails obscurely).
+pub(crate) fn open_file(path: &Path) -> Result<(std::fs::File, u64)> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        return Err(Error::refused(path, "is a directory, not a model file"));
+    }
+    if !meta.is_file() {
+        return Err(Error::refused(
+            path,
+            "is not a regular file (a pipe or a device): to read a model from a pipe, pass `-`",
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok((file, meta.len()))
+}
+
 /// A safetensors file starts with an 8-byte little-endian header length and then `{`.
 fn sniff_safetensors(path: &Path) -> Result<bool> {
     let mut head = [0u8; 9];
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let (mut f, _) = open_file(path)?;
     let mut got = 0;
     while got < head.len() {
         match f.read(&mut head[got..]) {

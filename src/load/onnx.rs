@@ -16,40 +16,37 @@ use prost::Message;
 use super::onnx_pb as pb;
 use crate::error::{Error, Result};
 use crate::ir::{
-    Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor, TensorData,
-    TypeDecl, TypedData,
+    shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor,
+    TensorData, TypeDecl, TypedData,
 };
+
+/// How errors and reports name standard input.
+pub const STDIN_NAME: &str = "<stdin>";
 
 /// Loads an ONNX model from a path, or from standard input when the path is `-`.
 pub fn load(path: &Path) -> Result<Model> {
-    let (bytes, dir) = if path == Path::new("-") {
+    if path == Path::new("-") {
+        let stdin = Path::new(STDIN_NAME);
         let mut buf = Vec::new();
         std::io::stdin()
             .read_to_end(&mut buf)
-            .map_err(|e| Error::io("<stdin>", e))?;
-        (Bytes::from(buf), None)
-    } else {
-        let bytes = map_file(path)?;
-        let dir = path
-            .parent()
-            .map(|p| {
-                if p.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    p
-                }
-            })
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        (bytes, Some(dir))
-    };
-    decode(path, bytes, dir.as_deref())
+            .map_err(|e| Error::io(stdin, e))?;
+        if buf.is_empty() {
+            return Err(Error::malformed(stdin, "standard input is empty"));
+        }
+        return decode(stdin, Bytes::from(buf), None);
+    }
+    let bytes = map_file(path)?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    decode(path, bytes, Some(dir))
 }
 
 /// Maps a file read-only into a `Bytes`, advised for random access.
 pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let (file, len) = super::open_file(path)?;
     if len == 0 {
         return Err(Error::malformed(path, "the file is empty"));
     }
@@ -67,12 +64,7 @@ pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
 /// Decodes a model from bytes. `dir` is the model's directory (for external data); `None` for stdin.
 pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     let input_len = bytes.len();
-    let proto = pb::ModelProto::decode(bytes).map_err(|e| {
-        Error::malformed(
-            path,
-            format!("not a valid ONNX model (protobuf decoding failed: {e})"),
-        )
-    })?;
+    let proto = pb::ModelProto::decode(bytes).map_err(|e| decode_error(path, &e))?;
     let Some(graph) = proto.graph.as_ref() else {
         return Err(Error::malformed(
             path,
@@ -118,6 +110,50 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         graph,
         warnings,
     })
+}
+
+/// The protobuf decoder's error in one readable line. prost reports the field path innermost first,
+/// one entry per level; a long path is cut to its outer and inner ends. Hitting prost's nesting limit
+/// (100 levels of messages) is an unsupported model, not a corrupt one.
+fn decode_error(path: &Path, e: &prost::DecodeError) -> Error {
+    let text = e.to_string();
+    let mut rest = text
+        .strip_prefix("failed to decode Protobuf message: ")
+        .unwrap_or(&text);
+    let mut stack = Vec::new();
+    while let Some((head, tail)) = rest.split_once(": ") {
+        if head.contains(' ') || !head.contains('.') {
+            break;
+        }
+        stack.push(head);
+        rest = tail;
+    }
+    if rest == "recursion limit reached" {
+        return Error::refused(
+            path,
+            "the model is nested too deeply (subgraphs in subgraphs, or types in types): like other protobuf readers, nnlint stops at 100 levels of nested messages, about 30 levels of If/Loop/Scan bodies",
+        );
+    }
+    if rest == "buffer underflow" {
+        rest = "a field runs past the end of the data (a truncated file?)";
+    }
+    stack.reverse();
+    let at = if stack.is_empty() {
+        String::new()
+    } else if stack.len() <= 4 {
+        format!(" at {}", stack.join(" > "))
+    } else {
+        format!(
+            " at {} > ... ({} levels) > {}",
+            stack[0],
+            stack.len() - 3,
+            stack[stack.len() - 2..].join(" > ")
+        )
+    };
+    Error::malformed(
+        path,
+        format!("not a valid ONNX model (protobuf decoding failed{at}: {rest})"),
+    )
 }
 
 struct Context<'a> {
@@ -234,6 +270,21 @@ impl Context<'_> {
                     .collect::<Result<Vec<_>>>()?,
             ),
         };
+        // sizes are computed in i64: a declared shape whose known part cannot be sized is refused here
+        // rather than silently left unknown
+        if let Some(dims) = &shape {
+            let bytes = dtype.and_then(|d| d.bits()).unwrap_or(8).div_ceil(8) as i64;
+            let size = dims
+                .iter()
+                .filter_map(Dim::as_i64)
+                .try_fold(bytes, |acc, d| acc.checked_mul(d));
+            if size.is_none() && !dims.iter().any(|d| d.as_i64() == Some(0)) {
+                return Err(self.malformed(format!(
+                    "value '{name}' declares a shape {} whose size overflows",
+                    shape_to_string(dims)
+                )));
+            }
+        }
         Ok(TypeDecl { dtype, shape })
     }
 
@@ -265,6 +316,12 @@ impl Context<'_> {
             ))
         })?;
         let expected = dtype.bytes_for(numel);
+        if expected.is_none() && dtype != DType::String {
+            return Err(self.malformed(format!(
+                "{what} '{}' has dimensions {:?} whose size in bytes overflows",
+                t.name, t.dims
+            )));
+        }
         let external = tp.data_location == Some(pb::tensor_proto::DataLocation::External as i32);
         if external {
             t.data = TensorData::External(self.external(tp, &t.name, expected)?);
@@ -328,10 +385,10 @@ impl Context<'_> {
                 })
             })
             .collect::<Result<Vec<u64>>>()?;
-        if t.numel().is_none() {
+        if t.byte_size().is_none() && t.dtype != DType::String {
             return Err(self.malformed(format!(
-                "sparse initializer '{}' has dimensions whose product overflows",
-                t.name
+                "sparse initializer '{}' has dimensions {:?} whose size overflows",
+                t.name, t.dims
             )));
         }
         t.data = TensorData::Empty;

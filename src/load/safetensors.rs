@@ -3,6 +3,7 @@
 //! which validates the header size cap, offsets, overlap and overflow); tensor data is never touched.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -175,7 +176,10 @@ struct Index {
 }
 
 fn load_sharded(path: &Path) -> Result<Weights> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let (mut file, _) = super::open_file(path)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|e| Error::io(path, e))?;
     let index: Index = serde_json::from_str(&text)
         .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
     if index.weight_map.is_empty() {
@@ -213,6 +217,7 @@ fn load_sharded(path: &Path) -> Result<Weights> {
     let mut warnings = Vec::new();
     let mut tensors = Vec::new();
     let mut seen = HashSet::new();
+    let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
     for (i, shard) in shards.iter().enumerate() {
         if !shard.exists() {
             return Err(Error::malformed(
@@ -220,6 +225,17 @@ fn load_sharded(path: &Path) -> Result<Weights> {
                 format!(
                     "shard '{}' named by the index does not exist",
                     shard.display()
+                ),
+            ));
+        }
+        // the same guard as ONNX external data: a link may not lead out of the directory
+        let canonical = shard.canonicalize().map_err(|e| Error::io(shard, e))?;
+        if !canonical.starts_with(&root) {
+            return Err(Error::refused(
+                path,
+                format!(
+                    "shard '{}' resolves outside the index's directory (through a link)",
+                    shard_names[i]
                 ),
             ));
         }

@@ -28,6 +28,31 @@ struct Report<'a> {
     unaccounted_layers: &'a [String],
     notes: &'a [String],
     warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    training: Option<TrainingJson<'a>>,
+}
+
+/// `"training"`: the contract names the first six fields; the rest explain them.
+#[derive(Serialize)]
+struct TrainingJson<'a> {
+    weights_bytes: u64,
+    gradient_bytes: u64,
+    optimizer_bytes: u64,
+    saved_activation_bytes: u64,
+    overhead_bytes: u64,
+    total_bytes: u64,
+    saved_activation_bytes_full: u64,
+    autocast_weight_copy_bytes: u64,
+    parallel_bytes: u64,
+    peak: &'a crate::analysis::training::PeakBreakdown,
+    micro_batch: Option<u64>,
+    effective_batch: Option<u64>,
+    recompute_macs: u64,
+    recompute_fraction: f64,
+    communication_bytes: u64,
+    host_bytes: u64,
+    config: &'a crate::analysis::training::TrainConfig,
+    notes: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -47,6 +72,10 @@ struct LayerJson<'a> {
     macs_expr: Option<String>,
     share: f64,
     folded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    saved_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gradient_bytes: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -131,6 +160,8 @@ pub fn render(view: &MemView) -> String {
                 macs_expr,
                 share: (share * 1e6).round() / 1e6,
                 folded: l.folded,
+                saved_bytes: l.saved_bytes,
+                gradient_bytes: l.gradient_bytes,
             }
         })
         .collect();
@@ -174,6 +205,26 @@ pub fn render(view: &MemView) -> String {
         unaccounted_layers: &r.unaccounted,
         notes: &r.notes,
         warnings: &r.warnings,
+        training: r.training.as_ref().map(|t| TrainingJson {
+            weights_bytes: t.weights_bytes,
+            gradient_bytes: t.gradient_bytes,
+            optimizer_bytes: t.optimizer_bytes,
+            saved_activation_bytes: t.saved_activation_bytes,
+            overhead_bytes: t.overhead_bytes,
+            total_bytes: t.total_bytes,
+            saved_activation_bytes_full: t.saved_activation_bytes_full,
+            autocast_weight_copy_bytes: t.autocast_weight_copy_bytes,
+            parallel_bytes: t.parallel_bytes,
+            peak: &t.peak,
+            micro_batch: t.micro_batch,
+            effective_batch: t.effective_batch,
+            recompute_macs: t.recompute_macs,
+            recompute_fraction: (t.recompute_fraction * 1e6).round() / 1e6,
+            communication_bytes: t.communication_bytes,
+            host_bytes: t.host_bytes,
+            config: &t.config,
+            notes: &t.notes,
+        }),
     };
     let mut s = serde_json::to_string_pretty(&report).expect("the report serialises");
     s.push('\n');

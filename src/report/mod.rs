@@ -2,6 +2,7 @@
 //! ([`MemView`]): the same sort, the same `--top` cut and the same shares, so that a table and its
 //! JSON never disagree.
 
+pub mod fit;
 pub mod json;
 pub mod table;
 pub mod units;
@@ -16,6 +17,25 @@ pub enum MemFormat {
     Json,
     Csv,
     Markdown,
+}
+
+/// Output formats of `nnlint fit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FitFormat {
+    Table,
+    Json,
+}
+
+/// Renders a fit report.
+pub fn render_fit(r: &crate::analysis::fit::FitReport, format: FitFormat) -> String {
+    match format {
+        FitFormat::Table => fit::render(r),
+        FitFormat::Json => {
+            let mut s = serde_json::to_string_pretty(r).expect("the report serialises");
+            s.push('\n');
+            s
+        }
+    }
 }
 
 /// What to sort layers by.

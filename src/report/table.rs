@@ -14,12 +14,30 @@ const HEADERS: [&str; 7] = [
     "MACs",
 ];
 
+fn headers(view: &MemView) -> Vec<String> {
+    let mut h: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    if view.report.training.is_some() {
+        h.push("saved".into());
+        h.push("grads".into());
+    }
+    h.push(view.share_header());
+    h
+}
+
+fn opt_bytes(b: Option<u64>) -> String {
+    match b {
+        Some(0) | None => "-".into(),
+        Some(b) => bytes(b),
+    }
+}
+
 /// Cells of one row, formatted for people.
 fn cells(view: &MemView) -> Vec<Vec<String>> {
+    let training = view.report.training.is_some();
     view.rows
         .iter()
         .map(|(l, share)| {
-            vec![
+            let mut row = vec![
                 l.name.clone(),
                 l.op.clone(),
                 shapes_text(&l.output_shapes),
@@ -44,10 +62,161 @@ fn cells(view: &MemView) -> Vec<Vec<String>> {
                     (Some(m), _) => dim_count(m),
                     (None, _) => "-".into(),
                 },
-                percent(*share, 1.0),
-            ]
+            ];
+            if training {
+                row.push(opt_bytes(l.saved_bytes));
+                row.push(opt_bytes(l.gradient_bytes));
+            }
+            row.push(percent(*share, 1.0));
+            row
         })
         .collect()
+}
+
+/// `(label, value, detail)` lines of the training step, which add up to the total.
+pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
+    let Some(t) = &r.training else {
+        return Vec::new();
+    };
+    let c = &t.config;
+    let p = &t.peak;
+    let state = match c.precision {
+        crate::analysis::saved::Precision::Bf16 => "bf16",
+        _ => "fp32",
+    };
+    let mut out = vec![
+        (
+            "weights".to_string(),
+            bytes(p.weights_bytes),
+            format!("parameters and buffers as held per GPU ({state})"),
+        ),
+        (
+            "gradients".into(),
+            bytes(p.gradient_bytes),
+            if p.gradient_bytes == t.gradient_bytes {
+                "all parameter gradients".into()
+            } else {
+                format!("allocated at the peak, of {}", bytes(t.gradient_bytes))
+            },
+        ),
+        (
+            "optimizer state".into(),
+            bytes(p.optimizer_bytes),
+            format!(
+                "{:?}, {} state tensor(s) per parameter",
+                c.optimizer,
+                c.optimizer.states()
+            )
+            .to_lowercase(),
+        ),
+        (
+            "saved activations".into(),
+            bytes(p.saved_activation_bytes),
+            {
+                let mut d = if p.saved_activation_bytes == t.saved_activation_bytes {
+                    "held for backward".to_string()
+                } else {
+                    format!(
+                        "still held at the peak, of {}",
+                        bytes(t.saved_activation_bytes)
+                    )
+                };
+                if t.autocast_weight_copy_bytes > 0 {
+                    d.push_str(&format!(
+                        "; includes {} of autocast weight copies",
+                        bytes(t.autocast_weight_copy_bytes)
+                    ));
+                }
+                if t.saved_activation_bytes != t.saved_activation_bytes_full {
+                    d.push_str(&format!(
+                        "; {} without checkpointing",
+                        bytes(t.saved_activation_bytes_full)
+                    ));
+                }
+                d
+            },
+        ),
+        (
+            "transient".into(),
+            bytes(p.transient_bytes),
+            if p.phase == "backward" {
+                "gradients of the activations being differentiated".into()
+            } else {
+                "optimizer temporaries".into()
+            },
+        ),
+    ];
+    if p.parallel_bytes > 0 {
+        out.push((
+            "data parallel".into(),
+            bytes(p.parallel_bytes),
+            format!("{:?} buffers", c.shard).to_lowercase(),
+        ));
+    }
+    out.push((
+        "overhead".into(),
+        bytes(t.overhead_bytes),
+        format!(
+            "CUDA context {} + workspace {} + {:.0}% allocator slack (not model memory)",
+            bytes(c.overhead.cuda_context),
+            bytes(c.overhead.workspace),
+            c.overhead.fragmentation * 100.0
+        ),
+    ));
+    out.push((
+        "peak per GPU".into(),
+        bytes(t.total_bytes),
+        format!("during the {}; the lines above add up to it", p.phase),
+    ));
+    if t.recompute_macs > 0 {
+        out.push((
+            "recompute".into(),
+            count(t.recompute_macs),
+            format!(
+                "MACs re-run by checkpointing (+{:.0}% step compute)",
+                t.recompute_fraction * 100.0
+            ),
+        ));
+    }
+    if t.communication_bytes > 0 {
+        out.push((
+            "communication".into(),
+            bytes(t.communication_bytes),
+            "sent per GPU per optimizer step".into(),
+        ));
+    }
+    out.push((
+        "host memory".into(),
+        bytes(t.host_bytes),
+        format!(
+            "input pipeline: {} workers x {} batches{}",
+            c.host.workers,
+            c.host.prefetch,
+            if c.host.pinned { ", pinned copies" } else { "" }
+        ),
+    ));
+    out
+}
+
+fn training_heading(r: &MemReport) -> Option<String> {
+    let t = r.training.as_ref()?;
+    let c = &t.config;
+    Some(format!(
+        "training step: {:?}, {:?}, micro-batch {}{}, {} GPU{}{}, checkpoint {}, {:?} semantics",
+        c.optimizer,
+        c.precision,
+        t.micro_batch.map_or("?".into(), |b| b.to_string()),
+        match t.effective_batch {
+            Some(e) if Some(e) != t.micro_batch => format!(" (effective {e})"),
+            _ => String::new(),
+        },
+        c.gpus,
+        if c.gpus == 1 { "" } else { "s" },
+        if c.shard == crate::analysis::training::Shard::None { String::new() } else { format!(" {:?}", c.shard) },
+        c.checkpoint,
+        c.device,
+    )
+    .to_lowercase())
 }
 
 /// `(label, value, detail)` lines summarising the model.
@@ -189,8 +358,7 @@ fn trailer(view: &MemView, out: &mut String, bullet: &str) {
 
 /// Aligned text for a terminal.
 pub fn render(view: &MemView) -> String {
-    let mut headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
-    headers.push(view.share_header());
+    let headers = headers(view);
     let rows = cells(view);
     let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
@@ -225,23 +393,34 @@ pub fn render(view: &MemView) -> String {
         out.push_str(&line(row));
     }
     out.push('\n');
-    let totals = totals_lines(view.report);
-    let lw = totals.iter().map(|t| t.0.len()).max().unwrap_or(0);
-    let vw = totals
-        .iter()
-        .map(|t| t.1.chars().count())
-        .max()
-        .unwrap_or(0);
-    for (label, value, detail) in totals {
-        let pad = vw - value.chars().count();
-        out.push_str(format!("{label:<lw$}  {}{value}  {detail}", " ".repeat(pad)).trim_end());
-        out.push('\n');
+    out.push_str(&aligned(&totals_lines(view.report)));
+    if let Some(h) = training_heading(view.report) {
+        out.push_str(&format!("\n{h}\n"));
+        out.push_str(&aligned(&training_lines(view.report)));
     }
     let mut tail = String::new();
     trailer(view, &mut tail, "");
+    if let Some(t) = &view.report.training {
+        for n in &t.notes {
+            tail.push_str(&format!("note: {n}\n"));
+        }
+    }
     if !tail.is_empty() {
         out.push('\n');
         out.push_str(&tail);
+    }
+    out
+}
+
+/// `label  value  detail` lines with labels left- and values right-aligned.
+fn aligned(lines: &[(String, String, String)]) -> String {
+    let lw = lines.iter().map(|t| t.0.len()).max().unwrap_or(0);
+    let vw = lines.iter().map(|t| t.1.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (label, value, detail) in lines {
+        let pad = vw - value.chars().count();
+        out.push_str(format!("{label:<lw$}  {}{value}  {detail}", " ".repeat(pad)).trim_end());
+        out.push('\n');
     }
     out
 }
@@ -253,10 +432,12 @@ fn md_escape(s: &str) -> String {
 /// A Markdown table and summary (pull-request comments, `$GITHUB_STEP_SUMMARY`).
 pub fn render_markdown(view: &MemView) -> String {
     let mut out = format!("### nnlint mem: `{}`\n\n", md_escape(&heading(view.report)));
-    let mut headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
-    headers.push(md_escape(&view.share_header()));
+    let headers: Vec<String> = headers(view).iter().map(|h| md_escape(h)).collect();
     out.push_str(&format!("| {} |\n", headers.join(" | ")));
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|\n");
+    out.push_str(&format!(
+        "|---|---|---|{}\n",
+        "---:|".repeat(headers.len() - 3)
+    ));
     for row in cells(view) {
         let row: Vec<String> = row
             .iter()

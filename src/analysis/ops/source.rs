@@ -164,3 +164,26 @@ pub fn range(cx: &OpCx) -> InferResult<Vec<Fact>> {
     )?;
     Ok(vec![Fact::new(dtype, vec![len])])
 }
+
+/// `RandomNormal`, `RandomUniform`: the `shape` attribute, `dtype` (float32 by default).
+pub fn random(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let shape = cx
+        .attr_ints("shape")?
+        .ok_or_else(|| InferError::Invalid("attribute 'shape' is required".into()))?;
+    let dtype = cx.node.attrs.dtype_opt("dtype")?.unwrap_or(DType::F32);
+    Ok(vec![Fact::new(
+        Some(dtype),
+        shape.iter().map(|&d| Dim::known(d)).collect(),
+    )])
+}
+
+/// `RandomNormalLike`, `RandomUniformLike`, `Bernoulli`: the input's shape, `dtype` or the input's.
+pub fn random_like(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
+    let dtype = cx.node.attrs.dtype_opt("dtype")?.or(x.dtype);
+    Ok(vec![Fact {
+        dtype,
+        shape: x.shape.clone(),
+        value: None,
+    }])
+}

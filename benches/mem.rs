@@ -1,0 +1,869 @@
+//! Performance benchmark of `nnlint mem` (in-process).
+//!
+//! Generates synthetic ONNX models with the crate's own prost types and times
+//! `nnlint::mem_report` + `nnlint::report::render_mem` on them:
+//!
+//! * `big`: a CNN/attention hybrid with > 500 MB of float32 `raw_data` initializers and > 1,000
+//!   nodes (the foundation issue's benchmark model). It is written piece by piece, so the generator
+//!   never holds the weights in memory.
+//! * `s1k`, `s10k`, `s100k`: the same block structure with small weights and ~1k, ~10k, ~100k nodes,
+//!   for the scaling series (ns per node).
+//!
+//! Models go to `target/bench-models/v1/` (or `$CARGO_TARGET_DIR/bench-models/v1/`) and are reused
+//! when present. Usage:
+//!
+//! ```text
+//! cargo bench --bench mem                    # generate if needed, time everything, print a table
+//! cargo bench --bench mem -- --generate-only # only write the models, print their paths
+//! cargo bench --bench mem -- --quick         # fewer iterations
+//! ```
+//!
+//! No wall-clock limits are asserted anywhere: this prints figures, it does not judge them. The
+//! end-to-end measurements (real binary, peak RSS, cold page cache, Python onnx) are in
+//! `benches/run.sh`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use nnlint::analysis::Bindings;
+use nnlint::load::onnx_pb as pb;
+use nnlint::report::{render_mem, MemFormat, ViewOptions};
+use prost::Message;
+
+/// Bump when the generated models change, so stale files are not reused.
+const GEN_VERSION: &str = "v1";
+const OPSET: i64 = 17;
+
+// ---------------------------------------------------------------------------------------------
+// Protobuf helpers (wire format for the parts written by hand)
+// ---------------------------------------------------------------------------------------------
+
+fn varint_len(mut v: u64) -> u64 {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn put_varint(out: &mut impl Write, mut v: u64) -> std::io::Result<()> {
+    let mut buf = [0u8; 10];
+    let mut i = 0;
+    while v >= 0x80 {
+        buf[i] = (v as u8) | 0x80;
+        v >>= 7;
+        i += 1;
+    }
+    buf[i] = v as u8;
+    out.write_all(&buf[..=i])
+}
+
+/// Key of a length-delimited field.
+fn key_ld(field: u32) -> u64 {
+    ((field as u64) << 3) | 2
+}
+
+/// Bytes a length-delimited field of `len` bytes takes.
+fn ld_field_len(field: u32, len: u64) -> u64 {
+    varint_len(key_ld(field)) + varint_len(len) + len
+}
+
+fn put_ld_header(out: &mut impl Write, field: u32, len: u64) -> std::io::Result<()> {
+    put_varint(out, key_ld(field))?;
+    put_varint(out, len)
+}
+
+// GraphProto / ModelProto / TensorProto field numbers (onnx.proto)
+const GRAPH_NODE: u32 = 1;
+const GRAPH_NAME: u32 = 2;
+const GRAPH_INITIALIZER: u32 = 5;
+const GRAPH_INPUT: u32 = 11;
+const GRAPH_OUTPUT: u32 = 12;
+const MODEL_GRAPH: u32 = 7;
+const TENSOR_RAW_DATA: u32 = 9;
+
+const F32: i32 = pb::tensor_proto::DataType::Float as i32;
+const I64: i32 = pb::tensor_proto::DataType::Int64 as i32;
+
+// ---------------------------------------------------------------------------------------------
+// Model builder
+// ---------------------------------------------------------------------------------------------
+
+/// The data of an initializer: small ones in memory, big ones produced while writing.
+enum Data {
+    Inline(Vec<u8>),
+    /// `len` bytes of pseudo-random float32 values, generated at write time.
+    Random {
+        len: u64,
+        seed: u64,
+    },
+}
+
+impl Data {
+    fn len(&self) -> u64 {
+        match self {
+            Data::Inline(v) => v.len() as u64,
+            Data::Random { len, .. } => *len,
+        }
+    }
+}
+
+struct Init {
+    /// Everything but `raw_data`.
+    header: pb::TensorProto,
+    data: Data,
+}
+
+impl Init {
+    fn tensor_len(&self) -> u64 {
+        self.header.encoded_len() as u64 + ld_field_len(TENSOR_RAW_DATA, self.data.len())
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    nodes: Vec<pb::NodeProto>,
+    inits: Vec<Init>,
+    inputs: Vec<pb::ValueInfoProto>,
+    outputs: Vec<pb::ValueInfoProto>,
+    seed: u64,
+    /// Expected parameter count (float initializers with > 1 element, not BN statistics).
+    params: u64,
+    weight_bytes: u64,
+}
+
+fn attr_int(name: &str, v: i64) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(pb::attribute_proto::AttributeType::Int as i32),
+        i: Some(v),
+        ..Default::default()
+    }
+}
+
+fn attr_ints(name: &str, v: &[i64]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(pb::attribute_proto::AttributeType::Ints as i32),
+        ints: v.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn attr_float(name: &str, v: f32) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(pb::attribute_proto::AttributeType::Float as i32),
+        f: Some(v),
+        ..Default::default()
+    }
+}
+
+fn attr_tensor(name: &str, t: pb::TensorProto) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
+        t: Some(t),
+        ..Default::default()
+    }
+}
+
+fn i64_bytes(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A float32 tensor type with a symbolic first dimension.
+fn value_info(name: &str, batch: &str, rest: &[i64]) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
+    let mut dim = vec![Dimension {
+        value: Some(D::DimParam(batch.into())),
+        denotation: None,
+    }];
+    dim.extend(rest.iter().map(|&d| Dimension {
+        value: Some(D::DimValue(d)),
+        denotation: None,
+    }));
+    pb::ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(pb::TypeProto {
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: Some(F32),
+                shape: Some(pb::TensorShapeProto { dim }),
+            })),
+            denotation: None,
+        }),
+        ..Default::default()
+    }
+}
+
+impl Builder {
+    /// Adds a node named like the PyTorch exporter does (`/scope/Op`), with outputs
+    /// `/scope/Op_output_i`; returns the output names.
+    fn node(
+        &mut self,
+        scope: &str,
+        op: &str,
+        inputs: &[&str],
+        n_out: usize,
+        attrs: Vec<pb::AttributeProto>,
+    ) -> Vec<String> {
+        let name = format!("{scope}/{op}");
+        let outputs: Vec<String> = (0..n_out).map(|i| format!("{name}_output_{i}")).collect();
+        self.nodes.push(pb::NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.clone(),
+            name: Some(name),
+            op_type: Some(op.into()),
+            attribute: attrs,
+            ..Default::default()
+        });
+        outputs
+    }
+
+    fn node1(
+        &mut self,
+        scope: &str,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<pb::AttributeProto>,
+    ) -> String {
+        self.node(scope, op, inputs, 1, attrs).pop().unwrap()
+    }
+
+    /// A float32 initializer of random values. `param`: counts as a trainable parameter.
+    fn weight(&mut self, name: &str, dims: &[i64], param: bool) -> String {
+        let numel: i64 = dims.iter().product();
+        let len = 4 * numel as u64;
+        self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        if param && numel > 1 {
+            self.params += numel as u64;
+        }
+        self.weight_bytes += len;
+        self.inits.push(Init {
+            header: pb::TensorProto {
+                dims: dims.to_vec(),
+                data_type: Some(F32),
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            data: Data::Random {
+                len,
+                seed: self.seed,
+            },
+        });
+        name.to_string()
+    }
+
+    fn const_i64(&mut self, name: &str, v: &[i64]) -> String {
+        self.inits.push(Init {
+            header: pb::TensorProto {
+                dims: vec![v.len() as i64],
+                data_type: Some(I64),
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            data: Data::Inline(i64_bytes(v)),
+        });
+        name.to_string()
+    }
+
+    fn scalar_f32(&mut self, name: &str, v: f32) -> String {
+        self.inits.push(Init {
+            header: pb::TensorProto {
+                dims: vec![],
+                data_type: Some(F32),
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            data: Data::Inline(v.to_le_bytes().to_vec()),
+        });
+        name.to_string()
+    }
+
+    fn conv(&mut self, scope: &str, x: &str, cin: i64, cout: i64, k: i64, bias: bool) -> String {
+        let w = self.weight(&format!("{scope}.weight"), &[cout, cin, k, k], true);
+        let mut ins = vec![x.to_string(), w];
+        if bias {
+            ins.push(self.weight(&format!("{scope}.bias"), &[cout], true));
+        }
+        let ins: Vec<&str> = ins.iter().map(String::as_str).collect();
+        let p = k / 2;
+        self.node1(
+            scope,
+            "Conv",
+            &ins,
+            vec![
+                attr_ints("dilations", &[1, 1]),
+                attr_int("group", 1),
+                attr_ints("kernel_shape", &[k, k]),
+                attr_ints("pads", &[p, p, p, p]),
+                attr_ints("strides", &[1, 1]),
+            ],
+        )
+    }
+
+    fn batch_norm(&mut self, scope: &str, x: &str, c: i64) -> String {
+        let s = self.weight(&format!("{scope}.weight"), &[c], true);
+        let b = self.weight(&format!("{scope}.bias"), &[c], true);
+        let m = self.weight(&format!("{scope}.running_mean"), &[c], false);
+        let v = self.weight(&format!("{scope}.running_var"), &[c], false);
+        self.node1(
+            scope,
+            "BatchNormalization",
+            &[x, &s, &b, &m, &v],
+            vec![attr_float("epsilon", 1e-5), attr_float("momentum", 0.9)],
+        )
+    }
+
+    /// One block on `[N, C, H, W]`, 24 nodes: a residual conv pair (Conv, BatchNormalization, Relu,
+    /// Conv, BatchNormalization, Add, Relu), then single-head spatial self-attention whose reshapes
+    /// are computed at run time from the input's shape (Shape → Gather → Concat → Reshape, the way
+    /// exporters write dynamic batch), MatMul projections, Softmax, and a residual Add.
+    fn block(&mut self, i: usize, x: &str, c: i64) -> String {
+        let s = format!("/blocks.{i}");
+        // residual conv pair
+        let y = self.conv(&format!("{s}/conv1"), x, c, c, 3, true);
+        let y = self.batch_norm(&format!("{s}/bn1"), &y, c);
+        let y = self.node1(&format!("{s}/relu1"), "Relu", &[&y], vec![]);
+        let y = self.conv(&format!("{s}/conv2"), &y, c, c, 3, false);
+        let y = self.batch_norm(&format!("{s}/bn2"), &y, c);
+        let y = self.node1(&format!("{s}/add1"), "Add", &[x, &y], vec![]);
+        let r = self.node1(&format!("{s}/relu2"), "Relu", &[&y], vec![]);
+        // attention over the H*W positions
+        let a = format!("{s}/attn");
+        let shape = self.node1(&a, "Shape", &[&r], vec![]);
+        let idx = self.const_i64(&format!("{a}/Constant_index"), &[0]);
+        let n = self.node1(&a, "Gather", &[&shape, &idx], vec![attr_int("axis", 0)]);
+        let tail = self.node1(
+            &format!("{a}/tail"),
+            "Constant",
+            &[],
+            vec![attr_tensor(
+                "value",
+                pb::TensorProto {
+                    dims: vec![2],
+                    data_type: Some(I64),
+                    raw_data: Some(Bytes::from(i64_bytes(&[c, -1]))),
+                    ..Default::default()
+                },
+            )],
+        );
+        let target = self.node1(&a, "Concat", &[&n, &tail], vec![attr_int("axis", 0)]);
+        let flat = self.node1(&format!("{a}/flatten"), "Reshape", &[&r, &target], vec![]);
+        let t = self.node1(
+            &format!("{a}/in"),
+            "Transpose",
+            &[&flat],
+            vec![attr_ints("perm", &[0, 2, 1])],
+        );
+        let wq = self.weight(&format!("{a}.q.weight"), &[c, c], true);
+        let wk = self.weight(&format!("{a}.k.weight"), &[c, c], true);
+        let wv = self.weight(&format!("{a}.v.weight"), &[c, c], true);
+        let q = self.node1(&format!("{a}/q"), "MatMul", &[&t, &wq], vec![]);
+        let k = self.node1(&format!("{a}/k"), "MatMul", &[&t, &wk], vec![]);
+        let v = self.node1(&format!("{a}/v"), "MatMul", &[&t, &wv], vec![]);
+        let kt = self.node1(
+            &format!("{a}/kt"),
+            "Transpose",
+            &[&k],
+            vec![attr_ints("perm", &[0, 2, 1])],
+        );
+        let scores = self.node1(&format!("{a}/scores"), "MatMul", &[&q, &kt], vec![]);
+        let scale = self.scalar_f32(&format!("{a}/Constant_scale"), 1.0 / (c as f32).sqrt());
+        let scores = self.node1(&a, "Mul", &[&scores, &scale], vec![]);
+        let probs = self.node1(&a, "Softmax", &[&scores], vec![attr_int("axis", -1)]);
+        let o = self.node1(&format!("{a}/out"), "MatMul", &[&probs, &v], vec![]);
+        let o = self.node1(
+            &format!("{a}/back"),
+            "Transpose",
+            &[&o],
+            vec![attr_ints("perm", &[0, 2, 1])],
+        );
+        let o = self.node1(&format!("{a}/unflatten"), "Reshape", &[&o, &shape], vec![]);
+        self.node1(&format!("{s}/add2"), "Add", &[&r, &o], vec![])
+    }
+
+    fn gemm(&mut self, scope: &str, x: &str, cin: i64, cout: i64) -> String {
+        let w = self.weight(&format!("{scope}.weight"), &[cout, cin], true);
+        let b = self.weight(&format!("{scope}.bias"), &[cout], true);
+        self.node1(
+            scope,
+            "Gemm",
+            &[x, &w, &b],
+            vec![
+                attr_float("alpha", 1.0),
+                attr_float("beta", 1.0),
+                attr_int("transB", 1),
+            ],
+        )
+    }
+}
+
+/// What a generated model is made of.
+#[derive(Clone, Copy, Debug)]
+struct Spec {
+    name: &'static str,
+    /// Channels of the trunk.
+    c: i64,
+    /// Spatial side (H = W).
+    hw: i64,
+    blocks: usize,
+    /// Hidden widths of the MLP head (Gemm + Relu each), then a 1000-way classifier.
+    head: &'static [i64],
+}
+
+/// stem (Conv + Relu), `blocks` blocks, head (GlobalAveragePool, Flatten, Gemm+Relu..., Gemm,
+/// Softmax).
+fn build(spec: &Spec) -> Builder {
+    let mut b = Builder {
+        seed: 0x5eed,
+        ..Default::default()
+    };
+    let (c, hw) = (spec.c, spec.hw);
+    b.inputs.push(value_info("input", "batch", &[3, hw, hw]));
+    let x = b.conv("/stem/conv", "input", 3, c, 3, true);
+    let mut x = b.node1("/stem/relu", "Relu", &[&x], vec![]);
+    for i in 0..spec.blocks {
+        x = b.block(i, &x, c);
+    }
+    let x = b.node1("/head/pool", "GlobalAveragePool", &[&x], vec![]);
+    let mut x = b.node1("/head/flatten", "Flatten", &[&x], vec![attr_int("axis", 1)]);
+    let mut width = c;
+    for (i, &h) in spec.head.iter().enumerate() {
+        let y = b.gemm(&format!("/head/fc{i}"), &x, width, h);
+        x = b.node1(&format!("/head/act{i}"), "Relu", &[&y], vec![]);
+        width = h;
+    }
+    let y = b.gemm("/head/classifier", &x, width, 1000);
+    b.node1(
+        "/head/softmax",
+        "Softmax",
+        &[&y],
+        vec![attr_int("axis", -1)],
+    );
+    // the graph output is named "output", as exporters do
+    b.nodes.last_mut().unwrap().output = vec!["output".into()];
+    b.outputs.push(value_info("output", "batch", &[1000]));
+    b
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------------
+
+/// Pseudo-random float32 weights (uniform in ±0.05), from a 4 MiB pool read at a per-tensor offset:
+/// real bytes on disk (not sparse, not compressible), at disk speed.
+struct Pool(Vec<u8>);
+
+impl Pool {
+    fn new() -> Self {
+        let mut s: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut v = Vec::with_capacity(4 << 20);
+        for _ in 0..(1 << 20) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let f = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
+            v.extend_from_slice(&f.to_le_bytes());
+        }
+        Pool(v)
+    }
+
+    fn write(&self, out: &mut impl Write, mut len: u64, seed: u64) -> std::io::Result<()> {
+        let mut off = ((seed >> 16) as usize % (self.0.len() / 4)) * 4;
+        while len > 0 {
+            let n = ((self.0.len() - off) as u64).min(len) as usize;
+            out.write_all(&self.0[off..off + n])?;
+            len -= n as u64;
+            off = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the model with the graph's fields in field-number order, as protobuf serializers (and
+/// therefore exporters) do: nodes first, then the initializers, then inputs and outputs.
+/// Initializer data is streamed; nothing larger than one node is ever encoded in memory.
+fn write_model(b: &Builder, graph_name: &str, path: &Path) -> std::io::Result<u64> {
+    let model = pb::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(OPSET),
+        }],
+        producer_name: Some("nnlint-bench".into()),
+        producer_version: Some(GEN_VERSION.into()),
+        graph: None,
+        ..Default::default()
+    };
+    let name_len = graph_name.len() as u64;
+    let mut graph_len = ld_field_len(GRAPH_NAME, name_len);
+    for n in &b.nodes {
+        graph_len += ld_field_len(GRAPH_NODE, n.encoded_len() as u64);
+    }
+    for t in &b.inits {
+        graph_len += ld_field_len(GRAPH_INITIALIZER, t.tensor_len());
+    }
+    for v in &b.inputs {
+        graph_len += ld_field_len(GRAPH_INPUT, v.encoded_len() as u64);
+    }
+    for v in &b.outputs {
+        graph_len += ld_field_len(GRAPH_OUTPUT, v.encoded_len() as u64);
+    }
+
+    let tmp = path.with_extension("onnx.partial");
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+    out.write_all(&model.encode_to_vec())?;
+    put_ld_header(&mut out, MODEL_GRAPH, graph_len)?;
+    let mut buf = Vec::new();
+    let mut put_msg = |out: &mut BufWriter<File>, field: u32, m: &dyn EncodeDyn| {
+        buf.clear();
+        m.encode_into(&mut buf);
+        put_ld_header(out, field, buf.len() as u64)?;
+        out.write_all(&buf)
+    };
+    for n in &b.nodes {
+        put_msg(&mut out, GRAPH_NODE, n)?;
+    }
+    put_ld_header(&mut out, GRAPH_NAME, name_len)?;
+    out.write_all(graph_name.as_bytes())?;
+    let pool = Pool::new();
+    for t in &b.inits {
+        put_ld_header(&mut out, GRAPH_INITIALIZER, t.tensor_len())?;
+        out.write_all(&t.header.encode_to_vec())?;
+        put_ld_header(&mut out, TENSOR_RAW_DATA, t.data.len())?;
+        match &t.data {
+            Data::Inline(v) => out.write_all(v)?,
+            Data::Random { len, seed } => pool.write(&mut out, *len, *seed)?,
+        }
+    }
+    for v in &b.inputs {
+        put_msg(&mut out, GRAPH_INPUT, v)?;
+    }
+    for v in &b.outputs {
+        put_msg(&mut out, GRAPH_OUTPUT, v)?;
+    }
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    let size = file.metadata()?.len();
+    let expected = model.encoded_len() as u64 + ld_field_len(MODEL_GRAPH, graph_len);
+    assert_eq!(size, expected, "{}: size bookkeeping is off", tmp.display());
+    std::fs::rename(&tmp, path)?;
+    Ok(size)
+}
+
+/// `prost::Message` is not object-safe; this is the one method the writer needs.
+trait EncodeDyn {
+    fn encode_into(&self, buf: &mut Vec<u8>);
+}
+
+impl<M: Message> EncodeDyn for M {
+    fn encode_into(&self, buf: &mut Vec<u8>) {
+        self.encode(buf).expect("a Vec grows");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------
+
+/// 42 blocks of 24 nodes at 384 channels, 14x14, and a 4096-wide MLP head: 1,022 nodes,
+/// ~612 MB of float32 initializers.
+const BIG: Spec = Spec {
+    name: "big",
+    c: 384,
+    hw: 14,
+    blocks: 42,
+    head: &[4096, 4096],
+};
+
+/// Small-weight models for the scaling series: 8 channels, 8x8, blocks of 24 nodes.
+const fn small(name: &'static str, blocks: usize) -> Spec {
+    Spec {
+        name,
+        c: 8,
+        hw: 8,
+        blocks,
+        head: &[64],
+    }
+}
+
+const SCALING: [Spec; 3] = [small("s1k", 42), small("s10k", 417), small("s100k", 4167)];
+
+fn model_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let target = if target.is_relative() {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(target)
+    } else {
+        target
+    };
+    target.join("bench-models").join(GEN_VERSION)
+}
+
+struct Generated {
+    spec: Spec,
+    path: PathBuf,
+    nodes: usize,
+    initializers: usize,
+    weight_bytes: u64,
+    params: u64,
+    file_bytes: u64,
+    gen_time: Option<Duration>,
+}
+
+fn ensure(spec: &Spec, dir: &Path) -> Generated {
+    let b = build(spec);
+    let path = dir.join(format!("{}.onnx", spec.name));
+    let (file_bytes, gen_time) = match std::fs::metadata(&path) {
+        Ok(m) => (m.len(), None),
+        Err(_) => {
+            let t = Instant::now();
+            let size = write_model(&b, &format!("bench_{}", spec.name), &path)
+                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            (size, Some(t.elapsed()))
+        }
+    };
+    Generated {
+        spec: *spec,
+        path,
+        nodes: b.nodes.len(),
+        initializers: b.inits.len(),
+        weight_bytes: b.weight_bytes,
+        params: b.params,
+        file_bytes,
+        gen_time,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+// ---------------------------------------------------------------------------------------------
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+struct Stats {
+    n: usize,
+    min: Duration,
+    median: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    };
+    Stats {
+        n,
+        min: v[0],
+        median,
+    }
+}
+
+/// Iterations: at least `min_iters`, then until `budget` is spent or `max_iters` reached.
+fn repeat(
+    min_iters: usize,
+    max_iters: usize,
+    budget: Duration,
+    mut f: impl FnMut(),
+) -> Vec<Duration> {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while out.len() < min_iters || (out.len() < max_iters && start.elapsed() < budget) {
+        let t = Instant::now();
+        f();
+        out.push(t.elapsed());
+    }
+    out
+}
+
+/// `nnlint::mem_report` with the CLI's defaults (no `--batch`, `--dim` or `--train`).
+fn report_of(path: &Path) -> nnlint::Result<nnlint::analysis::MemReport> {
+    nnlint::mem_report(path, &Bindings::default(), None)
+}
+
+/// One `nnlint mem` as the CLI does it (default options, table format); returns the output length.
+fn mem_once(path: &Path) -> usize {
+    let report = report_of(path).expect("nnlint mem succeeds");
+    let text = render_mem(&report, MemFormat::Table, ViewOptions::default());
+    std::hint::black_box(text).len()
+}
+
+struct Row {
+    g: Generated,
+    total: Stats,
+    load: Stats,
+    analyze: Stats,
+    render: Stats,
+}
+
+fn bench(g: Generated, quick: bool) -> Row {
+    // correctness first: the report must account for the whole model
+    let report = report_of(&g.path).expect("nnlint mem succeeds");
+    let problems: Vec<String> = [
+        (!report.warnings.is_empty()).then(|| format!("warnings: {:?}", report.warnings)),
+        (!report.unknown_ops.is_empty()).then(|| format!("unknown ops: {:?}", report.unknown_ops)),
+        (!report.unaccounted.is_empty())
+            .then(|| format!("{} layers unaccounted", report.unaccounted.len())),
+        report
+            .peak
+            .is_none()
+            .then(|| format!("no peak: {:?}", report.peak_missing)),
+        (report.totals.params != g.params).then(|| {
+            format!(
+                "params {} but the generator made {}",
+                report.totals.params, g.params
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !problems.is_empty() {
+        eprintln!(
+            "warning: {}: the report is incomplete: {}",
+            g.spec.name,
+            problems.join("; ")
+        );
+    }
+    drop(report);
+
+    let (min_i, max_i, budget) = match (quick, g.nodes) {
+        (true, n) if n > 50_000 => (3, 3, Duration::ZERO),
+        (true, _) => (5, 10, Duration::from_millis(500)),
+        (false, n) if n > 50_000 => (5, 10, Duration::from_secs(5)),
+        (false, _) => (10, 50, Duration::from_secs(3)),
+    };
+    // warm-up (page cache, allocator)
+    mem_once(&g.path);
+    let total = repeat(min_i, max_i, budget, || {
+        mem_once(&g.path);
+    });
+
+    // stage breakdown: the same work as mem_report + render, split
+    let (mut load, mut analyze, mut render) = (Vec::new(), Vec::new(), Vec::new());
+    repeat(min_i, max_i, budget, || {
+        let t0 = Instant::now();
+        let nnlint::load::Loaded::Onnx(model) = nnlint::load::load(&g.path).expect("loads") else {
+            unreachable!("an ONNX file")
+        };
+        let t1 = Instant::now();
+        let report =
+            nnlint::analysis::analyze(&model, &Bindings::default(), None).expect("analyses");
+        drop(model);
+        let t2 = Instant::now();
+        let text = render_mem(&report, MemFormat::Table, ViewOptions::default());
+        std::hint::black_box(text);
+        drop(report);
+        let t3 = Instant::now();
+        load.push(t1 - t0);
+        analyze.push(t2 - t1);
+        render.push(t3 - t2);
+    });
+    Row {
+        g,
+        total: stats(total),
+        load: stats(load),
+        analyze: stats(analyze),
+        render: stats(render),
+    }
+}
+
+/// `cargo test --all-targets` runs this binary without `--bench`: then only check, on the 1k-node
+/// model, that generation and analysis work (no 600 MB file, no timing).
+fn smoke_test(dir: &Path) {
+    let g = ensure(&SCALING[0], dir);
+    let report = report_of(&g.path).expect("nnlint mem succeeds");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert!(report.unknown_ops.is_empty(), "{:?}", report.unknown_ops);
+    assert!(report.unaccounted.is_empty(), "{:?}", report.unaccounted);
+    assert!(report.peak.is_some(), "{:?}", report.peak_missing);
+    assert_eq!(report.totals.params, g.params);
+    assert!(mem_once(&g.path) > 0);
+    println!("bench mem: smoke test passed (run `cargo bench --bench mem` to measure)");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = model_dir();
+    std::fs::create_dir_all(&dir).expect("create target/bench-models");
+    let generate_only = args.iter().any(|a| a == "--generate-only");
+    if !generate_only && !args.iter().any(|a| a == "--bench") {
+        smoke_test(&dir);
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    // `cargo bench -- FILTER`: only the models whose name contains FILTER
+    let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+
+    let specs: Vec<Spec> = std::iter::once(BIG)
+        .chain(SCALING)
+        .filter(|s| filter.is_empty() || filter.iter().any(|f| s.name.contains(f.as_str())))
+        .collect();
+    let mut generated = Vec::new();
+    for spec in &specs {
+        let g = ensure(spec, &dir);
+        match g.gen_time {
+            Some(t) => eprintln!(
+                "generated {} ({:.1} MB) in {:.1} s",
+                g.path.display(),
+                g.file_bytes as f64 / 1e6,
+                t.as_secs_f64()
+            ),
+            None => eprintln!("reusing {}", g.path.display()),
+        }
+        generated.push(g);
+    }
+    if generate_only {
+        for g in &generated {
+            println!(
+                "{}\t{}\t{}\t{}\t{}",
+                g.spec.name,
+                g.path.display(),
+                g.nodes,
+                g.initializers,
+                g.weight_bytes
+            );
+        }
+        return;
+    }
+
+    println!("\n## nnlint mem, in process (mem_report + render_mem, table format)\n");
+    println!(
+        "| model | nodes | initializers | weights MB | file MB | iters | min ms | median ms | ns/node (median) | load ms | analyze ms | render ms |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for g in generated {
+        let r = bench(g, quick);
+        let g = &r.g;
+        println!(
+            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            g.spec.name,
+            g.nodes,
+            g.initializers,
+            g.weight_bytes as f64 / 1e6,
+            g.file_bytes as f64 / 1e6,
+            r.total.n,
+            ms(r.total.min),
+            ms(r.total.median),
+            r.total.median.as_nanos() as f64 / g.nodes as f64,
+            ms(r.load.median),
+            ms(r.analyze.median),
+            ms(r.render.median),
+        );
+    }
+    println!(
+        "\nload/analyze/render are medians of a separate run split by stage (nnlint::load::load, \
+         nnlint::analysis::analyze, nnlint::report::render_mem)."
+    );
+}

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# End-to-end benchmark of `nnlint mem` (the foundation issue's performance target).
+#
+# Builds the release binary, generates the benchmark models (benches/mem.rs, --generate-only), then
+# measures the real binary `target/release/nnlint mem MODEL`:
+#   * wall time (bash $EPOCHREALTIME around the process) and peak RSS (GNU time -v),
+#   * with a warm page cache (after a warm-up run) and a cold one (the model file evicted before
+#     each run; also a fully cold variant where every cache, the binary's included, is dropped),
+#   * how much of the model file is resident after a cold run (fincore), which shows whether the
+#     weights were read;
+# and Python `onnx.load` + `onnx.shape_inference.infer_shapes` on the same files, with the ratio.
+# Finally (unless INPROCESS=0) the in-process series `cargo bench --bench mem`.
+#
+# Prints Markdown. Usage:
+#   bash benches/run.sh                 # everything
+#   MODELS="big" RUNS=20 bash benches/run.sh
+# Environment:
+#   RUNS       warm runs per model (default 10)    COLD_RUNS  cold runs per model (default 3)
+#   PY_RUNS    Python runs per model (default 2)   MODELS     subset of: big s1k s10k s100k
+#   NNLINT_PY  Python with the onnx package (default /work/venv/py/bin/python, then python3)
+#   INPROCESS  0 to skip `cargo bench --bench mem`
+# Cold runs need root (to write /proc/sys/vm/drop_caches); without it the model file alone is
+# evicted with posix_fadvise(POSIX_FADV_DONTNEED) or `dd iflag=nocache`; the script says which.
+# It asserts no timing: it reports.
+
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-10}
+COLD_RUNS=${COLD_RUNS:-3}
+PY_RUNS=${PY_RUNS:-2}
+MODELS=${MODELS:-big s1k s10k s100k}
+INPROCESS=${INPROCESS:-1}
+TIME=/usr/bin/time
+NNLINT=target/release/nnlint
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+log() { printf '%s\n' "$*" >&2; }
+
+# --- prerequisites ------------------------------------------------------------------------------
+if ! "$TIME" -v true >/dev/null 2>&1; then
+    log "error: GNU time is needed at $TIME (peak RSS). On Debian/Ubuntu: apt-get install -y time"
+    exit 1
+fi
+HAVE_FINCORE=0
+command -v fincore >/dev/null 2>&1 && HAVE_FINCORE=1
+
+PY=""
+for cand in "${NNLINT_PY:-}" /work/venv/py/bin/python python3; do
+    [ -n "$cand" ] || continue
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import onnx' >/dev/null 2>&1; then
+        PY=$(command -v "$cand")
+        break
+    fi
+done
+# any python3 for posix_fadvise
+SYS_PY=${PY:-$(command -v python3 || true)}
+
+# --- build and generate --------------------------------------------------------------------------
+log "building (cargo build --release, cargo bench --no-run)..."
+cargo build --release --quiet --bin nnlint
+cargo bench --bench mem --quiet --no-run 2>/dev/null || cargo bench --bench mem --no-run
+log "generating models..."
+# name <TAB> path <TAB> nodes <TAB> initializers <TAB> weight bytes
+cargo bench --bench mem --quiet -- --generate-only >"$TMP/models.tsv"
+
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; }
+resident_bytes() {
+    if [ "$HAVE_FINCORE" = 1 ]; then fincore --bytes --noheadings --output RES "$1" | tr -d ' '; else echo "?"; fi
+}
+
+# --- cold-cache method ---------------------------------------------------------------------------
+warm_binary() { cat "$NNLINT" >/dev/null; "$NNLINT" --version >/dev/null; }
+evict_file() { # $1 method, $2 file
+    case $1 in
+        drop_caches) sync; echo 3 >/proc/sys/vm/drop_caches ;;
+        fadvise) "$SYS_PY" -c 'import os,sys
+fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$2" ;;
+        dd) dd if="$2" iflag=nocache count=0 status=none ;;
+    esac
+}
+COLD_METHOD=none
+probe=$(awk -F'\t' '{print $2; exit}' "$TMP/models.tsv")
+for m in drop_caches fadvise dd; do
+    [ "$m" = fadvise ] && [ -z "$SYS_PY" ] && continue
+    cat "$probe" >/dev/null
+    if (evict_file "$m" "$probe") 2>/dev/null; then
+        if [ "$HAVE_FINCORE" = 0 ] || [ "$(resident_bytes "$probe")" = 0 ]; then
+            COLD_METHOD=$m
+            break
+        fi
+    fi
+done
+case $COLD_METHOD in
+    drop_caches) COLD_DESC='`sync; echo 3 > /proc/sys/vm/drop_caches` before each run (then the nnlint binary is read back in: only the model is cold)' ;;
+    fadvise) COLD_DESC='`posix_fadvise(POSIX_FADV_DONTNEED)` on the model file before each run (drop_caches not permitted)' ;;
+    dd) COLD_DESC='`dd iflag=nocache count=0` on the model file before each run (drop_caches not permitted)' ;;
+    none) COLD_DESC='no way to evict the page cache was found: cold runs skipped' ;;
+esac
+[ "$HAVE_FINCORE" = 1 ] || log "note: fincore (util-linux) not found: residency after cold runs not reported"
+
+# --- measurement helpers -------------------------------------------------------------------------
+# run_nnlint MODEL: one run; sets WALL_US RSS_KB MAJFLT FSIN (512-byte blocks read)
+run_nnlint() {
+    local t0 t1
+    t0=$(now_us)
+    if ! "$TIME" -v -o "$TMP/time.txt" "$NNLINT" mem "$1" >/dev/null 2>"$TMP/err.txt"; then
+        log "error: nnlint mem $1 failed:"; cat "$TMP/err.txt" >&2; exit 1
+    fi
+    t1=$(now_us)
+    WALL_US=$((t1 - t0))
+    RSS_KB=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$TMP/time.txt")
+    MAJFLT=$(awk -F': ' '/Major \(requiring I\/O\) page faults/ {print $2}' "$TMP/time.txt")
+    FSIN=$(awk -F': ' '/File system inputs/ {print $2}' "$TMP/time.txt")
+}
+# stats FILE (one number per line): "min median max"
+stats() { sort -n "$1" | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; print a[1], m, a[NR]}'; }
+us_to_ms() { awk -v v="$1" 'BEGIN {printf "%.1f", v/1000}'; }
+kb_to_mib() { awk -v v="$1" 'BEGIN {printf "%.1f", v/1024}'; }
+
+# the cost of the measurement itself: /usr/bin/time around a process that does nothing
+: >"$TMP/base.txt"
+for _ in 1 2 3 4 5; do
+    t0=$(now_us); "$TIME" -v -o "$TMP/time.txt" true; t1=$(now_us); echo $((t1 - t0)) >>"$TMP/base.txt"
+done
+read -r BASE_MIN _ _ < <(stats "$TMP/base.txt")
+
+# --- header --------------------------------------------------------------------------------------
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo "?")
+dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " + uncommitted changes" || true)
+echo "# nnlint mem benchmark"
+echo
+echo "- date: $(date -u +%Y-%m-%dT%H:%MZ); nnlint $rev$dirty; $(rustc --version)"
+echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, kernel $(uname -r)"
+echo "- cold cache: $COLD_DESC"
+echo "- wall = process start to exit as seen by the shell (includes ~$(us_to_ms "$BASE_MIN") ms for /usr/bin/time itself); peak RSS from GNU time"
+echo
+
+# --- nnlint --------------------------------------------------------------------------------------
+echo "## nnlint mem (release binary, table output to /dev/null)"
+echo
+echo "| model | nodes | file MB | cache | runs | wall min ms | wall median ms | wall max ms | peak RSS MiB (max) | major faults | read from disk MiB | file resident after MiB (%) |"
+echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+declare -A WARM_MEDIAN_US
+while IFS=$'\t' read -r name path nodes _inits _wbytes; do
+    case " $MODELS " in *" $name "*) ;; *) continue ;; esac
+    size=$(stat -c %s "$path")
+    size_mb=$(awk -v v="$size" 'BEGIN {printf "%.1f", v/1e6}')
+    modes="warm"
+    [ "$COLD_METHOD" != none ] && modes="warm cold"
+    [ "$COLD_METHOD" = drop_caches ] && modes="$modes cold-all"
+    for mode in $modes; do
+        : >"$TMP/wall.txt"; : >"$TMP/rss.txt"; : >"$TMP/maj.txt"; : >"$TMP/fsin.txt"; res="-"
+        n=$RUNS
+        [ "$mode" = warm ] || n=$COLD_RUNS
+        [ "$mode" = warm ] && run_nnlint "$path" # warm-up
+        for _ in $(seq "$n"); do
+            case $mode in
+                cold) evict_file "$COLD_METHOD" "$path"; [ "$COLD_METHOD" = drop_caches ] && warm_binary ;;
+                cold-all) evict_file drop_caches "$path" ;;
+            esac
+            run_nnlint "$path"
+            echo "$WALL_US" >>"$TMP/wall.txt"; echo "$RSS_KB" >>"$TMP/rss.txt"
+            echo "$MAJFLT" >>"$TMP/maj.txt"; echo "$FSIN" >>"$TMP/fsin.txt"
+            if [ "$mode" != warm ] && [ "$HAVE_FINCORE" = 1 ]; then res=$(resident_bytes "$path"); fi
+        done
+        read -r wmin wmed wmax < <(stats "$TMP/wall.txt")
+        read -r _ _ rmax < <(stats "$TMP/rss.txt")
+        read -r _ majmed _ < <(stats "$TMP/maj.txt")
+        read -r _ fsmed _ < <(stats "$TMP/fsin.txt")
+        [ "$mode" = warm ] && WARM_MEDIAN_US[$name]=$wmed
+        if [ "$res" != "-" ] && [ "$res" != "?" ]; then
+            res=$(awk -v r="$res" -v s="$size" 'BEGIN {printf "%.2f (%.2f%%)", r/1048576, 100*r/s}')
+        fi
+        echo "| $name | $nodes | $size_mb | $mode | $n | $(us_to_ms "$wmin") | $(us_to_ms "$wmed") | $(us_to_ms "$wmax") | $(kb_to_mib "$rmax") | $majmed | $(awk -v v="$fsmed" 'BEGIN {printf "%.2f", v*512/1048576}') | $res |"
+    done
+done <"$TMP/models.tsv"
+echo
+echo "cold: the model file is evicted before each run; cold-all: every cache is dropped (binary and libc too)."
+echo "major faults, read from disk: medians (GNU time's \"File system inputs\", 512-byte blocks)."
+echo
+
+# --- Python onnx ---------------------------------------------------------------------------------
+echo "## Python onnx.load + onnx.shape_inference.infer_shapes, same files"
+echo
+if [ -z "$PY" ]; then
+    echo "skipped: no Python with the onnx package (set NNLINT_PY=/path/to/python)"
+    log "note: Python onnx skipped (no interpreter with onnx found)"
+else
+    cat >"$TMP/onnx_bench.py" <<'EOF'
+import resource, sys, time
+import onnx
+t0 = time.perf_counter()
+m = onnx.load(sys.argv[1])
+t1 = time.perf_counter()
+inferred = onnx.shape_inference.infer_shapes(m)
+t2 = time.perf_counter()
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# load+infer ms, load ms, infer ms, peak RSS KiB, value_info entries inferred
+print(f"{(t2 - t0) * 1e3:.1f} {(t1 - t0) * 1e3:.1f} {(t2 - t1) * 1e3:.1f} {rss} {len(inferred.graph.value_info)}")
+EOF
+    onnx_ver=$("$PY" -c 'import onnx; print(onnx.__version__)')
+    echo "Python: \`$PY\` ($("$PY" --version 2>&1), onnx $onnx_ver). load+infer is timed inside the interpreter (interpreter start and \`import onnx\` excluded; the process wall includes them). The ratio is Python's best load+infer over nnlint's warm median wall (whole process), so it understates nnlint's advantage."
+    echo
+    echo "| model | cache | runs | onnx.load ms | infer_shapes ms | load+infer ms (best) | process wall ms | peak RSS MiB | inferred value_info | ratio vs nnlint warm median |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    while IFS=$'\t' read -r name path _nodes _inits _wbytes; do
+        case " $MODELS " in *" $name "*) ;; *) continue ;; esac
+        pmodes="warm"
+        [ "$COLD_METHOD" != none ] && [ "$name" = big ] && pmodes="warm cold"
+        for mode in $pmodes; do
+            : >"$TMP/py.txt"
+            n=$PY_RUNS
+            [ "$mode" = warm ] && cat "$path" >/dev/null
+            [ "$mode" = cold ] && n=1
+            for _ in $(seq "$n"); do
+                if [ "$mode" = cold ]; then
+                    evict_file "$COLD_METHOD" "$path"
+                    "$PY" -c 'import onnx' # the interpreter and onnx back in cache: only the model is cold
+                fi
+                t0=$(now_us)
+                out=$("$PY" "$TMP/onnx_bench.py" "$path")
+                t1=$(now_us)
+                echo "$out $((t1 - t0))" >>"$TMP/py.txt"
+            done
+            read -r tot load inf rss vi wall < <(sort -n "$TMP/py.txt" | head -1)
+            ratio="-"
+            if [ "$mode" = warm ] && [ -n "${WARM_MEDIAN_US[$name]:-}" ]; then
+                ratio=$(awk -v p="$tot" -v n="${WARM_MEDIAN_US[$name]}" 'BEGIN {printf "%.0fx", p/(n/1000)}')
+            fi
+            echo "| $name | $mode | $n | $load | $inf | $tot | $(us_to_ms "$wall") | $(kb_to_mib "$rss") | $vi | $ratio |"
+        done
+    done <"$TMP/models.tsv"
+fi
+echo
+
+# --- in-process series ---------------------------------------------------------------------------
+if [ "$INPROCESS" != 0 ]; then
+    log "running cargo bench --bench mem (in-process series)..."
+    cargo bench --bench mem --quiet 2>/dev/null | sed -n '/^## /,$p'
+fi

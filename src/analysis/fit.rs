@@ -1,0 +1,517 @@
+//! Which training (or serving) plans make a model fit a GPU, and at what batch size.
+//!
+//! For each plan (precision, checkpointing, sharding), the largest micro-batch whose estimated peak
+//! fits the card is found by binary search (memory grows with the batch); accumulation then keeps
+//! the effective batch the user asked for. Plans are ranked by what they cost: recomputation first,
+//! then communication, then the number of accumulation steps.
+
+use super::saved::Precision;
+use super::shape::{self, Bindings};
+use super::training::{self, Checkpoint, Shard, TrainConfig};
+use crate::error::{Error, Result};
+use crate::ir::Model;
+
+/// A GPU model and its memory as `nvidia-smi` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Gpu {
+    pub name: &'static str,
+    pub bytes: u64,
+    /// Whether it computes in bfloat16 (Ampere and later).
+    pub bf16: bool,
+}
+
+const MIB: u64 = 1 << 20;
+
+/// Known cards: memory is `nvidia-smi --query-gpu=memory.total`, in MiB.
+pub const GPUS: &[Gpu] = &[
+    Gpu {
+        name: "T4",
+        bytes: 15_360 * MIB,
+        bf16: false,
+    },
+    Gpu {
+        name: "V100-16GB",
+        bytes: 16_160 * MIB,
+        bf16: false,
+    },
+    Gpu {
+        name: "V100-32GB",
+        bytes: 32_510 * MIB,
+        bf16: false,
+    },
+    Gpu {
+        name: "A10",
+        bytes: 23_028 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "L4",
+        bytes: 23_034 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "RTX-3090",
+        bytes: 24_268 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "RTX-4090",
+        bytes: 24_564 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "A100-40GB",
+        bytes: 40_536 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "L40S",
+        bytes: 46_068 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "A100-80GB",
+        bytes: 81_920 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "H100-80GB",
+        bytes: 81_559 * MIB,
+        bf16: true,
+    },
+    Gpu {
+        name: "H200",
+        bytes: 143_771 * MIB,
+        bf16: true,
+    },
+];
+
+/// Resolves `--gpu`: a card name (case and punctuation ignored) or a size such as `16GiB`.
+pub fn parse_gpu(s: &str) -> std::result::Result<Gpu, String> {
+    let key = |x: &str| x.to_ascii_lowercase().replace(['-', '_', ' '], "");
+    let k = key(s);
+    if let Some(g) = GPUS
+        .iter()
+        .find(|g| key(g.name) == k || key(g.name).replace("gb", "") == k)
+    {
+        return Ok(*g);
+    }
+    match crate::cli::parse_size(s) {
+        Ok(bytes) if bytes > 0 => Ok(Gpu {
+            name: "custom",
+            bytes,
+            bf16: true,
+        }),
+        _ => {
+            let names: Vec<&str> = GPUS.iter().map(|g| g.name).collect();
+            Err(format!(
+                "'{s}' is neither a size (16GiB) nor a known GPU ({})",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// One candidate plan and what it achieves.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PlanResult {
+    pub name: String,
+    pub precision: Precision,
+    pub checkpoint: String,
+    pub shard: Shard,
+    pub gpus: u32,
+    /// Largest micro-batch that fits (0: not even one sample).
+    pub max_micro_batch: u64,
+    pub fits: bool,
+    /// Estimated peak per GPU at the chosen micro-batch (or at batch 1 when nothing fits).
+    pub peak_bytes: u64,
+    /// Micro-batch, accumulation steps and effective batch reaching the requested effective batch.
+    pub micro_batch: u64,
+    pub accumulate: u64,
+    pub effective_batch: u64,
+    /// Extra compute of recomputation, as a share of a step.
+    pub recompute_fraction: f64,
+    pub communication_bytes: u64,
+    pub rank: usize,
+}
+
+/// What `nnlint fit` found.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FitReport {
+    pub model: String,
+    pub gpu: Gpu,
+    pub mode: &'static str,
+    pub effective_batch: u64,
+    pub plans: Vec<PlanResult>,
+    pub suggestions: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// The fit request.
+#[derive(Clone, Debug)]
+pub struct FitRequest {
+    pub gpu: Gpu,
+    pub gpus: u32,
+    pub effective_batch: u64,
+    pub base: TrainConfig,
+    pub dims: std::collections::BTreeMap<String, i64>,
+    pub inference: bool,
+}
+
+const MAX_BATCH: u64 = 1 << 20;
+
+/// Estimated peak per GPU of a plan at a micro-batch.
+fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) -> Result<u64> {
+    let b = Bindings {
+        batch: Some(batch),
+        dims: req.dims.clone(),
+    };
+    let inf = shape::infer(model, &b)?;
+    Ok(training::estimate(&model.graph, &inf.facts, &inf.macs, Some(batch), cfg).total_bytes)
+}
+
+fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result<u64> {
+    let b = Bindings {
+        batch: Some(batch),
+        dims: req.dims.clone(),
+    };
+    let r = super::analyze(model, &b, None)?;
+    let t = &r.totals;
+    let weights = t.param_bytes + t.buffer_bytes + t.constant_bytes;
+    let acts = t.inference_peak_bytes.ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: the inference peak needs every dimension bound ({}): pass --dim NAME=V",
+            model.path.display(),
+            r.unbound.join(", ")
+        ))
+    })?;
+    let (weights, acts) = if half {
+        (weights / 2, acts / 2)
+    } else {
+        (weights, acts)
+    };
+    let o = req.base.overhead;
+    let allocated = weights + acts;
+    Ok(allocated + o.cuda_context + o.workspace + (allocated as f64 * o.fragmentation) as u64)
+}
+
+/// Largest batch in `1..=MAX_BATCH` whose peak fits, by binary search; 0 when batch 1 does not fit.
+fn largest_batch(fits: impl Fn(u64) -> Result<bool>) -> Result<u64> {
+    if !fits(1)? {
+        return Ok(0);
+    }
+    let (mut lo, mut hi) = (1u64, 2u64);
+    while hi <= MAX_BATCH && fits(hi)? {
+        lo = hi;
+        hi *= 2;
+    }
+    let mut hi = hi.min(MAX_BATCH + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+struct Plan {
+    name: String,
+    cfg: TrainConfig,
+}
+
+fn plans(req: &FitRequest) -> Vec<Plan> {
+    let amp = if req.gpu.bf16 {
+        Precision::AmpBf16
+    } else {
+        Precision::AmpFp16
+    };
+    let base = TrainConfig {
+        gpus: 1,
+        shard: Shard::None,
+        accumulate: 1,
+        ..req.base
+    };
+    let mut out = vec![
+        Plan {
+            name: "baseline (fp32)".into(),
+            cfg: TrainConfig {
+                precision: Precision::Fp32,
+                checkpoint: Checkpoint::None,
+                ..base
+            },
+        },
+        Plan {
+            name: "AMP".into(),
+            cfg: TrainConfig {
+                precision: amp,
+                checkpoint: Checkpoint::None,
+                ..base
+            },
+        },
+        Plan {
+            name: "AMP + checkpointing".into(),
+            cfg: TrainConfig {
+                precision: amp,
+                checkpoint: Checkpoint::Sqrt,
+                ..base
+            },
+        },
+    ];
+    if req.gpus > 1 {
+        for (shard, name) in [
+            (Shard::Ddp, "AMP + DDP"),
+            (Shard::Zero2, "AMP + ZeRO-2"),
+            (Shard::Fsdp, "AMP + FSDP"),
+        ] {
+            out.push(Plan {
+                name: format!("{name} x{}", req.gpus),
+                cfg: TrainConfig {
+                    precision: amp,
+                    checkpoint: Checkpoint::None,
+                    gpus: req.gpus,
+                    shard,
+                    ..base
+                },
+            });
+        }
+        out.push(Plan {
+            name: format!("AMP + FSDP + checkpointing x{}", req.gpus),
+            cfg: TrainConfig {
+                precision: amp,
+                checkpoint: Checkpoint::Sqrt,
+                gpus: req.gpus,
+                shard: Shard::Fsdp,
+                ..base
+            },
+        });
+    }
+    out
+}
+
+/// Micro-batch and accumulation steps that reach `effective` with micro-batches of at most `max`.
+fn accumulation(effective: u64, max: u64, gpus: u64) -> (u64, u64) {
+    let per_gpu = effective.div_ceil(gpus.max(1)).max(1);
+    let steps = per_gpu.div_ceil(max.max(1));
+    let micro = per_gpu.div_ceil(steps);
+    (micro, steps)
+}
+
+/// Finds, for every plan, the largest batch that fits the GPU.
+pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
+    let mut notes = Vec::new();
+    let mut results = Vec::new();
+    if req.inference {
+        for (name, half) in [("serve fp32", false), ("serve fp16/bf16 weights", true)] {
+            let max = largest_batch(|b| Ok(serve_peak(model, req, half, b)? <= req.gpu.bytes))?;
+            let at = max.max(1).min(req.effective_batch.max(1));
+            let peak = serve_peak(model, req, half, at)?;
+            results.push(PlanResult {
+                name: name.into(),
+                precision: if half {
+                    Precision::Bf16
+                } else {
+                    Precision::Fp32
+                },
+                checkpoint: "none".into(),
+                shard: Shard::None,
+                gpus: 1,
+                max_micro_batch: max,
+                fits: max >= 1,
+                peak_bytes: peak,
+                micro_batch: at,
+                accumulate: 1,
+                effective_batch: at,
+                recompute_fraction: 0.0,
+                communication_bytes: 0,
+                rank: 0,
+            });
+        }
+    } else {
+        for plan in plans(req) {
+            let cfg = plan.cfg;
+            let max = largest_batch(|b| Ok(train_peak(model, req, &cfg, b)? <= req.gpu.bytes))?;
+            let (micro, steps) = accumulation(req.effective_batch, max, cfg.gpus as u64);
+            let at = if max == 0 { 1 } else { micro };
+            let b = Bindings {
+                batch: Some(at),
+                dims: req.dims.clone(),
+            };
+            let inf = shape::infer(model, &b)?;
+            let est = training::estimate(
+                &model.graph,
+                &inf.facts,
+                &inf.macs,
+                Some(at),
+                &TrainConfig {
+                    accumulate: steps as u32,
+                    ..cfg
+                },
+            );
+            results.push(PlanResult {
+                name: plan.name,
+                precision: cfg.precision,
+                checkpoint: cfg.checkpoint.to_string(),
+                shard: cfg.shard,
+                gpus: cfg.gpus,
+                max_micro_batch: max,
+                fits: max >= 1,
+                peak_bytes: est.total_bytes,
+                micro_batch: at,
+                accumulate: if max == 0 { 0 } else { steps },
+                effective_batch: if max == 0 {
+                    0
+                } else {
+                    at * steps * cfg.gpus as u64
+                },
+                recompute_fraction: est.recompute_fraction,
+                communication_bytes: est.communication_bytes,
+                rank: 0,
+            });
+        }
+    }
+    // rank: plans that fit, cheapest first (recompute, then communication, then accumulation)
+    let mut order: Vec<usize> = (0..results.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&results[a], &results[b]);
+        y.fits
+            .cmp(&x.fits)
+            .then(x.recompute_fraction.total_cmp(&y.recompute_fraction))
+            .then(x.communication_bytes.cmp(&y.communication_bytes))
+            .then(x.accumulate.cmp(&y.accumulate))
+            .then(y.max_micro_batch.cmp(&x.max_micro_batch))
+    });
+    for (rank, &i) in order.iter().enumerate() {
+        results[i].rank = rank + 1;
+    }
+    results.sort_by_key(|r| r.rank);
+    let suggestions = if results.iter().any(|r| r.fits) {
+        Vec::new()
+    } else {
+        suggest(model, req)?
+    };
+    if !req.gpu.bf16 && !req.inference {
+        notes.push(format!(
+            "{} has no bfloat16: AMP plans use float16 with a gradient scaler",
+            req.gpu.name
+        ));
+    }
+    Ok(FitReport {
+        model: model.path.display().to_string(),
+        gpu: req.gpu,
+        mode: if req.inference {
+            "inference"
+        } else {
+            "training"
+        },
+        effective_batch: req.effective_batch,
+        plans: results,
+        suggestions,
+        notes,
+    })
+}
+
+/// When nothing fits: a bigger card, more GPUs, or the layers to make lighter.
+fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let amp_ckpt = TrainConfig {
+        precision: Precision::AmpBf16,
+        checkpoint: Checkpoint::Sqrt,
+        gpus: 1,
+        shard: Shard::None,
+        accumulate: 1,
+        ..req.base
+    };
+    let need = if req.inference {
+        serve_peak(model, req, true, 1)?
+    } else {
+        train_peak(model, req, &amp_ckpt, 1)?
+    };
+    match GPUS
+        .iter()
+        .filter(|g| g.bytes >= need)
+        .min_by_key(|g| g.bytes)
+    {
+        Some(g) => out.push(format!(
+            "a bigger card: {} ({}) fits batch 1 with {}",
+            g.name,
+            crate::report::units::bytes(g.bytes),
+            if req.inference {
+                "half-precision weights"
+            } else {
+                "AMP and checkpointing"
+            }
+        )),
+        None => out.push(format!(
+            "no single card listed holds batch 1 ({} needed)",
+            crate::report::units::bytes(need)
+        )),
+    }
+    if !req.inference {
+        for n in [2u32, 4, 8, 16, 32, 64] {
+            let cfg = TrainConfig {
+                gpus: n,
+                shard: Shard::Fsdp,
+                ..amp_ckpt
+            };
+            if train_peak(model, req, &cfg, 1)? <= req.gpu.bytes {
+                out.push(format!(
+                    "more GPUs: FSDP with AMP and checkpointing over {n} x {} fits batch 1",
+                    req.gpu.name
+                ));
+                break;
+            }
+        }
+    }
+    let b = Bindings {
+        batch: Some(1),
+        dims: req.dims.clone(),
+    };
+    let r = super::analyze(model, &b, None)?;
+    let mut layers: Vec<&super::Layer> = r.layers.iter().collect();
+    layers.sort_by_key(|l| std::cmp::Reverse(l.params));
+    for l in layers
+        .iter()
+        .take(2)
+        .filter(|l| r.totals.params > 0 && l.params * 10 >= r.totals.params)
+    {
+        out.push(format!(
+            "a lighter layer: {} ({}) holds {:.0}% of the parameters (see `nnlint lint`)",
+            l.name,
+            l.op,
+            100.0 * l.params as f64 / r.totals.params as f64
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_names_and_sizes() {
+        assert_eq!(parse_gpu("T4").unwrap().name, "T4");
+        assert_eq!(parse_gpu("a100-80gb").unwrap().name, "A100-80GB");
+        assert_eq!(parse_gpu("rtx4090").unwrap().name, "RTX-4090");
+        assert_eq!(parse_gpu("16GiB").unwrap().bytes, 16 << 30);
+        assert!(parse_gpu("B9000").is_err());
+    }
+
+    #[test]
+    fn accumulation_reaches_the_effective_batch() {
+        assert_eq!(accumulation(256, 100, 1), (86, 3));
+        assert_eq!(accumulation(256, 1000, 1), (256, 1));
+        assert_eq!(accumulation(256, 40, 4), (32, 2));
+    }
+
+    #[test]
+    fn binary_search_finds_the_largest_fitting_batch() {
+        assert_eq!(largest_batch(|b| Ok(b <= 37)).unwrap(), 37);
+        assert_eq!(largest_batch(|b| Ok(b <= 1)).unwrap(), 1);
+        assert_eq!(largest_batch(|_| Ok(false)).unwrap(), 0);
+        assert_eq!(largest_batch(|_| Ok(true)).unwrap(), MAX_BATCH);
+    }
+}

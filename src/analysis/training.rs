@@ -1,0 +1,595 @@
+//! Training memory of one step, per GPU: weights, gradients, optimizer state, activations saved
+//! for backward, transient gradients, and a fixed overhead, under a precision, optimizer,
+//! checkpointing, accumulation and sharding plan.
+//!
+//! Accounting (bytes per parameter P, Adam):
+//! - fp32: weights 4, gradients 4, Adam's two moments 8: 16 B/param.
+//! - `torch.autocast` (amp-fp16 / amp-bf16): the model stays fp32, so weights 4 + gradients 4 +
+//!   moments 8 = 16 B/param of model state, plus autocast's half copy of every conv/linear weight
+//!   (2 B/weight), which autograd saves and is counted with the saved activations. The "20 B/param"
+//!   often quoted is DeepSpeed's fp16 recipe: half weights 2 + half gradients 2 + fp32 master 4 +
+//!   fp32 gradient copy 4 + moments 8; with sharding nnlint uses DeepSpeed's layout (below).
+//! - pure bf16: weights 2, gradients 2, moments 4 (in the parameter dtype): 8 B/param.
+//! - Sharding over N GPUs (ZeRO paper, Rajbhandari et al. 2020; K = optimizer bytes incl. the fp32
+//!   master copy under mixed precision, 12 for Adam): ZeRO-1 `2P + 2P + KP/N`, ZeRO-2
+//!   `2P + (2 + K)P/N`, ZeRO-3 `(4 + K)P/N` plus the gathered parameters of the largest layer; FSDP
+//!   (full shard) like ZeRO-3 with PyTorch's gradient dtype; DDP keeps a full replica plus gradient
+//!   buckets of the gradients' size.
+//!
+//! The peak is found on a timeline: at the start of backward every saved activation is held; as
+//! backward walks the graph in reverse, each layer's saved tensors are freed after its backward and
+//! its parameter gradients appear (unless accumulation keeps them from the previous micro-step); the
+//! gradients of the activations being differentiated are transient. The optimizer step holds weights,
+//! gradients, moments and the foreach temporaries. The total is the larger of the two, plus the
+//! overhead.
+
+use super::fact::Fact;
+use super::saved::{self, Device, Precision, Saved};
+use super::storage::{self, Role};
+use crate::ir::{Dim, Graph, NodeId, ValueId};
+
+/// Optimizers and the state they keep per parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// Plain SGD: no state.
+    Sgd,
+    /// SGD with momentum: one buffer.
+    Momentum,
+    /// Adam: two moments.
+    Adam,
+    /// AdamW: two moments (decoupled weight decay needs no extra state).
+    Adamw,
+}
+
+impl Optimizer {
+    /// Number of state tensors per parameter.
+    pub fn states(self) -> u64 {
+        match self {
+            Optimizer::Sgd => 0,
+            Optimizer::Momentum => 1,
+            Optimizer::Adam | Optimizer::Adamw => 2,
+        }
+    }
+}
+
+/// Data-parallel and sharding strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shard {
+    /// One GPU, or plain data parallel without gradient buckets.
+    None,
+    /// DistributedDataParallel: a full replica plus gradient buckets.
+    Ddp,
+    /// ZeRO stage 1: optimizer state sharded.
+    Zero1,
+    /// ZeRO stage 2: optimizer state and gradients sharded.
+    Zero2,
+    /// ZeRO stage 3: optimizer state, gradients and parameters sharded.
+    Zero3,
+    /// PyTorch FSDP, full shard.
+    Fsdp,
+}
+
+/// Gradient checkpointing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Checkpoint {
+    None,
+    /// A segment boundary every k layers (layers with parameters).
+    Every(u32),
+    /// sqrt(n) segments of sqrt(n) layers (Chen et al. 2016).
+    Sqrt,
+}
+
+impl std::str::FromStr for Checkpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Checkpoint::None),
+            "sqrt" => Ok(Checkpoint::Sqrt),
+            _ => {
+                let k = s
+                    .strip_prefix("every:")
+                    .or_else(|| s.strip_prefix("every="))
+                    .unwrap_or(s);
+                match k.parse::<u32>() {
+                    Ok(k) if k >= 1 => Ok(Checkpoint::Every(k)),
+                    _ => Err(format!(
+                        "expected none, sqrt or every:K (K >= 1), got '{s}'"
+                    )),
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Checkpoint::None => f.write_str("none"),
+            Checkpoint::Sqrt => f.write_str("sqrt"),
+            Checkpoint::Every(k) => write!(f, "every:{k}"),
+        }
+    }
+}
+
+/// Fixed costs outside the model, with defaults documented in docs/training-memory.md.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Overhead {
+    /// CUDA context and kernels loaded by the framework.
+    pub cuda_context: u64,
+    /// cuDNN / cuBLAS workspace.
+    pub workspace: u64,
+    /// Caching-allocator slack and fragmentation, as a fraction of the allocated peak.
+    pub fragmentation: f64,
+}
+
+impl Default for Overhead {
+    fn default() -> Self {
+        Overhead {
+            cuda_context: 512 << 20,
+            workspace: 256 << 20,
+            fragmentation: 0.05,
+        }
+    }
+}
+
+/// Input-pipeline settings for host memory.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct HostPipeline {
+    pub workers: u32,
+    pub prefetch: u32,
+    pub pinned: bool,
+}
+
+impl Default for HostPipeline {
+    fn default() -> Self {
+        HostPipeline {
+            workers: 4,
+            prefetch: 2,
+            pinned: true,
+        }
+    }
+}
+
+/// Everything that defines a training plan.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct TrainConfig {
+    pub optimizer: Optimizer,
+    pub precision: Precision,
+    pub checkpoint: Checkpoint,
+    /// Micro-batches per optimizer step.
+    pub accumulate: u32,
+    pub gpus: u32,
+    pub shard: Shard,
+    pub device: Device,
+    pub overhead: Overhead,
+    pub host: HostPipeline,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            optimizer: Optimizer::Adam,
+            precision: Precision::Fp32,
+            checkpoint: Checkpoint::None,
+            accumulate: 1,
+            gpus: 1,
+            shard: Shard::None,
+            device: Device::Cuda,
+            overhead: Overhead::default(),
+            host: HostPipeline::default(),
+        }
+    }
+}
+
+/// The training-memory estimate of one step, per GPU.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Training {
+    pub config: TrainConfig,
+    pub micro_batch: Option<u64>,
+    pub effective_batch: Option<u64>,
+    /// Parameters and buffers as held on each GPU.
+    pub weights_bytes: u64,
+    /// All parameter gradients held on each GPU (full size, or the shard).
+    pub gradient_bytes: u64,
+    pub optimizer_bytes: u64,
+    /// Activations saved for backward (with checkpointing: what is held at most).
+    pub saved_activation_bytes: u64,
+    /// Activations saved for backward without checkpointing.
+    pub saved_activation_bytes_full: u64,
+    /// Autocast half copies of conv/linear weights (part of the saved activations).
+    pub autocast_weight_copy_bytes: u64,
+    /// Extra buffers of the data-parallel strategy (DDP buckets, gathered parameters).
+    pub parallel_bytes: u64,
+    /// CUDA context, workspace and allocator slack.
+    pub overhead_bytes: u64,
+    /// The estimated peak per GPU.
+    pub total_bytes: u64,
+    /// What is live at the peak.
+    pub peak: PeakBreakdown,
+    /// Extra forward MACs that checkpointing recomputes, and their share of a step's compute.
+    pub recompute_macs: u64,
+    pub recompute_fraction: f64,
+    /// Bytes each GPU sends per optimizer step.
+    pub communication_bytes: u64,
+    /// Host memory of the input pipeline.
+    pub host_bytes: u64,
+    /// Per node: saved bytes and parameter-gradient bytes.
+    #[serde(skip)]
+    pub per_node: Vec<(u64, u64)>,
+    pub notes: Vec<String>,
+}
+
+/// The parts of the total at the peak moment.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct PeakBreakdown {
+    /// `backward` or `optimizer step`.
+    pub phase: String,
+    pub weights_bytes: u64,
+    pub gradient_bytes: u64,
+    pub optimizer_bytes: u64,
+    pub saved_activation_bytes: u64,
+    pub transient_bytes: u64,
+    pub parallel_bytes: u64,
+    pub overhead_bytes: u64,
+}
+
+/// Bytes of one element of the training dtype of parameters, gradients and optimizer state.
+struct StateBytes {
+    weight: u64,
+    grad: u64,
+    optimizer: u64,
+}
+
+fn state_bytes(c: &TrainConfig) -> StateBytes {
+    let states = c.optimizer.states();
+    let sharded_mixed =
+        c.precision.is_autocast() && matches!(c.shard, Shard::Zero1 | Shard::Zero2 | Shard::Zero3);
+    match c.precision {
+        Precision::Bf16 => StateBytes {
+            weight: 2,
+            grad: 2,
+            optimizer: 2 * states,
+        },
+        // DeepSpeed's mixed precision: half weights and gradients, fp32 master copy with the state
+        _ if sharded_mixed => StateBytes {
+            weight: 2,
+            grad: 2,
+            optimizer: 4 + 4 * states,
+        },
+        _ => StateBytes {
+            weight: 4,
+            grad: 4,
+            optimizer: 4 * states,
+        },
+    }
+}
+
+fn div_ceil(a: u64, n: u64) -> u64 {
+    a.div_ceil(n.max(1))
+}
+
+/// Layers for checkpoint segments: nodes that read a trainable parameter, in order.
+fn param_layers(graph: &Graph) -> Vec<NodeId> {
+    let mut out: Vec<NodeId> = graph
+        .initializers()
+        .filter(|(id, t)| {
+            storage::classify(graph, *id, t.dtype, t.numel().unwrap_or(0)) == Role::Param
+        })
+        .filter_map(|(id, _)| graph.values[id].consumers.iter().map(|&(n, _)| n).min())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Saved bytes with checkpoint segments, and the MACs recomputed.
+fn checkpointed(
+    graph: &Graph,
+    saved: &Saved,
+    macs: &[u64],
+    ckpt: Checkpoint,
+    facts: &[Fact],
+    notes: &mut Vec<String>,
+) -> (u64, u64) {
+    let layers = param_layers(graph);
+    let seg_len = match ckpt {
+        Checkpoint::None => return (saved.total, 0),
+        Checkpoint::Every(k) => k as usize,
+        Checkpoint::Sqrt => (layers.len() as f64).sqrt().ceil().max(1.0) as usize,
+    };
+    // segment starts: the first node of every seg_len-th layer
+    let starts: Vec<NodeId> = layers.iter().step_by(seg_len).copied().collect();
+    if starts.len() <= 1 {
+        notes.push("checkpointing: the model has too few layers to split into segments".into());
+        return (saved.total, 0);
+    }
+    let n = graph.nodes.len();
+    let mut bounds: Vec<(NodeId, NodeId)> = Vec::new();
+    let mut first = 0;
+    for &s in starts.iter().skip(1) {
+        bounds.push((first, s));
+        first = s;
+    }
+    bounds.push((first, n));
+    let segment_of = |node: NodeId| {
+        bounds
+            .iter()
+            .position(|&(a, b)| node >= a && node < b)
+            .unwrap_or(0)
+    };
+    // saved bytes per segment
+    let mut seg_saved = vec![0u64; bounds.len()];
+    for &(_, bytes, node) in &saved.storages {
+        seg_saved[segment_of(node)] += bytes;
+    }
+    // boundary tensors: values produced before a segment start and read at or after it
+    let mut boundary = 0u64;
+    let mut counted = std::collections::HashSet::new();
+    for (seg, &(start, _)) in bounds.iter().enumerate().skip(1) {
+        for (v, val) in graph.values.iter().enumerate() {
+            let Some((p, _)) = val.producer else { continue };
+            if p >= start || counted.contains(&v) {
+                continue;
+            }
+            if val
+                .consumers
+                .iter()
+                .any(|&(c, _)| c >= start && segment_of(c) >= seg)
+            {
+                counted.insert(v);
+                boundary += facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0);
+            }
+        }
+    }
+    let last = *seg_saved.last().unwrap_or(&0);
+    let worst = seg_saved[..seg_saved.len() - 1]
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0);
+    let recompute: u64 = (0..bounds[bounds.len() - 1].0).map(|i| macs[i]).sum();
+    notes.push(format!(
+        "checkpointing: {} segments of {} layers; boundaries {} B kept, one segment recomputed at a time",
+        bounds.len(),
+        seg_len,
+        boundary
+    ));
+    (boundary + last.max(worst), recompute)
+}
+
+/// Bytes of the values a node reads and writes that are activations (the gradients of which are
+/// transient in its backward).
+fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) -> u64 {
+    let node = &graph.nodes[n];
+    let numel = |v: ValueId| facts[v].numel().and_then(|d| d.as_u64()).unwrap_or(0);
+    let float =
+        |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && graph.values[v].init.is_none();
+    let outs: u64 = node
+        .outputs
+        .iter()
+        .flatten()
+        .filter(|&&v| float(v))
+        .map(|&v| numel(v))
+        .sum();
+    let ins: u64 = node
+        .inputs
+        .iter()
+        .flatten()
+        .filter(|&&v| float(v))
+        .map(|&v| numel(v))
+        .sum();
+    (outs + ins) * elem
+}
+
+/// Estimates one training step.
+pub fn estimate(
+    graph: &Graph,
+    facts: &[Fact],
+    macs: &[Option<Dim>],
+    batch: Option<u64>,
+    cfg: &TrainConfig,
+) -> Training {
+    let mut notes = Vec::new();
+    let saved = saved::saved_tensors(graph, facts, cfg.precision, cfg.device);
+    if !saved.unmodelled.is_empty() {
+        notes.push(format!(
+            "{} nodes of unknown ops: what they save for backward is not counted",
+            saved.unmodelled.len()
+        ));
+    }
+    let macs: Vec<u64> = macs
+        .iter()
+        .map(|m| m.as_ref().and_then(Dim::as_u64).unwrap_or(0))
+        .collect();
+    let n_gpus = cfg.gpus.max(1) as u64;
+
+    // parameters per node, and buffers
+    let mut node_params = vec![0u64; graph.nodes.len()];
+    let (mut params, mut buffers) = (0u64, 0u64);
+    let mut largest_layer = 0u64;
+    for (id, t) in graph.initializers() {
+        let numel = t.numel().unwrap_or(0);
+        match storage::classify(graph, id, t.dtype, numel) {
+            Role::Param => {
+                params += numel;
+                if let Some(n) = graph.values[id].consumers.iter().map(|&(n, _)| n).min() {
+                    node_params[n] += numel;
+                }
+            }
+            Role::Buffer => buffers += numel,
+            Role::Constant => {}
+        }
+    }
+    for &p in &node_params {
+        largest_layer = largest_layer.max(p);
+    }
+
+    let sb = state_bytes(cfg);
+    let buffer_bytes = buffers * 4;
+    let (weights, grads, optim, parallel) = match cfg.shard {
+        Shard::None => (
+            params * sb.weight,
+            params * sb.grad,
+            params * sb.optimizer,
+            0,
+        ),
+        Shard::Ddp => (
+            params * sb.weight,
+            params * sb.grad,
+            params * sb.optimizer,
+            params * sb.grad,
+        ),
+        Shard::Zero1 => (
+            params * sb.weight,
+            params * sb.grad,
+            div_ceil(params * sb.optimizer, n_gpus),
+            0,
+        ),
+        Shard::Zero2 => (
+            params * sb.weight,
+            div_ceil(params * sb.grad, n_gpus),
+            div_ceil(params * sb.optimizer, n_gpus),
+            0,
+        ),
+        Shard::Zero3 | Shard::Fsdp => (
+            div_ceil(params * sb.weight, n_gpus),
+            div_ceil(params * sb.grad, n_gpus),
+            div_ceil(params * sb.optimizer, n_gpus),
+            // the gathered parameters of the layer being computed and the one prefetched
+            2 * largest_layer
+                * if cfg.precision == Precision::Fp32 {
+                    4
+                } else {
+                    2
+                },
+        ),
+    };
+    let weights = weights + buffer_bytes;
+    if cfg.shard != Shard::None && n_gpus == 1 {
+        notes.push(format!("--shard {:?} with one GPU shards nothing", cfg.shard).to_lowercase());
+    }
+
+    let (saved_bytes, recompute) =
+        checkpointed(graph, &saved, &macs, cfg.checkpoint, facts, &mut notes);
+    let fwd_macs: u64 = macs.iter().sum();
+    let recompute_fraction = if fwd_macs > 0 {
+        recompute as f64 / (3 * fwd_macs) as f64
+    } else {
+        0.0
+    };
+
+    // backward timeline
+    let act_elem = if cfg.precision == Precision::Fp32 {
+        4
+    } else {
+        2
+    };
+    let grads_persist =
+        cfg.accumulate > 1 || matches!(cfg.shard, Shard::Zero2 | Shard::Zero3 | Shard::Fsdp);
+    let grad_per_param = if matches!(cfg.shard, Shard::Zero2 | Shard::Zero3 | Shard::Fsdp) {
+        0
+    } else {
+        sb.grad
+    };
+    let mut g_alloc = if grads_persist { grads } else { 0 };
+    let scale = if saved.total > 0 {
+        saved_bytes as f64 / saved.total as f64
+    } else {
+        1.0
+    };
+    let mut remaining = saved_bytes;
+    let mut best = PeakBreakdown::default();
+    let mut best_total = 0u64;
+    for n in (0..graph.nodes.len()).rev() {
+        if !grads_persist {
+            g_alloc += node_params[n] * grad_per_param;
+        }
+        let transient = node_activation_bytes(graph, facts, n, act_elem);
+        let live = weights + optim + parallel + g_alloc + remaining + transient;
+        if live > best_total {
+            best_total = live;
+            best = PeakBreakdown {
+                phase: "backward".into(),
+                weights_bytes: weights,
+                gradient_bytes: g_alloc,
+                optimizer_bytes: optim,
+                saved_activation_bytes: remaining,
+                transient_bytes: transient,
+                parallel_bytes: parallel,
+                overhead_bytes: 0,
+            };
+        }
+        let freed = (saved.per_node[n] as f64 * scale) as u64;
+        remaining = remaining.saturating_sub(freed);
+    }
+    // the optimizer step: foreach Adam makes a temporary the size of the moments' shard
+    let step_temp = match cfg.optimizer {
+        Optimizer::Adam | Optimizer::Adamw => optim / 2,
+        _ => 0,
+    };
+    let step = weights + grads + optim + parallel + step_temp;
+    if step > best_total {
+        best_total = step;
+        best = PeakBreakdown {
+            phase: "optimizer step".into(),
+            weights_bytes: weights,
+            gradient_bytes: grads,
+            optimizer_bytes: optim,
+            saved_activation_bytes: 0,
+            transient_bytes: step_temp,
+            parallel_bytes: parallel,
+            overhead_bytes: 0,
+        };
+    }
+    let overhead = cfg.overhead.cuda_context
+        + cfg.overhead.workspace
+        + (best_total as f64 * cfg.overhead.fragmentation) as u64;
+    best.overhead_bytes = overhead;
+
+    let communication_bytes = match cfg.shard {
+        _ if n_gpus == 1 => 0,
+        // ring all-reduce of the gradients: 2(N-1)/N of their size
+        Shard::None | Shard::Ddp | Shard::Zero1 | Shard::Zero2 => {
+            2 * params * sb.grad * (n_gpus - 1) / n_gpus
+        }
+        // parameters gathered in forward and backward, gradients reduce-scattered
+        Shard::Zero3 | Shard::Fsdp => 3 * params * sb.grad * (n_gpus - 1) / n_gpus,
+    };
+    let input_bytes: u64 = graph
+        .inputs
+        .iter()
+        .map(|&v| facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0))
+        .sum();
+    let host_bytes = input_bytes
+        * cfg.host.prefetch as u64
+        * cfg.host.workers.max(1) as u64
+        * if cfg.host.pinned { 2 } else { 1 };
+
+    let per_node = (0..graph.nodes.len())
+        .map(|n| (saved.per_node[n], node_params[n] * sb.grad))
+        .collect();
+    let effective_batch = batch.map(|b| b * cfg.accumulate.max(1) as u64 * n_gpus);
+    Training {
+        config: *cfg,
+        micro_batch: batch,
+        effective_batch,
+        weights_bytes: weights,
+        gradient_bytes: grads,
+        optimizer_bytes: optim,
+        saved_activation_bytes: saved_bytes,
+        saved_activation_bytes_full: saved.total,
+        autocast_weight_copy_bytes: saved.weight_copy_bytes,
+        parallel_bytes: parallel,
+        overhead_bytes: overhead,
+        total_bytes: best_total + overhead,
+        peak: best,
+        recompute_macs: recompute,
+        recompute_fraction,
+        communication_bytes,
+        host_bytes,
+        per_node,
+        notes,
+    }
+}

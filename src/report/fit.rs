@@ -1,0 +1,99 @@
+//! The `nnlint fit` table.
+
+use super::units::{bytes, count};
+use crate::analysis::fit::FitReport;
+
+pub fn render(r: &FitReport) -> String {
+    let mut out = format!(
+        "{} on {} ({}), {}{}\n\n",
+        r.model,
+        r.gpu.name,
+        bytes(r.gpu.bytes),
+        r.mode,
+        if r.mode == "training" {
+            format!(", effective batch {}", r.effective_batch)
+        } else {
+            String::new()
+        }
+    );
+    let headers = [
+        "rank",
+        "plan",
+        "max micro-batch",
+        "micro x steps x GPUs",
+        "peak/GPU",
+        "recompute",
+        "communication",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .plans
+        .iter()
+        .map(|p| {
+            vec![
+                if p.fits {
+                    p.rank.to_string()
+                } else {
+                    "-".into()
+                },
+                p.name.clone(),
+                if p.fits {
+                    count(p.max_micro_batch)
+                } else {
+                    "does not fit".into()
+                },
+                if p.fits {
+                    format!("{} x {} x {}", p.micro_batch, p.accumulate, p.gpus)
+                } else {
+                    "-".into()
+                },
+                bytes(p.peak_bytes),
+                if p.recompute_fraction > 0.0 {
+                    format!("+{:.0}%", p.recompute_fraction * 100.0)
+                } else {
+                    "-".into()
+                },
+                if p.communication_bytes > 0 {
+                    format!("{}/step", bytes(p.communication_bytes))
+                } else {
+                    "-".into()
+                },
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (i, c) in row.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let pad = " ".repeat(width[i] - c.chars().count());
+                if i == 1 {
+                    format!("{c}{pad}")
+                } else {
+                    format!("{pad}{c}")
+                }
+            })
+            .collect();
+        parts.join("  ").trim_end().to_string() + "\n"
+    };
+    out.push_str(&line(headers.iter().map(|h| h.to_string()).collect()));
+    out.push_str(&line(width.iter().map(|w| "-".repeat(*w)).collect()));
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    if r.mode == "training" {
+        out.push_str("\npeak/GPU is at the plan's micro-batch (batch 1 when it does not fit); recompute is the extra compute of a step.\n");
+    }
+    for s in &r.suggestions {
+        out.push_str(&format!("what would fit: {s}\n"));
+    }
+    for n in &r.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
