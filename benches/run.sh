@@ -32,7 +32,6 @@ PY_RUNS=${PY_RUNS:-2}
 MODELS=${MODELS:-big s1k s10k s100k}
 INPROCESS=${INPROCESS:-1}
 TIME=/usr/bin/time
-NNLINT=target/release/nnlint
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -64,6 +63,9 @@ cargo bench --bench mem --quiet --no-run 2>/dev/null || cargo bench --bench mem 
 log "generating models..."
 # name <TAB> path <TAB> nodes <TAB> initializers <TAB> weight bytes
 cargo bench --bench mem --quiet -- --generate-only >"$TMP/models.tsv"
+# measure a private copy, so that a rebuild during the run cannot swap the binary under it
+NNLINT=$TMP/nnlint
+cp target/release/nnlint "$NNLINT"
 
 now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; }
 resident_bytes() {
@@ -136,6 +138,7 @@ echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%MZ); nnlint $rev$dirty; $(rustc --version)"
 echo "- machine: $(nproc) CPUs ($cpu), $mem RAM, kernel $(uname -r)"
 echo "- cold cache: $COLD_DESC"
+echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (measurements are only meaningful on an otherwise idle machine)"
 echo "- wall = process start to exit as seen by the shell (includes ~$(us_to_ms "$BASE_MIN") ms for /usr/bin/time itself); peak RSS from GNU time"
 echo
 
@@ -150,13 +153,23 @@ while IFS=$'\t' read -r name path nodes _inits _wbytes; do
     size=$(stat -c %s "$path")
     size_mb=$(awk -v v="$size" 'BEGIN {printf "%.1f", v/1e6}')
     modes="warm"
-    [ "$COLD_METHOD" != none ] && modes="warm cold"
+    [ "$COLD_METHOD" != none ] && modes="warm warm-nnlint cold"
     [ "$COLD_METHOD" = drop_caches ] && modes="$modes cold-all"
     for mode in $modes; do
         : >"$TMP/wall.txt"; : >"$TMP/rss.txt"; : >"$TMP/maj.txt"; : >"$TMP/fsin.txt"; res="-"
         n=$RUNS
-        [ "$mode" = warm ] || n=$COLD_RUNS
-        [ "$mode" = warm ] && run_nnlint "$path" # warm-up
+        case $mode in
+            warm) # the whole file cached by a sequential read, as a download, a copy or onnx.load leave it
+                [ "$COLD_METHOD" != none ] && evict_file "$COLD_METHOD" "$path"
+                dd if="$path" of=/dev/null bs=1M status=none
+                warm_binary
+                run_nnlint "$path" ;; # warm-up
+            warm-nnlint) # only the pages nnlint reads are cached: repeated nnlint runs on an unread file
+                evict_file "$COLD_METHOD" "$path"
+                warm_binary
+                run_nnlint "$path" ;;
+            *) n=$COLD_RUNS ;;
+        esac
         for _ in $(seq "$n"); do
             case $mode in
                 cold) evict_file "$COLD_METHOD" "$path"; [ "$COLD_METHOD" = drop_caches ] && warm_binary ;;
@@ -172,6 +185,7 @@ while IFS=$'\t' read -r name path nodes _inits _wbytes; do
         read -r _ majmed _ < <(stats "$TMP/maj.txt")
         read -r _ fsmed _ < <(stats "$TMP/fsin.txt")
         [ "$mode" = warm ] && WARM_MEDIAN_US[$name]=$wmed
+        case $mode in warm*) [ "$HAVE_FINCORE" = 1 ] && res=$(resident_bytes "$path") ;; esac
         if [ "$res" != "-" ] && [ "$res" != "?" ]; then
             res=$(awk -v r="$res" -v s="$size" 'BEGIN {printf "%.2f (%.2f%%)", r/1048576, 100*r/s}')
         fi
@@ -179,8 +193,13 @@ while IFS=$'\t' read -r name path nodes _inits _wbytes; do
     done
 done <"$TMP/models.tsv"
 echo
-echo "cold: the model file is evicted before each run; cold-all: every cache is dropped (binary and libc too)."
-echo "major faults, read from disk: medians (GNU time's \"File system inputs\", 512-byte blocks)."
+echo "warm: the whole file is in the page cache, put there by a sequential read (\`dd bs=1M\`), then one warm-up run."
+echo "warm-nnlint: only the pages an earlier nnlint run read are cached. cold: the model file is evicted before"
+echo "each run (the binary stays cached); cold-all: every cache is dropped (binary and libc too)."
+echo "Peak RSS counts the file pages nnlint maps, and the kernel maps a whole large folio (up to 2 MiB) of a"
+echo "file cached by a sequential read on the first touch: compare warm and warm-nnlint."
+echo "major faults, read from disk: medians (GNU time's \"File system inputs\", 512-byte blocks). Resident after:"
+echo "how much of the model file is in the page cache after the last run (fincore)."
 echo
 
 # --- Python onnx ---------------------------------------------------------------------------------
@@ -241,4 +260,6 @@ echo
 if [ "$INPROCESS" != 0 ]; then
     log "running cargo bench --bench mem (in-process series)..."
     cargo bench --bench mem --quiet 2>/dev/null | sed -n '/^## /,$p'
+    echo
 fi
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -453,6 +453,27 @@ fn initializer_byte_size_overflows() {
 }
 
 #[test]
+fn sparse_initializer_bad_dims() {
+    let dir = tempfile::tempdir().unwrap();
+    for (dims, phrase) in [
+        (vec![1i64 << 40, 1 << 40], "overflows"),
+        (vec![4, -4], "negative dimension"),
+    ] {
+        let mut indices = raw_tensor("w_idx", &[1], vec![0; 8]);
+        indices.data_type = Some(INT64);
+        let mut g = add_weight(weight("unused", &[4]));
+        g.0.initializer.clear();
+        g.0.sparse_initializer.push(pb::SparseTensorProto {
+            values: Some(weight("w", &[1])),
+            indices: Some(indices),
+            dims,
+        });
+        let path = write(dir.path(), "sparse.onnx", &g.model());
+        assert_refused(&path, &["sparse initializer 'w'", phrase]);
+    }
+}
+
+#[test]
 fn value_info_negative_dim() {
     let dir = tempfile::tempdir().unwrap();
     let input = G::new("g")
@@ -728,6 +749,26 @@ fn attribute_declared_but_empty() {
         &conv_model(&[6, 3, 3, 3], vec![group]),
     );
     assert_refused(&path, &["'group'", "holds no value"]);
+}
+
+#[test]
+#[ignore = "src/analysis/ops/movement.rs squares `blocksize` unchecked (overflow panic in debug builds, a wrong shape in release)"]
+fn depth_to_space_with_a_huge_blocksize() {
+    let dir = tempfile::tempdir().unwrap();
+    for op in ["DepthToSpace", "SpaceToDepth"] {
+        let mut n = node(op, "d2s", &["x"], &["y"]);
+        n.attribute = vec![int_attr("blocksize", i64::MAX)];
+        let g = G::new("g")
+            .input(vi("x", FLOAT, &[1, 4, 8, 8]))
+            .node(n)
+            .output(vi_untyped("y"));
+        let path = write(dir.path(), "d2s.onnx", &g.model());
+        let report = json(&mem(&path, &["--format", "json"]));
+        assert!(
+            warnings(&report).iter().any(|w| w.contains("blocksize")),
+            "{op}: {report}"
+        );
+    }
 }
 
 #[test]

@@ -200,6 +200,9 @@ pub struct Training {
     pub saved_activation_bytes_full: u64,
     /// Autocast half copies of conv/linear weights (part of the saved activations).
     pub autocast_weight_copy_bytes: u64,
+    /// BatchNorm running statistics autograd references (part of the saved activations, and of the
+    /// weights: counted once in the total).
+    pub saved_buffer_bytes: u64,
     /// Extra buffers of the data-parallel strategy (DDP buckets, gathered parameters).
     pub parallel_bytes: u64,
     /// CUDA context, workspace and allocator slack.
@@ -468,7 +471,7 @@ pub fn estimate(
     };
     let weights = weights + buffer_bytes;
     if cfg.shard != Shard::None && n_gpus == 1 {
-        notes.push(format!("--shard {:?} with one GPU shards nothing", cfg.shard).to_lowercase());
+        notes.push("sharding over one GPU shards nothing (--gpus)".to_string());
     }
 
     let (saved_bytes, recompute) =
@@ -581,6 +584,7 @@ pub fn estimate(
         saved_activation_bytes: saved_bytes,
         saved_activation_bytes_full: saved.total,
         autocast_weight_copy_bytes: saved.weight_copy_bytes,
+        saved_buffer_bytes: saved.buffer_bytes,
         parallel_bytes: parallel,
         overhead_bytes: overhead,
         total_bytes: best_total + overhead,

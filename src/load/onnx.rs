@@ -385,7 +385,7 @@ impl Context<'_> {
                 })
             })
             .collect::<Result<Vec<u64>>>()?;
-        if t.byte_size().is_none() && t.dtype != DType::String {
+        if t.numel().is_none() || (t.byte_size().is_none() && t.dtype != DType::String) {
             return Err(self.malformed(format!(
                 "sparse initializer '{}' has dimensions {:?} whose size overflows",
                 t.name, t.dims

@@ -113,7 +113,7 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
             "saved activations".into(),
             bytes(p.saved_activation_bytes),
             {
-                let mut d = if p.saved_activation_bytes == t.saved_activation_bytes {
+                let mut d = if p.saved_activation_bytes + t.saved_buffer_bytes >= t.saved_activation_bytes {
                     "held for backward".to_string()
                 } else {
                     format!(
@@ -121,6 +121,12 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
                         bytes(t.saved_activation_bytes)
                     )
                 };
+                if t.saved_buffer_bytes > 0 {
+                    d.push_str(&format!(
+                        "; {} more are BatchNorm statistics, counted with the weights",
+                        bytes(t.saved_buffer_bytes)
+                    ));
+                }
                 if t.autocast_weight_copy_bytes > 0 {
                     d.push_str(&format!(
                         "; includes {} of autocast weight copies",
@@ -198,13 +204,18 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
     out
 }
 
+/// The command-line spelling of an option value.
+fn value_name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value().map_or_else(String::new, |p| p.get_name().to_string())
+}
+
 fn training_heading(r: &MemReport) -> Option<String> {
     let t = r.training.as_ref()?;
     let c = &t.config;
     Some(format!(
-        "training step: {:?}, {:?}, micro-batch {}{}, {} GPU{}{}, checkpoint {}, {:?} semantics",
-        c.optimizer,
-        c.precision,
+        "training step: {}, {}, micro-batch {}{}, {} GPU{}{}, checkpoint {}, {} semantics",
+        value_name(c.optimizer),
+        value_name(c.precision),
         t.micro_batch.map_or("?".into(), |b| b.to_string()),
         match t.effective_batch {
             Some(e) if Some(e) != t.micro_batch => format!(" (effective {e})"),
@@ -212,11 +223,14 @@ fn training_heading(r: &MemReport) -> Option<String> {
         },
         c.gpus,
         if c.gpus == 1 { "" } else { "s" },
-        if c.shard == crate::analysis::training::Shard::None { String::new() } else { format!(" {:?}", c.shard) },
+        if c.shard == crate::analysis::training::Shard::None {
+            String::new()
+        } else {
+            format!(" {}", value_name(c.shard))
+        },
         c.checkpoint,
-        c.device,
-    )
-    .to_lowercase())
+        value_name(c.device),
+    ))
 }
 
 /// `(label, value, detail)` lines summarising the model.

@@ -1,0 +1,202 @@
+//! `nnlint mem --train` and `nnlint fit`, against values worked out by hand from PyTorch's autograd
+//! rules (../shared/reference/autograd-saved-tensors.md) and the optimizer/sharding arithmetic.
+//! tests/../testdata/validate_training.py checks the same model against PyTorch itself.
+
+mod common;
+
+use common::{nnlint, stage, stderr, stdout};
+use serde_json::Value;
+
+fn run_json(args: &[&str]) -> Value {
+    let out = nnlint(args);
+    assert!(out.status.success(), "nnlint {args:?} failed: {}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("valid JSON")
+}
+
+fn train(model: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["mem", model, "--train", "--format", "json"];
+    args.extend_from_slice(extra);
+    run_json(&args)
+}
+
+const MINICNN: &str = "testdata/models/torch/minicnn.onnx";
+
+#[test]
+fn minicnn_saved_activations_by_hand() {
+    // batch 1, fp32. X(c, h) = c*h*h*4 bytes; BatchNorm keeps its input, save_mean and save_invstd
+    // (2*C*4) and references its running statistics (2*C*4); ReLU keeps its output, which the next
+    // conv keeps as its input (one storage); max pooling keeps its input and int64 indices; the
+    // residual add and global pooling keep nothing; the head keeps its [1,64] input.
+    let x = |c: u64, h: u64| c * h * h * 4;
+    let bn = |c: u64, h: u64| x(c, h) + 2 * c * 4 + 2 * c * 4;
+    let expected = bn(16, 32) + x(16, 32) // stem: BN input, ReLU output (= block1 conv input)
+        + bn(32, 16) + x(32, 16)          // block1
+        + bn(32, 16) + x(32, 16)          // block2
+        + x(32, 16)                       // down conv: the residual sum
+        + bn(64, 8) + x(64, 8)            // down BN, ReLU output (= max-pool input)
+        + 64 * 4 * 4 * 8                  // max-pool indices, int64
+        + 64 * 4; // Gemm input
+    let r = train(MINICNN, &[]);
+    assert_eq!(r["training"]["saved_activation_bytes"], expected);
+    let relu = r["layers"].as_array().unwrap().iter().find(|l| l["name"] == "/stem/stem.2/Relu").unwrap();
+    assert_eq!(relu["saved_bytes"], x(16, 32));
+    // the same at batch 8: activations scale, BatchNorm statistics do not
+    let r8 = train(MINICNN, &["--batch", "8"]);
+    let stats: u64 = [16u64, 32, 32, 64].iter().map(|c| 4 * c * 4).sum();
+    assert_eq!(r8["training"]["saved_activation_bytes"], 8 * (expected - stats) + stats);
+}
+
+#[test]
+fn model_states_by_hand() {
+    let p: u64 = 73_856; // the 3x3 64->128 conv
+    let model = "testdata/models/conv3x3_64_128.onnx";
+    let t = |extra: &[&str]| train(model, extra)["training"].clone();
+    let adam = t(&[]);
+    assert_eq!((adam["weights_bytes"].as_u64(), adam["gradient_bytes"].as_u64(), adam["optimizer_bytes"].as_u64()), (Some(4 * p), Some(4 * p), Some(8 * p)));
+    assert_eq!(t(&["--optimizer", "momentum"])["optimizer_bytes"], 4 * p);
+    assert_eq!(t(&["--optimizer", "sgd"])["optimizer_bytes"], 0);
+    // autocast keeps fp32 weights, gradients and moments
+    let amp = t(&["--precision", "amp-bf16"]);
+    assert_eq!((amp["weights_bytes"].as_u64(), amp["optimizer_bytes"].as_u64()), (Some(4 * p), Some(8 * p)));
+    // ...and saves a bf16 copy of the conv weight (64*128*9 elements) and of the fp32 input
+    assert_eq!(amp["autocast_weight_copy_bytes"], 64 * 128 * 9 * 2);
+    assert_eq!(amp["saved_activation_bytes"], 64 * 128 * 9 * 2 + 64 * 56 * 56 * 2);
+    // pure bf16: everything in two bytes
+    let bf16 = t(&["--precision", "bf16"]);
+    assert_eq!((bf16["weights_bytes"].as_u64(), bf16["gradient_bytes"].as_u64(), bf16["optimizer_bytes"].as_u64()), (Some(2 * p), Some(2 * p), Some(4 * p)));
+    // ZeRO over 4 GPUs with mixed precision: half weights, fp32 master + moments (12 B) sharded
+    let z1 = t(&["--precision", "amp-bf16", "--gpus", "4", "--shard", "zero1"]);
+    assert_eq!((z1["weights_bytes"].as_u64(), z1["gradient_bytes"].as_u64(), z1["optimizer_bytes"].as_u64()), (Some(2 * p), Some(2 * p), Some(12 * p / 4)));
+    let z2 = t(&["--precision", "amp-bf16", "--gpus", "4", "--shard", "zero2"]);
+    assert_eq!((z2["gradient_bytes"].as_u64(), z2["optimizer_bytes"].as_u64()), (Some(2 * p / 4), Some(12 * p / 4)));
+    let z3 = t(&["--precision", "amp-bf16", "--gpus", "4", "--shard", "zero3"]);
+    assert_eq!(z3["weights_bytes"], 2 * p / 4);
+    // DDP: a full replica plus gradient buckets
+    let ddp = t(&["--gpus", "4", "--shard", "ddp"]);
+    assert_eq!((ddp["weights_bytes"].as_u64(), ddp["parallel_bytes"].as_u64()), (Some(4 * p), Some(4 * p)));
+    assert_eq!(ddp["communication_bytes"], 2 * 4 * p * 3 / 4, "ring all-reduce sends 2(N-1)/N of the gradients");
+}
+
+#[test]
+fn the_peak_adds_up_and_overhead_is_its_own_line() {
+    let r = train(MINICNN, &["--batch", "32"]);
+    let t = &r["training"];
+    let p = &t["peak"];
+    let parts: u64 = ["weights_bytes", "gradient_bytes", "optimizer_bytes", "saved_activation_bytes", "transient_bytes", "parallel_bytes", "overhead_bytes"]
+        .iter()
+        .map(|k| p[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(parts, t["total_bytes"].as_u64().unwrap());
+    // default overhead: 512 MiB context + 256 MiB workspace + 5% of the allocated peak
+    let allocated = t["total_bytes"].as_u64().unwrap() - t["overhead_bytes"].as_u64().unwrap();
+    assert_eq!(t["overhead_bytes"], (512u64 << 20) + (256 << 20) + (allocated as f64 * 0.05) as u64);
+    let custom = train(MINICNN, &["--batch", "32", "--overhead-context", "0", "--overhead-workspace", "0", "--fragmentation", "0"]);
+    assert_eq!(custom["training"]["overhead_bytes"], 0);
+}
+
+#[test]
+fn accumulation_and_effective_batch() {
+    let r = train(MINICNN, &["--batch", "16", "--accumulate", "4", "--gpus", "2", "--shard", "ddp"]);
+    assert_eq!(r["training"]["micro_batch"], 16);
+    assert_eq!(r["training"]["effective_batch"], 16 * 4 * 2);
+    // the micro-batch sets activation memory: the same saved bytes as batch 16 alone
+    let alone = train(MINICNN, &["--batch", "16"]);
+    assert_eq!(r["training"]["saved_activation_bytes"], alone["training"]["saved_activation_bytes"]);
+    // accumulated gradients stay allocated across micro-steps
+    assert_eq!(r["training"]["peak"]["gradient_bytes"], r["training"]["gradient_bytes"]);
+}
+
+#[test]
+fn checkpointing_trades_memory_for_recompute() {
+    let staged = stage("models/torch/resnet18.onnx");
+    let path = staged.path.to_str().unwrap();
+    let full = train(path, &["--batch", "16"]);
+    let sqrt = train(path, &["--batch", "16", "--checkpoint", "sqrt"]);
+    let every4 = train(path, &["--batch", "16", "--checkpoint", "every:4"]);
+    let f = full["training"]["saved_activation_bytes"].as_u64().unwrap();
+    for c in [&sqrt, &every4] {
+        let t = &c["training"];
+        assert!(t["saved_activation_bytes"].as_u64().unwrap() < f, "{t}");
+        assert_eq!(t["saved_activation_bytes_full"], f);
+        assert!(t["recompute_macs"].as_u64().unwrap() > 0);
+        // recomputing at most one forward: at most a third of a step (forward + 2x backward)
+        let frac = t["recompute_fraction"].as_f64().unwrap();
+        assert!(frac > 0.0 && frac <= 1.0 / 3.0, "{frac}");
+    }
+}
+
+#[test]
+fn bad_training_options_are_usage_errors() {
+    let out = nnlint(&["mem", MINICNN, "--train", "--checkpoint", "every:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = nnlint(&["mem", MINICNN, "--train", "--gpus", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--gpus"), "{}", stderr(&out));
+}
+
+#[test]
+fn fit_ranks_plans_and_finds_the_largest_batch() {
+    let staged = stage("models/torch/resnet18.onnx");
+    let path = staged.path.to_str().unwrap();
+    let r = run_json(&["fit", path, "--gpu", "T4", "--format", "json", "--gpus", "2"]);
+    assert_eq!(r["gpu"]["name"], "T4");
+    let plans = r["plans"].as_array().unwrap();
+    assert!(plans.len() >= 5);
+    assert_eq!(plans[0]["rank"], 1);
+    for p in plans {
+        assert_eq!(p["fits"], true, "{p}");
+        let max = p["max_micro_batch"].as_u64().unwrap();
+        // the largest batch fits and the next one does not
+        let precision = p["precision"].as_str().unwrap();
+        let mut args: Vec<String> = vec!["mem".into(), path.into(), "--train".into(), "--format".into(), "json".into()];
+        args.extend(["--precision".into(), precision.into(), "--checkpoint".into(), p["checkpoint"].as_str().unwrap().into()]);
+        args.extend(["--gpus".into(), p["gpus"].to_string(), "--shard".into(), p["shard"].as_str().unwrap().into()]);
+        let at = |b: u64| {
+            let mut a = args.clone();
+            a.extend(["--batch".into(), b.to_string()]);
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            run_json(&a)["training"]["total_bytes"].as_u64().unwrap()
+        };
+        let t4 = 15_360u64 << 20;
+        assert!(at(max) <= t4, "{} at {max}", p["name"]);
+        assert!(at(max + 1) > t4, "{} at {}", p["name"], max + 1);
+    }
+}
+
+#[test]
+fn fit_says_what_would_fit_when_nothing_does() {
+    let staged = stage("models/torch/vgg16.onnx");
+    let r = run_json(&["fit", staged.path.to_str().unwrap(), "--gpu", "2GiB", "--format", "json"]);
+    assert!(r["plans"].as_array().unwrap().iter().all(|p| p["fits"] == false));
+    let s: Vec<&str> = r["suggestions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert!(s.iter().any(|s| s.contains("bigger card")), "{s:?}");
+    assert!(s.iter().any(|s| s.contains("more GPUs")), "{s:?}");
+    assert!(s.iter().any(|s| s.contains("Gemm")), "the FC head is the layer to lighten: {s:?}");
+}
+
+#[test]
+fn fit_for_serving() {
+    let r = run_json(&["fit", MINICNN, "--gpu", "16GiB", "--inference", "--format", "json"]);
+    assert_eq!(r["mode"], "inference");
+    assert!(r["plans"][0]["max_micro_batch"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn snapshot_training_table() {
+    let out = nnlint(&["mem", MINICNN, "--train", "--batch", "64", "--precision", "amp-bf16", "--top", "4", "--sort", "activations"]);
+    insta::assert_snapshot!("minicnn_train_table", stdout(&out));
+    let out = nnlint(&["fit", MINICNN, "--gpu", "T4", "--gpus", "4", "--effective-batch", "1024"]);
+    insta::assert_snapshot!("minicnn_fit_table", stdout(&out));
+}
+
+#[test]
+fn training_json_follows_the_documented_schema() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    for extra in [&[][..], &["--precision", "amp-fp16", "--checkpoint", "sqrt", "--gpus", "2", "--shard", "zero3"][..]] {
+        let r = train(MINICNN, extra);
+        let errors: Vec<String> = validator.iter_errors(&r).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{}", errors.join("\n"));
+    }
+}
