@@ -752,7 +752,6 @@ fn attribute_declared_but_empty() {
 }
 
 #[test]
-#[ignore = "src/analysis/ops/movement.rs squares `blocksize` unchecked (overflow panic in debug builds, a wrong shape in release)"]
 fn depth_to_space_with_a_huge_blocksize() {
     let dir = tempfile::tempdir().unwrap();
     for op in ["DepthToSpace", "SpaceToDepth"] {
@@ -772,7 +771,6 @@ fn depth_to_space_with_a_huge_blocksize() {
 }
 
 #[test]
-#[ignore = "panics in src/analysis/ops (elementwise.rs binary_arith/compare/prelu, movement.rs slice) index inputs without checking arity"]
 fn nodes_with_the_wrong_number_of_inputs() {
     // like bad attributes, a wrong input count must be a warning on that node, never a crash
     let dir = tempfile::tempdir().unwrap();
@@ -874,7 +872,6 @@ fn absurdly_nested_subgraphs() {
 }
 
 #[test]
-#[ignore = "src/analysis/mod.rs adds stored-tensor sizes to a layer row with `+=`; needs saturating_add"]
 fn many_huge_sparse_initializers_on_one_node() {
     // each dense shape is 2^58 float32 elements (2^60 bytes): legal alone, 17 of them overflow u64
     let dir = tempfile::tempdir().unwrap();

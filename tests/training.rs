@@ -9,7 +9,11 @@ use serde_json::Value;
 
 fn run_json(args: &[&str]) -> Value {
     let out = nnlint(args);
-    assert!(out.status.success(), "nnlint {args:?} failed: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "nnlint {args:?} failed: {}",
+        stderr(&out)
+    );
     serde_json::from_str(&stdout(&out)).expect("valid JSON")
 }
 
@@ -38,12 +42,20 @@ fn minicnn_saved_activations_by_hand() {
         + 64 * 4; // Gemm input
     let r = train(MINICNN, &[]);
     assert_eq!(r["training"]["saved_activation_bytes"], expected);
-    let relu = r["layers"].as_array().unwrap().iter().find(|l| l["name"] == "/stem/stem.2/Relu").unwrap();
+    let relu = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "/stem/stem.2/Relu")
+        .unwrap();
     assert_eq!(relu["saved_bytes"], x(16, 32));
     // the same at batch 8: activations scale, BatchNorm statistics do not
     let r8 = train(MINICNN, &["--batch", "8"]);
     let stats: u64 = [16u64, 32, 32, 64].iter().map(|c| 4 * c * 4).sum();
-    assert_eq!(r8["training"]["saved_activation_bytes"], 8 * (expected - stats) + stats);
+    assert_eq!(
+        r8["training"]["saved_activation_bytes"],
+        8 * (expected - stats) + stats
+    );
 }
 
 #[test]
@@ -52,29 +64,75 @@ fn model_states_by_hand() {
     let model = "testdata/models/conv3x3_64_128.onnx";
     let t = |extra: &[&str]| train(model, extra)["training"].clone();
     let adam = t(&[]);
-    assert_eq!((adam["weights_bytes"].as_u64(), adam["gradient_bytes"].as_u64(), adam["optimizer_bytes"].as_u64()), (Some(4 * p), Some(4 * p), Some(8 * p)));
+    assert_eq!(
+        (
+            adam["weights_bytes"].as_u64(),
+            adam["gradient_bytes"].as_u64(),
+            adam["optimizer_bytes"].as_u64()
+        ),
+        (Some(4 * p), Some(4 * p), Some(8 * p))
+    );
     assert_eq!(t(&["--optimizer", "momentum"])["optimizer_bytes"], 4 * p);
     assert_eq!(t(&["--optimizer", "sgd"])["optimizer_bytes"], 0);
     // autocast keeps fp32 weights, gradients and moments
     let amp = t(&["--precision", "amp-bf16"]);
-    assert_eq!((amp["weights_bytes"].as_u64(), amp["optimizer_bytes"].as_u64()), (Some(4 * p), Some(8 * p)));
+    assert_eq!(
+        (
+            amp["weights_bytes"].as_u64(),
+            amp["optimizer_bytes"].as_u64()
+        ),
+        (Some(4 * p), Some(8 * p))
+    );
     // ...and saves a bf16 copy of the conv weight (64*128*9 elements) and of the fp32 input
     assert_eq!(amp["autocast_weight_copy_bytes"], 64 * 128 * 9 * 2);
-    assert_eq!(amp["saved_activation_bytes"], 64 * 128 * 9 * 2 + 64 * 56 * 56 * 2);
+    assert_eq!(
+        amp["saved_activation_bytes"],
+        64 * 128 * 9 * 2 + 64 * 56 * 56 * 2
+    );
     // pure bf16: everything in two bytes
     let bf16 = t(&["--precision", "bf16"]);
-    assert_eq!((bf16["weights_bytes"].as_u64(), bf16["gradient_bytes"].as_u64(), bf16["optimizer_bytes"].as_u64()), (Some(2 * p), Some(2 * p), Some(4 * p)));
+    assert_eq!(
+        (
+            bf16["weights_bytes"].as_u64(),
+            bf16["gradient_bytes"].as_u64(),
+            bf16["optimizer_bytes"].as_u64()
+        ),
+        (Some(2 * p), Some(2 * p), Some(4 * p))
+    );
     // ZeRO over 4 GPUs with mixed precision: half weights, fp32 master + moments (12 B) sharded
     let z1 = t(&["--precision", "amp-bf16", "--gpus", "4", "--shard", "zero1"]);
-    assert_eq!((z1["weights_bytes"].as_u64(), z1["gradient_bytes"].as_u64(), z1["optimizer_bytes"].as_u64()), (Some(2 * p), Some(2 * p), Some(12 * p / 4)));
+    assert_eq!(
+        (
+            z1["weights_bytes"].as_u64(),
+            z1["gradient_bytes"].as_u64(),
+            z1["optimizer_bytes"].as_u64()
+        ),
+        (Some(2 * p), Some(2 * p), Some(12 * p / 4))
+    );
     let z2 = t(&["--precision", "amp-bf16", "--gpus", "4", "--shard", "zero2"]);
-    assert_eq!((z2["gradient_bytes"].as_u64(), z2["optimizer_bytes"].as_u64()), (Some(2 * p / 4), Some(12 * p / 4)));
+    assert_eq!(
+        (
+            z2["gradient_bytes"].as_u64(),
+            z2["optimizer_bytes"].as_u64()
+        ),
+        (Some(2 * p / 4), Some(12 * p / 4))
+    );
     let z3 = t(&["--precision", "amp-bf16", "--gpus", "4", "--shard", "zero3"]);
     assert_eq!(z3["weights_bytes"], 2 * p / 4);
     // DDP: a full replica plus gradient buckets
     let ddp = t(&["--gpus", "4", "--shard", "ddp"]);
-    assert_eq!((ddp["weights_bytes"].as_u64(), ddp["parallel_bytes"].as_u64()), (Some(4 * p), Some(4 * p)));
-    assert_eq!(ddp["communication_bytes"], 2 * 4 * p * 3 / 4, "ring all-reduce sends 2(N-1)/N of the gradients");
+    assert_eq!(
+        (
+            ddp["weights_bytes"].as_u64(),
+            ddp["parallel_bytes"].as_u64()
+        ),
+        (Some(4 * p), Some(4 * p))
+    );
+    assert_eq!(
+        ddp["communication_bytes"],
+        2 * 4 * p * 3 / 4,
+        "ring all-reduce sends 2(N-1)/N of the gradients"
+    );
 }
 
 #[test]
@@ -82,28 +140,69 @@ fn the_peak_adds_up_and_overhead_is_its_own_line() {
     let r = train(MINICNN, &["--batch", "32"]);
     let t = &r["training"];
     let p = &t["peak"];
-    let parts: u64 = ["weights_bytes", "gradient_bytes", "optimizer_bytes", "saved_activation_bytes", "transient_bytes", "parallel_bytes", "overhead_bytes"]
-        .iter()
-        .map(|k| p[k].as_u64().unwrap())
-        .sum();
+    let parts: u64 = [
+        "weights_bytes",
+        "gradient_bytes",
+        "optimizer_bytes",
+        "saved_activation_bytes",
+        "transient_bytes",
+        "parallel_bytes",
+        "overhead_bytes",
+    ]
+    .iter()
+    .map(|k| p[k].as_u64().unwrap())
+    .sum();
     assert_eq!(parts, t["total_bytes"].as_u64().unwrap());
     // default overhead: 512 MiB context + 256 MiB workspace + 5% of the allocated peak
     let allocated = t["total_bytes"].as_u64().unwrap() - t["overhead_bytes"].as_u64().unwrap();
-    assert_eq!(t["overhead_bytes"], (512u64 << 20) + (256 << 20) + (allocated as f64 * 0.05) as u64);
-    let custom = train(MINICNN, &["--batch", "32", "--overhead-context", "0", "--overhead-workspace", "0", "--fragmentation", "0"]);
+    assert_eq!(
+        t["overhead_bytes"],
+        (512u64 << 20) + (256 << 20) + (allocated as f64 * 0.05) as u64
+    );
+    let custom = train(
+        MINICNN,
+        &[
+            "--batch",
+            "32",
+            "--overhead-context",
+            "0",
+            "--overhead-workspace",
+            "0",
+            "--fragmentation",
+            "0",
+        ],
+    );
     assert_eq!(custom["training"]["overhead_bytes"], 0);
 }
 
 #[test]
 fn accumulation_and_effective_batch() {
-    let r = train(MINICNN, &["--batch", "16", "--accumulate", "4", "--gpus", "2", "--shard", "ddp"]);
+    let r = train(
+        MINICNN,
+        &[
+            "--batch",
+            "16",
+            "--accumulate",
+            "4",
+            "--gpus",
+            "2",
+            "--shard",
+            "ddp",
+        ],
+    );
     assert_eq!(r["training"]["micro_batch"], 16);
     assert_eq!(r["training"]["effective_batch"], 16 * 4 * 2);
     // the micro-batch sets activation memory: the same saved bytes as batch 16 alone
     let alone = train(MINICNN, &["--batch", "16"]);
-    assert_eq!(r["training"]["saved_activation_bytes"], alone["training"]["saved_activation_bytes"]);
+    assert_eq!(
+        r["training"]["saved_activation_bytes"],
+        alone["training"]["saved_activation_bytes"]
+    );
     // accumulated gradients stay allocated across micro-steps
-    assert_eq!(r["training"]["peak"]["gradient_bytes"], r["training"]["gradient_bytes"]);
+    assert_eq!(
+        r["training"]["peak"]["gradient_bytes"],
+        r["training"]["gradient_bytes"]
+    );
 }
 
 #[test]
@@ -138,7 +237,9 @@ fn bad_training_options_are_usage_errors() {
 fn fit_ranks_plans_and_finds_the_largest_batch() {
     let staged = stage("models/torch/resnet18.onnx");
     let path = staged.path.to_str().unwrap();
-    let r = run_json(&["fit", path, "--gpu", "T4", "--format", "json", "--gpus", "2"]);
+    let r = run_json(&[
+        "fit", path, "--gpu", "T4", "--format", "json", "--gpus", "2",
+    ]);
     assert_eq!(r["gpu"]["name"], "T4");
     let plans = r["plans"].as_array().unwrap();
     assert!(plans.len() >= 5);
@@ -148,9 +249,25 @@ fn fit_ranks_plans_and_finds_the_largest_batch() {
         let max = p["max_micro_batch"].as_u64().unwrap();
         // the largest batch fits and the next one does not
         let precision = p["precision"].as_str().unwrap();
-        let mut args: Vec<String> = vec!["mem".into(), path.into(), "--train".into(), "--format".into(), "json".into()];
-        args.extend(["--precision".into(), precision.into(), "--checkpoint".into(), p["checkpoint"].as_str().unwrap().into()]);
-        args.extend(["--gpus".into(), p["gpus"].to_string(), "--shard".into(), p["shard"].as_str().unwrap().into()]);
+        let mut args: Vec<String> = vec![
+            "mem".into(),
+            path.into(),
+            "--train".into(),
+            "--format".into(),
+            "json".into(),
+        ];
+        args.extend([
+            "--precision".into(),
+            precision.into(),
+            "--checkpoint".into(),
+            p["checkpoint"].as_str().unwrap().into(),
+        ]);
+        args.extend([
+            "--gpus".into(),
+            p["gpus"].to_string(),
+            "--shard".into(),
+            p["shard"].as_str().unwrap().into(),
+        ]);
         let at = |b: u64| {
             let mut a = args.clone();
             a.extend(["--batch".into(), b.to_string()]);
@@ -166,37 +283,102 @@ fn fit_ranks_plans_and_finds_the_largest_batch() {
 #[test]
 fn fit_says_what_would_fit_when_nothing_does() {
     let staged = stage("models/torch/vgg16.onnx");
-    let r = run_json(&["fit", staged.path.to_str().unwrap(), "--gpu", "2GiB", "--format", "json"]);
-    assert!(r["plans"].as_array().unwrap().iter().all(|p| p["fits"] == false));
-    let s: Vec<&str> = r["suggestions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    let r = run_json(&[
+        "fit",
+        staged.path.to_str().unwrap(),
+        "--gpu",
+        "2GiB",
+        "--format",
+        "json",
+    ]);
+    assert!(r["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["fits"] == false));
+    let s: Vec<&str> = r["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
     assert!(s.iter().any(|s| s.contains("bigger card")), "{s:?}");
     assert!(s.iter().any(|s| s.contains("more GPUs")), "{s:?}");
-    assert!(s.iter().any(|s| s.contains("Gemm")), "the FC head is the layer to lighten: {s:?}");
+    assert!(
+        s.iter().any(|s| s.contains("Gemm")),
+        "the FC head is the layer to lighten: {s:?}"
+    );
 }
 
 #[test]
 fn fit_for_serving() {
-    let r = run_json(&["fit", MINICNN, "--gpu", "16GiB", "--inference", "--format", "json"]);
+    let r = run_json(&[
+        "fit",
+        MINICNN,
+        "--gpu",
+        "16GiB",
+        "--inference",
+        "--format",
+        "json",
+    ]);
     assert_eq!(r["mode"], "inference");
     assert!(r["plans"][0]["max_micro_batch"].as_u64().unwrap() > 1000);
 }
 
 #[test]
 fn snapshot_training_table() {
-    let out = nnlint(&["mem", MINICNN, "--train", "--batch", "64", "--precision", "amp-bf16", "--top", "4", "--sort", "activations"]);
+    let out = nnlint(&[
+        "mem",
+        MINICNN,
+        "--train",
+        "--batch",
+        "64",
+        "--precision",
+        "amp-bf16",
+        "--top",
+        "4",
+        "--sort",
+        "activations",
+    ]);
     insta::assert_snapshot!("minicnn_train_table", stdout(&out));
-    let out = nnlint(&["fit", MINICNN, "--gpu", "T4", "--gpus", "4", "--effective-batch", "1024"]);
+    let out = nnlint(&[
+        "fit",
+        MINICNN,
+        "--gpu",
+        "T4",
+        "--gpus",
+        "4",
+        "--effective-batch",
+        "1024",
+    ]);
     insta::assert_snapshot!("minicnn_fit_table", stdout(&out));
 }
 
 #[test]
 fn training_json_follows_the_documented_schema() {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap(),
+    )
+    .unwrap();
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    for extra in [&[][..], &["--precision", "amp-fp16", "--checkpoint", "sqrt", "--gpus", "2", "--shard", "zero3"][..]] {
+    for extra in [
+        &[][..],
+        &[
+            "--precision",
+            "amp-fp16",
+            "--checkpoint",
+            "sqrt",
+            "--gpus",
+            "2",
+            "--shard",
+            "zero3",
+        ][..],
+    ] {
         let r = train(MINICNN, extra);
-        let errors: Vec<String> = validator.iter_errors(&r).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        let errors: Vec<String> = validator
+            .iter_errors(&r)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
         assert!(errors.is_empty(), "{}", errors.join("\n"));
     }
 }

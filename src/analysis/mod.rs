@@ -237,12 +237,12 @@ pub fn analyze(
         if let Some(row) = t.node.and_then(|n| rows[n].as_mut()) {
             match t.role {
                 Role::Param => {
-                    row.params += t.numel;
-                    row.param_bytes += t.bytes;
+                    row.params = row.params.saturating_add(t.numel);
+                    row.param_bytes = row.param_bytes.saturating_add(t.bytes);
                 }
                 Role::Buffer => {
-                    row.buffers += t.numel;
-                    row.buffer_bytes += t.bytes;
+                    row.buffers = row.buffers.saturating_add(t.numel);
+                    row.buffer_bytes = row.buffer_bytes.saturating_add(t.bytes);
                 }
                 Role::Constant => {}
             }

@@ -297,13 +297,34 @@ fn checkpointed(
     notes: &mut Vec<String>,
 ) -> (u64, u64) {
     let layers = param_layers(graph);
-    let seg_len = match ckpt {
+    let starts: Vec<NodeId> = match ckpt {
         Checkpoint::None => return (saved.total, 0),
-        Checkpoint::Every(k) => k as usize,
-        Checkpoint::Sqrt => (layers.len() as f64).sqrt().ceil().max(1.0) as usize,
+        Checkpoint::Every(k) => layers.iter().step_by(k as usize).copied().collect(),
+        // sqrt(n) segments holding about the same saved bytes each (Chen et al.'s greedy split):
+        // equal layer counts would leave the large early activations in one segment
+        Checkpoint::Sqrt => {
+            let k = (layers.len() as f64).sqrt().ceil().max(1.0) as u64;
+            let mut before = vec![0u64; graph.nodes.len() + 1];
+            for &(_, bytes, node) in &saved.storages {
+                before[node + 1] += bytes;
+            }
+            for i in 1..before.len() {
+                before[i] += before[i - 1];
+            }
+            let mut starts = vec![layers.first().copied().unwrap_or(0)];
+            let mut next = 1;
+            for &l in &layers {
+                if next < k && before[l] * k >= saved.total * next {
+                    if l != starts[starts.len() - 1] {
+                        starts.push(l);
+                    }
+                    next += 1;
+                }
+            }
+            starts
+        }
     };
-    // segment starts: the first node of every seg_len-th layer
-    let starts: Vec<NodeId> = layers.iter().step_by(seg_len).copied().collect();
+    let seg_len = layers.len().div_ceil(starts.len().max(1));
     if starts.len() <= 1 {
         notes.push("checkpointing: the model has too few layers to split into segments".into());
         return (saved.total, 0);
@@ -354,7 +375,7 @@ fn checkpointed(
         .unwrap_or(0);
     let recompute: u64 = (0..bounds[bounds.len() - 1].0).map(|i| macs[i]).sum();
     notes.push(format!(
-        "checkpointing: {} segments of {} layers; boundaries {} B kept, one segment recomputed at a time",
+        "checkpointing: {} segments (about {} layers each); {} boundary bytes kept, one segment recomputed at a time",
         bounds.len(),
         seg_len,
         boundary

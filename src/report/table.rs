@@ -113,7 +113,9 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
             "saved activations".into(),
             bytes(p.saved_activation_bytes),
             {
-                let mut d = if p.saved_activation_bytes + t.saved_buffer_bytes >= t.saved_activation_bytes {
+                let mut d = if p.saved_activation_bytes + t.saved_buffer_bytes
+                    >= t.saved_activation_bytes
+                {
                     "held for backward".to_string()
                 } else {
                     format!(
@@ -206,7 +208,8 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
 
 /// The command-line spelling of an option value.
 fn value_name(v: impl clap::ValueEnum) -> String {
-    v.to_possible_value().map_or_else(String::new, |p| p.get_name().to_string())
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_string())
 }
 
 fn training_heading(r: &MemReport) -> Option<String> {

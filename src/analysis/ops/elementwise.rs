@@ -198,7 +198,14 @@ fn fold_arith(op: &str, vals: &[&Konst], idx: &[usize]) -> Option<Konst> {
     }
 }
 
-fn broadcast_inputs<'a>(cx: &'a OpCx) -> InferResult<(Vec<&'a Fact>, Vec<Dim>)> {
+/// The inputs (at least `min`, all present) and their broadcast shape.
+fn broadcast_inputs<'a>(cx: &'a OpCx, min: usize) -> InferResult<(Vec<&'a Fact>, Vec<Dim>)> {
+    if cx.n_inputs() < min {
+        return invalid(format!(
+            "expects at least {min} inputs, has {}",
+            cx.n_inputs()
+        ));
+    }
     let facts: Vec<&Fact> = (0..cx.n_inputs())
         .map(|i| cx.input(i))
         .collect::<InferResult<_>>()?;
@@ -212,7 +219,7 @@ fn broadcast_inputs<'a>(cx: &'a OpCx) -> InferResult<(Vec<&'a Fact>, Vec<Dim>)> 
 
 /// `Add`, `Sub`, `Mul`, `Div`, `Pow`, `Mod`, `BitShift`: broadcast, type of the first input.
 pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (facts, shape) = broadcast_inputs(cx)?;
+    let (facts, shape) = broadcast_inputs(cx, 2)?;
     let dtype = facts[0].dtype.or(facts.get(1).and_then(|f| f.dtype));
     let op = cx.node.op_type.as_str();
     let value = fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i));
@@ -225,10 +232,7 @@ pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
 
 /// `Max`, `Min`, `Sum`, `Mean` over any number of inputs.
 pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    if cx.n_inputs() == 0 {
-        return invalid("needs at least one input");
-    }
-    let (facts, shape) = broadcast_inputs(cx)?;
+    let (facts, shape) = broadcast_inputs(cx, 1)?;
     let dtype = facts.iter().find_map(|f| f.dtype);
     let op = cx.node.op_type.as_str();
     let value = if op == "Mean" {
@@ -244,7 +248,7 @@ pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn compare(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (facts, shape) = broadcast_inputs(cx)?;
+    let (facts, shape) = broadcast_inputs(cx, 2)?;
     let op = cx.node.op_type.clone();
     let value = fold_broadcast(&facts, &shape, |v, i| {
         let r = match (int_at(v[0], i[0]), int_at(v[1], i[1])) {
@@ -276,7 +280,7 @@ fn cmp(op: &str, x: f64, y: f64) -> Option<bool> {
 }
 
 pub fn logical(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (_, shape) = broadcast_inputs(cx)?;
+    let (_, shape) = broadcast_inputs(cx, 2)?;
     Ok(vec![Fact::new(Some(DType::Bool), shape)])
 }
 
@@ -374,10 +378,7 @@ pub fn dropout(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn where_(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (facts, shape) = broadcast_inputs(cx)?;
-    if facts.len() != 3 {
-        return invalid(format!("expects 3 inputs, has {}", facts.len()));
-    }
+    let (facts, shape) = broadcast_inputs(cx, 3)?;
     let value = fold_broadcast(&facts, &shape, |v, i| {
         let c = int_at(v[0], i[0])?.as_i64()?;
         let pick = if c != 0 { 1 } else { 2 };
@@ -394,7 +395,7 @@ pub fn where_(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn prelu(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (facts, shape) = broadcast_inputs(cx)?;
+    let (facts, shape) = broadcast_inputs(cx, 2)?;
     Ok(vec![Fact::new(facts[0].dtype, shape)])
 }
 

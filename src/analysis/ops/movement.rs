@@ -327,7 +327,12 @@ pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
             .iter()
             .map(|d| axis(d.as_i64().ok_or(InferError::Unknown)?, s.len()))
             .collect::<InferResult<_>>()?,
-        None => (0..starts.len()).collect(),
+        None => {
+            if starts.len() > s.len() {
+                return invalid(format!("{} starts for rank {}", starts.len(), s.len()));
+            }
+            (0..starts.len()).collect()
+        }
     };
     let steps: Vec<i64> = match dims_of(4, "steps")? {
         Some(v) => v
@@ -347,6 +352,9 @@ pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
         out[axes[k]] = slice_len(&s[axes[k]], &starts[k], &ends[k], steps[k])?;
     }
     // fold 1-D values (shape vectors)
+    if starts.is_empty() {
+        return Ok(vec![x.clone()]);
+    }
     let value = match (&x.value, s.len(), starts[0].as_i64(), ends[0].as_i64()) {
         (Some(v), 1, Some(st), Some(en)) if axes == [0] => {
             let d = v.len() as i64;
@@ -670,11 +678,11 @@ pub fn depth_to_space(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if b < 1 {
         return invalid("blocksize must be positive");
     }
-    let c = s[1].div_exact(&Dim::known(b * b)).ok_or_else(|| {
+    let bb = ovf(b.checked_mul(b), "blocksize squared")?;
+    let c = s[1].div_exact(&Dim::known(bb)).ok_or_else(|| {
         InferError::Invalid(format!(
             "{} channels do not divide by blocksize² = {}",
-            s[1],
-            b * b
+            s[1], bb
         ))
     })?;
     let k = Dim::known(b);
@@ -707,7 +715,11 @@ pub fn space_to_depth(cx: &OpCx) -> InferResult<Vec<Fact>> {
         cx.dtype(0),
         vec![
             s[0].clone(),
-            ovf(s[1].checked_mul(&Dim::known(b * b)), "size")?,
+            ovf(
+                b.checked_mul(b)
+                    .and_then(|bb| s[1].checked_mul(&Dim::known(bb))),
+                "channels x blocksize squared",
+            )?,
             div(&s[2])?,
             div(&s[3])?,
         ],
