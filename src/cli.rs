@@ -24,6 +24,72 @@ pub enum Command {
     Mem(MemArgs),
     /// Which batch size, precision, checkpointing and sharding make a model fit a GPU.
     Fit(FitArgs),
+    /// Checks models against the rule set (costly patterns, memory budgets, graph hygiene).
+    Lint(LintArgs),
+    /// Lists the rules.
+    Rules(RulesArgs),
+    /// Prints a rule's documentation.
+    Explain {
+        /// A rule code (NL101) or name (heavy-standard-conv).
+        rule: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// ONNX models to lint (in parallel; one report).
+    #[arg(required = true)]
+    pub models: Vec<PathBuf>,
+    /// Configuration file [default: nnlint.toml in the working directory or above].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Ignore any nnlint.toml.
+    #[arg(long, conflicts_with = "config")]
+    pub no_config: bool,
+    /// Rules to run: codes, code prefixes, names or categories (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "RULES")]
+    pub select: Vec<String>,
+    /// Rules not to run (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "RULES")]
+    pub ignore: Vec<String>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "human")]
+    pub format: crate::report::lint::LintFormat,
+    /// Lowest severity that makes the run fail with exit code 1 [default: error].
+    #[arg(long, value_enum)]
+    pub fail_on: Option<crate::config::FailOn>,
+    /// Report only findings not in this baseline file.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Write the current findings as a baseline file and exit 0.
+    #[arg(long, value_name = "FILE")]
+    pub write_baseline: Option<PathBuf>,
+    /// Memory budget for `memory-budget` (e.g. 16GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub budget: Option<u64>,
+    /// Batch size the rules analyse at [default: the config's, else 1].
+    #[arg(long, short = 'b', value_name = "N")]
+    pub batch: Option<u64>,
+    /// Binds a named symbolic dimension (repeatable).
+    #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
+    pub dims: Vec<(String, i64)>,
+    /// Training precision for the memory rules [default: the config's, else fp32].
+    #[arg(long, value_enum)]
+    pub precision: Option<crate::analysis::saved::Precision>,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: RulesFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RulesFormat {
+    Table,
+    Json,
+    Markdown,
 }
 
 #[derive(Debug, Args)]

@@ -195,6 +195,21 @@ fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result
     Ok(allocated + o.cuda_context + o.workspace + (allocated as f64 * o.fragmentation) as u64)
 }
 
+/// The largest micro-batch whose training peak under `cfg` fits in `budget` bytes (0: none).
+pub fn max_train_batch(
+    model: &Model,
+    req: &FitRequest,
+    cfg: &TrainConfig,
+    budget: u64,
+) -> Result<u64> {
+    largest_batch(|b| Ok(train_peak(model, req, cfg, b)? <= budget))
+}
+
+/// The largest batch whose serving peak fits in `budget` bytes (0: none).
+pub fn max_serve_batch(model: &Model, req: &FitRequest, budget: u64) -> Result<u64> {
+    largest_batch(|b| Ok(serve_peak(model, req, false, b)? <= budget))
+}
+
 /// Largest batch in `1..=MAX_BATCH` whose peak fits, by binary search; 0 when batch 1 does not fit.
 fn largest_batch(fits: impl Fn(u64) -> Result<bool>) -> Result<u64> {
     if !fits(1)? {

@@ -27,7 +27,9 @@ use super::storage::{self, Role};
 use crate::ir::{DType, Graph, Node, NodeId, ValueId};
 
 /// Numeric precision of training.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {
     /// Everything in fp32.

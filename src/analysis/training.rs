@@ -29,7 +29,9 @@ use super::storage::{self, Role};
 use crate::ir::{Dim, Graph, NodeId, ValueId};
 
 /// Optimizers and the state they keep per parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Optimizer {
     /// Plain SGD: no state.
@@ -267,6 +269,12 @@ fn state_bytes(c: &TrainConfig) -> StateBytes {
             optimizer: 4 * states,
         },
     }
+}
+
+/// Bytes of model state (weights, gradients, optimizer) per parameter under a plan, unsharded.
+pub fn bytes_per_param(c: &TrainConfig) -> u64 {
+    let s = state_bytes(c);
+    s.weight + s.grad + s.optimizer
 }
 
 fn div_ceil(a: u64, n: u64) -> u64 {

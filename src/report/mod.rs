@@ -4,6 +4,8 @@
 
 pub mod fit;
 pub mod json;
+pub mod lint;
+pub mod sarif;
 pub mod table;
 pub mod units;
 

@@ -1,0 +1,361 @@
+//! `nnlint.toml`: found by walking up from the working directory, or given with `--config`.
+//!
+//! ```toml
+//! batch = 8
+//! precision = "amp-bf16"
+//! budget = "16GiB"
+//! select = ["NL1", "hygiene"]
+//! ignore = ["fixed-batch-input"]
+//! fail-on = "warning"
+//! ignore-nodes = ["/aux_head/*"]
+//!
+//! [dims]
+//! seq = 512
+//!
+//! [rules.heavy-standard-conv]
+//! severity = "error"
+//! min-saving = 0.6
+//! ignore-nodes = ["/features/features.0/*"]
+//! ```
+//!
+//! Unknown keys are errors that name the file, the line and the key, with the closest valid key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::analysis::saved::Precision;
+use crate::analysis::training::Optimizer;
+use crate::error::{Error, Result};
+use crate::rules::{self, Severity};
+
+pub const FILE_NAME: &str = "nnlint.toml";
+
+/// When a lint run fails (exit code 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum FailOn {
+    Error,
+    Warning,
+    Info,
+    Never,
+}
+
+impl FailOn {
+    pub fn fails(self, s: Severity) -> bool {
+        match self {
+            FailOn::Never => false,
+            FailOn::Error => s >= Severity::Error,
+            FailOn::Warning => s >= Severity::Warning,
+            FailOn::Info => true,
+        }
+    }
+}
+
+/// A size given as a number of bytes or a string such as `"16GiB"`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+/// The file's top level.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    /// Batch size the rules analyse at.
+    batch: Option<u64>,
+    /// Other symbolic dimensions.
+    dims: BTreeMap<String, i64>,
+    /// Training precision for the memory rules.
+    precision: Option<Precision>,
+    /// Optimizer for the memory rules.
+    optimizer: Option<Optimizer>,
+    /// Memory budget for `memory-budget`.
+    budget: Option<Size>,
+    /// Rules to run (codes, code prefixes, names, categories); all by default.
+    select: Option<Vec<String>>,
+    /// Rules not to run.
+    ignore: Vec<String>,
+    /// Lowest severity that fails the run.
+    fail_on: Option<FailOn>,
+    /// Node-name globs no rule reports.
+    ignore_nodes: Vec<String>,
+    /// Per-rule settings, by rule name or code.
+    rules: BTreeMap<String, toml::Table>,
+}
+
+/// A rule's settings from the file.
+#[derive(Clone, Debug, Default)]
+pub struct RuleSettings {
+    pub enabled: Option<bool>,
+    pub severity: Option<Severity>,
+    pub ignore_nodes: Vec<String>,
+    pub options: toml::Table,
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub path: Option<PathBuf>,
+    pub batch: Option<u64>,
+    pub dims: BTreeMap<String, i64>,
+    pub precision: Option<Precision>,
+    pub optimizer: Option<Optimizer>,
+    pub budget: Option<u64>,
+    pub select: Option<Vec<String>>,
+    pub ignore: Vec<String>,
+    pub fail_on: Option<FailOn>,
+    pub ignore_nodes: Vec<String>,
+    /// By rule name.
+    pub rules: BTreeMap<String, RuleSettings>,
+}
+
+/// Finds `nnlint.toml` in `start` or the nearest directory above it.
+pub fn discover(start: &Path) -> Option<PathBuf> {
+    let mut dir = Some(start);
+    while let Some(d) = dir {
+        let candidate = d.join(FILE_NAME);
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+const TOP_KEYS: &[&str] = &[
+    "batch",
+    "dims",
+    "precision",
+    "optimizer",
+    "budget",
+    "select",
+    "ignore",
+    "fail-on",
+    "ignore-nodes",
+    "rules",
+];
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => format!(
+            "line {}: ",
+            text[..r.start.min(text.len())].matches('\n').count() + 1
+        ),
+        None => String::new(),
+    }
+}
+
+/// Loads and validates a configuration file.
+pub fn load(path: &Path) -> Result<Config> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    parse(path, &text)
+}
+
+/// Parses and validates configuration text (errors name `path`).
+pub fn parse(path: &Path, text: &str) -> Result<Config> {
+    let bad = |msg: String| Error::Usage(format!("{}: {msg}", path.display()));
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let at = line_of(text, e.span());
+        match rules::unknown_key(&msg) {
+            Some(key) => bad(format!(
+                "{at}{}",
+                rules::suggest(&format!("unknown key '{key}'"), &key, TOP_KEYS)
+            )),
+            None => bad(format!("{at}{}", msg.trim())),
+        }
+    })?;
+    let budget = match raw.budget {
+        None => None,
+        Some(Size::Bytes(b)) => Some(b),
+        Some(Size::Text(s)) => {
+            Some(crate::cli::parse_size(&s).map_err(|e| bad(format!("budget: {e}")))?)
+        }
+    };
+    for sel in raw.select.iter().flatten().chain(&raw.ignore) {
+        check_selector(sel).map_err(bad)?;
+    }
+    let mut rules_out = BTreeMap::new();
+    for (key, table) in raw.rules {
+        let rule = rules::find(&key).ok_or_else(|| {
+            let names: Vec<&str> = rules::all_meta().iter().map(|m| m.name.as_str()).collect();
+            bad(rules::suggest(
+                &format!("[rules.{key}]: unknown rule '{key}'"),
+                &key,
+                &names,
+            ))
+        })?;
+        let name = rule.meta().name.clone();
+        let mut s = RuleSettings::default();
+        for (k, v) in table {
+            let ctx = |m: &str| bad(format!("[rules.{key}] {k}: {m}"));
+            match k.as_str() {
+                "enabled" => {
+                    s.enabled = Some(v.as_bool().ok_or_else(|| ctx("expected true or false"))?)
+                }
+                "severity" => {
+                    s.severity = Some(
+                        Severity::deserialize(v.clone())
+                            .map_err(|_| ctx("expected \"error\", \"warning\" or \"info\""))?,
+                    )
+                }
+                "ignore-nodes" => {
+                    s.ignore_nodes = Vec::<String>::deserialize(v.clone())
+                        .map_err(|_| ctx("expected a list of node-name globs"))?
+                }
+                _ => {
+                    s.options.insert(k, v);
+                }
+            }
+        }
+        rule.validate(&s.options)
+            .map_err(|e| bad(format!("[rules.{key}]: {e}")))?;
+        rules_out.insert(name, s);
+    }
+    Ok(Config {
+        path: Some(path.to_path_buf()),
+        batch: raw.batch,
+        dims: raw.dims,
+        precision: raw.precision,
+        optimizer: raw.optimizer,
+        budget,
+        select: raw.select,
+        ignore: raw.ignore,
+        fail_on: raw.fail_on,
+        ignore_nodes: raw.ignore_nodes,
+        rules: rules_out,
+    })
+}
+
+/// A selector must pick at least one rule.
+pub fn check_selector(sel: &str) -> std::result::Result<(), String> {
+    if rules::all_meta().iter().any(|m| rules::selects(sel, m)) {
+        return Ok(());
+    }
+    let names: Vec<&str> = rules::all_meta().iter().map(|m| m.name.as_str()).collect();
+    Err(rules::suggest(
+        &format!("'{sel}' selects no rule"),
+        sel,
+        &names,
+    ))
+}
+
+/// `*` matches any run of characters (`/` included: node names are not paths), `?` one character.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(Path::new("nnlint.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_full_config_parses() {
+        let c = parse(
+            Path::new("nnlint.toml"),
+            r#"
+batch = 8
+precision = "amp-bf16"
+budget = "16GiB"
+select = ["NL1", "hygiene"]
+ignore = ["fixed-batch-input"]
+fail-on = "warning"
+ignore-nodes = ["/aux/*"]
+[dims]
+seq = 128
+[rules.heavy-standard-conv]
+severity = "error"
+min-saving = 0.6
+ignore-nodes = ["/features/*"]
+[rules.NL304]
+enabled = false
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.budget, Some(16 << 30));
+        assert_eq!(
+            c.rules["heavy-standard-conv"].severity,
+            Some(Severity::Error)
+        );
+        assert_eq!(c.rules["duplicate-initializer"].enabled, Some(false));
+        assert_eq!(
+            c.rules["heavy-standard-conv"].options["min-saving"].as_float(),
+            Some(0.6)
+        );
+    }
+
+    #[test]
+    fn unknown_keys_name_file_line_and_suggest() {
+        let e = err("batch = 8\nbugdet = \"1GiB\"\n");
+        assert!(
+            e.starts_with("nnlint.toml: line 2: unknown key 'bugdet': did you mean 'budget'?"),
+            "{e}"
+        );
+        let e = err("[rules.heavy-standard-conv]\nmin-savng = 0.5\n");
+        assert!(
+            e.contains("unknown option 'min-savng': did you mean 'min-saving'?"),
+            "{e}"
+        );
+        let e = err("[rules.heavy-conv]\n");
+        assert!(
+            e.contains("unknown rule 'heavy-conv'")
+                && e.contains("did you mean 'heavy-standard-conv'?"),
+            "{e}"
+        );
+        let e = err("select = [\"NL9\"]\n");
+        assert!(e.contains("'NL9' selects no rule"), "{e}");
+        let e = err("[rules.dead-node]\nthreshold = 3\n");
+        assert!(e.contains("dead-node has no options"), "{e}");
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("/features/*", "/features/features.0/Conv"));
+        assert!(glob_match("*Conv", "/a/b/Conv"));
+        assert!(glob_match("/a/?/Conv", "/a/b/Conv"));
+        assert!(!glob_match("/a/?/Conv", "/a/bc/Conv"));
+        assert!(glob_match("exact", "exact"));
+        assert!(!glob_match("exact", "exactly"));
+    }
+
+    #[test]
+    fn discovery_walks_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "").unwrap();
+        assert_eq!(discover(&sub), Some(dir.path().join(FILE_NAME)));
+    }
+}

@@ -1,0 +1,285 @@
+//! Lint reports: human diagnostics, JSON, GitHub workflow annotations, Markdown, and SARIF
+//! (in sarif.rs).
+
+use std::io::IsTerminal;
+
+use serde::Serialize;
+
+use super::units::{bytes, count};
+use crate::rules::{Finding, Severity};
+
+/// Output formats of `nnlint lint`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LintFormat {
+    Human,
+    Json,
+    Sarif,
+    Github,
+    Markdown,
+}
+
+/// The result of linting one model.
+#[derive(Debug, Serialize)]
+pub struct FileResult {
+    pub model: String,
+    pub findings: Vec<Finding>,
+    /// A tool error (the file could not be read or analysed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Findings left out because the baseline holds them.
+    pub baselined: usize,
+}
+
+/// Everything a lint run reports.
+#[derive(Debug)]
+pub struct LintRun {
+    pub files: Vec<FileResult>,
+    pub warnings: Vec<String>,
+}
+
+impl LintRun {
+    pub fn count(&self, s: Severity) -> usize {
+        self.files
+            .iter()
+            .flat_map(|f| &f.findings)
+            .filter(|f| f.severity == s)
+            .count()
+    }
+}
+
+fn saving_text(f: &Finding) -> String {
+    let s = &f.saving;
+    let mut parts = Vec::new();
+    if let Some(p) = s.params {
+        parts.push(format!("{} params", count(p)));
+    }
+    if let Some(b) = s.bytes {
+        parts.push(bytes(b));
+    }
+    if let Some(m) = s.macs {
+        parts.push(format!("{} MACs", count(m)));
+    }
+    if let Some(t) = s.training_bytes {
+        if t >= 0 {
+            parts.push(format!("{} of training memory", bytes(t as u64)));
+        } else {
+            parts.push(format!("{} more training memory", bytes(t.unsigned_abs())));
+        }
+    }
+    parts.join(", ")
+}
+
+/// Whether to colour: a terminal, and `NO_COLOR` unset.
+pub fn use_colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn paint(text: &str, style: anstyle::Style, colour: bool) -> String {
+    if colour {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_string()
+    }
+}
+
+/// Compact diagnostics for a terminal.
+pub fn human(run: &LintRun, colour: bool) -> String {
+    use anstyle::{AnsiColor, Style};
+    let bold = Style::new().bold();
+    let dim = Style::new().dimmed();
+    let mut out = String::new();
+    for file in &run.files {
+        if let Some(e) = &file.error {
+            out.push_str(&format!("{}: error: {e}\n", file.model));
+            continue;
+        }
+        for f in &file.findings {
+            let sev = match f.severity {
+                Severity::Error => Style::new().fg_color(Some(AnsiColor::Red.into())).bold(),
+                Severity::Warning => Style::new().fg_color(Some(AnsiColor::Yellow.into())).bold(),
+                Severity::Info => Style::new().fg_color(Some(AnsiColor::Cyan.into())),
+            };
+            out.push_str(&format!(
+                "{}: {} {} [{}] {} ({}): {}\n",
+                file.model,
+                paint(f.severity.as_str(), sev, colour),
+                paint(f.code, bold, colour),
+                f.name,
+                f.node,
+                f.op,
+                f.message
+            ));
+            let saving = saving_text(f);
+            out.push_str(&format!(
+                "  {} {}{}\n",
+                paint("fix:", dim, colour),
+                f.fix,
+                if saving.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (saves {saving})")
+                }
+            ));
+        }
+    }
+    for w in &run.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    let (e, w, i) = (
+        run.count(Severity::Error),
+        run.count(Severity::Warning),
+        run.count(Severity::Info),
+    );
+    let baselined: usize = run.files.iter().map(|f| f.baselined).sum();
+    out.push_str(&format!(
+        "{} in {} file{}: {e} error{}, {w} warning{}, {i} info{}\n",
+        if e + w + i == 0 {
+            "no findings"
+        } else {
+            "findings"
+        },
+        run.files.len(),
+        if run.files.len() == 1 { "" } else { "s" },
+        if e == 1 { "" } else { "s" },
+        if w == 1 { "" } else { "s" },
+        if baselined > 0 {
+            format!(" ({baselined} in the baseline, not shown)")
+        } else {
+            String::new()
+        },
+    ));
+    out
+}
+
+/// JSON: `{"findings": [...]}` for one file, `{"files": [{"model", "findings"}]}` for several.
+pub fn json(run: &LintRun) -> String {
+    #[derive(Serialize)]
+    struct One<'a> {
+        schema_version: u32,
+        model: &'a str,
+        findings: &'a [Finding],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'a str>,
+        baselined: usize,
+        warnings: &'a [String],
+    }
+    #[derive(Serialize)]
+    struct Many<'a> {
+        schema_version: u32,
+        files: &'a [FileResult],
+        warnings: &'a [String],
+    }
+    let mut s = match run.files.as_slice() {
+        [f] => serde_json::to_string_pretty(&One {
+            schema_version: 1,
+            model: &f.model,
+            findings: &f.findings,
+            error: f.error.as_deref(),
+            baselined: f.baselined,
+            warnings: &run.warnings,
+        }),
+        files => serde_json::to_string_pretty(&Many {
+            schema_version: 1,
+            files,
+            warnings: &run.warnings,
+        }),
+    }
+    .expect("findings serialise");
+    s.push('\n');
+    s
+}
+
+/// Escapes a workflow-command value (GitHub's rules: `%`, CR, LF; and `:` `,` in properties).
+fn gh_escape(s: &str, property: bool) -> String {
+    let mut out = s
+        .replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A");
+    if property {
+        out = out.replace(':', "%3A").replace(',', "%2C");
+    }
+    out
+}
+
+/// GitHub Actions workflow annotations (`::error file=...,title=...::message`).
+pub fn github(run: &LintRun) -> String {
+    let mut out = String::new();
+    for file in &run.files {
+        if let Some(e) = &file.error {
+            out.push_str(&format!(
+                "::error file={}::{}\n",
+                gh_escape(&file.model, true),
+                gh_escape(e, false)
+            ));
+            continue;
+        }
+        for f in &file.findings {
+            let level = match f.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Info => "notice",
+            };
+            let title = format!("{} {} ({})", f.code, f.name, f.node);
+            let saving = saving_text(f);
+            let body = format!(
+                "{}\nfix: {}{}",
+                f.message,
+                f.fix,
+                if saving.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (saves {saving})")
+                }
+            );
+            out.push_str(&format!(
+                "::{level} file={},title={}::{}\n",
+                gh_escape(&file.model, true),
+                gh_escape(&title, true),
+                gh_escape(&body, false)
+            ));
+        }
+    }
+    out
+}
+
+fn md(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// A Markdown summary for a pull-request comment or `$GITHUB_STEP_SUMMARY`.
+pub fn markdown(run: &LintRun) -> String {
+    let (e, w, i) = (
+        run.count(Severity::Error),
+        run.count(Severity::Warning),
+        run.count(Severity::Info),
+    );
+    let mut out = format!("### nnlint: {e} error(s), {w} warning(s), {i} info\n\n");
+    for file in &run.files {
+        out.push_str(&format!("#### `{}`\n\n", md(&file.model)));
+        if let Some(err) = &file.error {
+            out.push_str(&format!("error: {}\n\n", md(err)));
+            continue;
+        }
+        if file.findings.is_empty() {
+            out.push_str("No findings.\n\n");
+            continue;
+        }
+        out.push_str(
+            "| severity | rule | node | finding | fix | saves |\n|---|---|---|---|---|---|\n",
+        );
+        for f in &file.findings {
+            out.push_str(&format!(
+                "| {} | `{}` {} | `{}` | {} | {} | {} |\n",
+                f.severity.as_str(),
+                f.code,
+                f.name,
+                md(&f.node),
+                md(&f.message),
+                md(&f.fix),
+                md(&saving_text(f))
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}

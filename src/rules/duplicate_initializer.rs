@@ -1,0 +1,110 @@
+//! `duplicate-initializer` (NL304): byte-identical initializers stored more than once. Only tensors
+//! with an equal-typed, equal-shaped twin are read, so the cost stays proportional to the duplicates.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use serde::Deserialize;
+
+use super::{options, Finding, LintContext, Rule, Saving};
+use crate::ir::{DType, Tensor, TensorData};
+use crate::report::units::bytes;
+
+pub struct DuplicateInitializer;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Options {
+    /// Smallest initializer size compared.
+    min_bytes: u64,
+}
+
+/// The tensor's bytes (raw data, or the external range). `None` when they cannot be read.
+fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
+    match &t.data {
+        TensorData::Raw(b) => Some(b.to_vec()),
+        TensorData::External(e) => {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f = std::fs::File::open(&e.path).ok()?;
+            f.seek(SeekFrom::Start(e.offset)).ok()?;
+            let mut buf = vec![0u8; usize::try_from(e.length).ok()?];
+            f.read_exact(&mut buf).ok()?;
+            Some(buf)
+        }
+        TensorData::Typed(_) | TensorData::Empty => None,
+    }
+}
+
+impl Rule for DuplicateInitializer {
+    fn name(&self) -> &'static str {
+        "duplicate-initializer"
+    }
+
+    fn validate(&self, user: &toml::Table) -> Result<(), String> {
+        options::<Options>(self.meta(), user).map(|_| ())
+    }
+
+    fn check(&self, cx: &LintContext, user: &toml::Table) -> Result<Vec<Finding>, String> {
+        let o: Options = options(self.meta(), user)?;
+        let meta = self.meta();
+        let g = cx.graph();
+        let mut by_shape: HashMap<(DType, Vec<u64>), Vec<usize>> = HashMap::new();
+        for (id, t) in g.initializers() {
+            if t.byte_size().unwrap_or(0) >= o.min_bytes {
+                by_shape
+                    .entry((t.dtype, t.dims.clone()))
+                    .or_default()
+                    .push(id);
+            }
+        }
+        let mut groups: Vec<Vec<usize>> = by_shape.into_values().filter(|v| v.len() > 1).collect();
+        groups.sort();
+        let mut out = Vec::new();
+        for group in groups {
+            let mut by_content: HashMap<u64, Vec<(usize, Vec<u8>)>> = HashMap::new();
+            for id in group {
+                let t = g.values[id].init.as_ref().expect("initializers only");
+                let Some(data) = tensor_bytes(t) else {
+                    continue;
+                };
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                data.hash(&mut h);
+                let entry = by_content.entry(h.finish()).or_default();
+                match entry.iter().find(|(_, d)| *d == data) {
+                    Some(&(first, _)) => {
+                        let b = t.byte_size().unwrap_or(0);
+                        out.push(Finding {
+                            code: &meta.code,
+                            name: &meta.name,
+                            severity: meta.severity,
+                            node: g.values[id].name.clone(),
+                            op: "initializer".into(),
+                            message: format!(
+                                "initializer '{}' {:?} is byte-identical to '{}': {} stored twice",
+                                g.values[id].name,
+                                t.dims,
+                                g.values[first].name,
+                                bytes(b)
+                            ),
+                            measured: b as f64,
+                            limit: o.min_bytes as f64,
+                            unit: "bytes",
+                            fix: format!(
+                                "read '{}' in both places and drop the copy",
+                                g.values[first].name
+                            ),
+                            saving: Saving {
+                                params: None,
+                                bytes: Some(b),
+                                macs: None,
+                                training_bytes: None,
+                            },
+                        });
+                    }
+                    None => entry.push((id, data)),
+                }
+            }
+        }
+        Ok(out)
+    }
+}

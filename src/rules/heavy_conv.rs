@@ -1,0 +1,123 @@
+//! `heavy-standard-conv` (NL101): a standard convolution that a depthwise-separable pair would make
+//! several times cheaper. The pair costs `1/C_out + 1/k²` of the original (MobileNets).
+
+use serde::Deserialize;
+
+use super::{options, Finding, LintContext, Rule, Saving};
+use crate::report::units::{bytes, count};
+
+pub struct HeavyConv;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Options {
+    /// Smallest kernel area considered.
+    min_kernel_area: u64,
+    /// Smallest number of input channels.
+    min_in_channels: u64,
+    /// Smallest share of MACs the replacement must save.
+    min_saving: f64,
+    /// Smallest MACs of the layer.
+    min_macs: u64,
+}
+
+impl Rule for HeavyConv {
+    fn name(&self) -> &'static str {
+        "heavy-standard-conv"
+    }
+
+    fn validate(&self, user: &toml::Table) -> Result<(), String> {
+        options::<Options>(self.meta(), user).map(|_| ())
+    }
+
+    fn check(&self, cx: &LintContext, user: &toml::Table) -> Result<Vec<Finding>, String> {
+        let o: Options = options(self.meta(), user)?;
+        let meta = self.meta();
+        let g = cx.graph();
+        let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
+        let mut out = Vec::new();
+        for (n, node) in g.nodes.iter().enumerate() {
+            if node.op_type != "Conv" || node.attrs.int_or("group", 1).unwrap_or(1) != 1 {
+                continue;
+            }
+            let (Some(w), Some(y)) = (node.input(1), node.output(0)) else {
+                continue;
+            };
+            let Some(ws) = cx.shape(w) else { continue };
+            if ws.len() < 3 {
+                continue;
+            }
+            let (m, c) = (ws[0], ws[1]);
+            let k: u64 = ws[2..].iter().product();
+            if k < o.min_kernel_area || c < o.min_in_channels || m == 0 {
+                continue;
+            }
+            let ratio = 1.0 / m as f64 + 1.0 / k as f64;
+            let saving = 1.0 - ratio;
+            let macs = cx.macs[n];
+            if saving < o.min_saving || macs < o.min_macs {
+                continue;
+            }
+            let old_params = m * c * k;
+            let new_params = c * k + c * m;
+            let params_saved = old_params.saturating_sub(new_params);
+            let elem = g.values[w]
+                .init
+                .as_ref()
+                .and_then(|t| t.dtype.bytes_for(1))
+                .unwrap_or(4);
+            let new_macs = (macs as f64 * ratio).round() as u64;
+            // the depthwise output is a new activation the pointwise conv saves for backward
+            let y_shape = cx.shape(y).unwrap_or_default();
+            let dw_out: u64 =
+                y_shape.first().copied().unwrap_or(1) * c * y_shape.iter().skip(2).product::<u64>();
+            let act_elem = if cx.settings.train.precision == crate::analysis::saved::Precision::Fp32
+            {
+                4
+            } else {
+                2
+            };
+            let training = (params_saved * per_param) as i64 - (dw_out * act_elem) as i64;
+            let kernel: Vec<String> = ws[2..].iter().map(|d| d.to_string()).collect();
+            out.push(Finding {
+                code: &meta.code,
+                name: &meta.name,
+                severity: meta.severity,
+                node: node.name.clone(),
+                op: node.op_type.clone(),
+                message: format!(
+                    "standard {} convolution {c} -> {m}: {} MACs, {} parameters; a depthwise-separable pair costs {:.1}% of that",
+                    kernel.join("x"),
+                    count(macs),
+                    count(old_params),
+                    ratio * 100.0
+                ),
+                measured: round4(saving),
+                limit: o.min_saving,
+                unit: "share saved",
+                fix: format!(
+                    "depthwise {} conv (group {c}) then 1x1 conv {c} -> {m}: {} parameters, {} MACs; {} training memory",
+                    kernel.join("x"),
+                    count(new_params),
+                    count(new_macs),
+                    if training >= 0 {
+                        format!("saves {}", bytes(training as u64))
+                    } else {
+                        format!("costs {} more", bytes(training.unsigned_abs()))
+                    }
+                ),
+                saving: Saving {
+                    params: Some(params_saved),
+                    bytes: Some(params_saved * elem),
+                    macs: Some(macs.saturating_sub(new_macs)),
+                    training_bytes: Some(training),
+                },
+            });
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}

@@ -1,0 +1,147 @@
+//! `memory-budget` (NL201): the inference or training peak at the configured batch and precision
+//! exceeds the budget. Reports the largest batch that fits and the cheapest plan that does.
+
+use serde::Deserialize;
+
+use super::{options, Finding, LintContext, Rule, Saving};
+use crate::analysis::fit::{self, FitRequest, Gpu};
+use crate::report::units::bytes;
+
+pub struct MemoryBudget;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Options {
+    /// "training", "inference" or "both".
+    mode: Mode,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Training,
+    Inference,
+    Both,
+}
+
+impl Rule for MemoryBudget {
+    fn name(&self) -> &'static str {
+        "memory-budget"
+    }
+
+    fn validate(&self, user: &toml::Table) -> Result<(), String> {
+        options::<Options>(self.meta(), user).map(|_| ())
+    }
+
+    fn check(&self, cx: &LintContext, user: &toml::Table) -> Result<Vec<Finding>, String> {
+        let o: Options = options(self.meta(), user)?;
+        let meta = self.meta();
+        let Some(budget) = cx.settings.budget else {
+            return Ok(Vec::new());
+        };
+        let batch = cx.report.batch.unwrap_or(1);
+        let req = FitRequest {
+            gpu: Gpu {
+                name: "budget",
+                bytes: budget,
+                bf16: true,
+            },
+            gpus: cx.settings.train.gpus,
+            effective_batch: batch
+                * cx.settings.train.accumulate.max(1) as u64
+                * cx.settings.train.gpus.max(1) as u64,
+            base: cx.settings.train,
+            dims: cx.settings.bindings.dims.clone(),
+            inference: false,
+        };
+        let mut out = Vec::new();
+        let err = |e: crate::Error| e.to_string();
+        if matches!(o.mode, Mode::Training | Mode::Both) {
+            let peak = cx.training().total_bytes;
+            if peak > budget {
+                let max = fit::max_train_batch(cx.model, &req, &cx.settings.train, budget)
+                    .map_err(err)?;
+                let plans = fit::fit(cx.model, &req).map_err(err)?;
+                let best = plans.plans.iter().find(|p| p.fits);
+                let remedy = match best {
+                    Some(p) => format!(
+                        "{}: micro-batch {} x {} accumulation steps x {} GPU(s), {} per GPU",
+                        p.name,
+                        p.micro_batch,
+                        p.accumulate,
+                        p.gpus,
+                        bytes(p.peak_bytes)
+                    ),
+                    None => {
+                        "no plan fits at batch 1: see `nnlint fit` for a bigger card or more GPUs"
+                            .into()
+                    }
+                };
+                out.push(Finding {
+                    code: &meta.code,
+                    name: &meta.name,
+                    severity: meta.severity,
+                    node: cx.model_label(),
+                    op: "model".into(),
+                    message: format!(
+                        "the training step at batch {batch} needs {} per GPU, over the {} budget; the largest batch that fits is {max}",
+                        bytes(peak),
+                        bytes(budget)
+                    ),
+                    measured: peak as f64,
+                    limit: budget as f64,
+                    unit: "bytes",
+                    fix: remedy,
+                    saving: Saving {
+                        training_bytes: best.map(|p| peak as i64 - p.peak_bytes as i64),
+                        ..Saving::default()
+                    },
+                });
+            }
+        }
+        if matches!(o.mode, Mode::Inference | Mode::Both) {
+            let t = &cx.report.totals;
+            let o_ = cx.settings.train.overhead;
+            let acts = t.inference_peak_bytes.unwrap_or(0);
+            let weights = t.param_bytes + t.buffer_bytes + t.constant_bytes;
+            let allocated = acts + weights;
+            let peak = allocated
+                + o_.cuda_context
+                + o_.workspace
+                + (allocated as f64 * o_.fragmentation) as u64;
+            if peak > budget {
+                let max = fit::max_serve_batch(
+                    cx.model,
+                    &FitRequest {
+                        inference: true,
+                        ..req
+                    },
+                    budget,
+                )
+                .map_err(err)?;
+                out.push(Finding {
+                    code: &meta.code,
+                    name: &meta.name,
+                    severity: meta.severity,
+                    node: cx.model_label(),
+                    op: "model".into(),
+                    message: format!(
+                        "inference at batch {batch} needs {}, over the {} budget; the largest batch that fits is {max}",
+                        bytes(peak),
+                        bytes(budget)
+                    ),
+                    measured: peak as f64,
+                    limit: budget as f64,
+                    unit: "bytes",
+                    fix: if max > 0 {
+                        format!("serve at batch {max}, or with fp16/bf16 weights")
+                    } else {
+                        "serve with fp16/bf16 weights, or on a bigger card".into()
+                    },
+                    saving: Saving::default(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

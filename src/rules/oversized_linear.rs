@@ -1,0 +1,179 @@
+//! `oversized-linear` (NL103): a large linear layer whose low-rank factorisation would save
+//! parameters. A rank-r factorisation of an m × n weight costs r(m + n): it pays below
+//! r = mn/(m + n). With `spectrum = true` the rank that keeps `energy` of the squared singular
+//! values is measured (the weights are read for that layer only); otherwise the rule reports the
+//! break-even rank and the saving at half of it, and claims nothing about accuracy.
+
+use serde::Deserialize;
+
+use super::heavy_conv::round4;
+use super::{options, Finding, LintContext, Rule, Saving};
+use crate::ir::{Tensor, Values};
+use crate::report::units::count;
+
+pub struct OversizedLinear;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Options {
+    /// Smallest weight considered, in elements.
+    min_params: u64,
+    /// Share of the squared singular values kept.
+    energy: f64,
+    /// Smallest share of the layer's parameters saved.
+    min_saving: f64,
+    /// Measure the singular values (reads the weights).
+    spectrum: bool,
+}
+
+/// Singular values of an m × n weight, largest first (f64, as faer's f32 SVD is unreliable on
+/// rectangular matrices).
+fn singular_values(t: &Tensor) -> Option<Vec<f64>> {
+    let (m, n) = (
+        usize::try_from(t.dims[0]).ok()?,
+        usize::try_from(t.dims[1]).ok()?,
+    );
+    let Values::Float(w) = t.read_values(u64::MAX)? else {
+        return None;
+    };
+    let mat = faer::Mat::<f64>::from_fn(m, n, |i, j| w[i * n + j]);
+    let mut s = mat.singular_values().ok()?;
+    s.sort_by(|a, b| b.total_cmp(a));
+    Some(s)
+}
+
+/// The smallest rank whose squared singular values reach `energy` of the total.
+fn rank_for_energy(s: &[f64], energy: f64) -> usize {
+    let total: f64 = s.iter().map(|x| x * x).sum();
+    if total <= 0.0 {
+        return 0;
+    }
+    let mut acc = 0.0;
+    for (i, x) in s.iter().enumerate() {
+        acc += x * x;
+        if acc >= energy * total {
+            return i + 1;
+        }
+    }
+    s.len()
+}
+
+impl Rule for OversizedLinear {
+    fn name(&self) -> &'static str {
+        "oversized-linear"
+    }
+
+    fn validate(&self, user: &toml::Table) -> Result<(), String> {
+        let o: Options = options(self.meta(), user)?;
+        if !(0.0..=1.0).contains(&o.energy) {
+            return Err(format!(
+                "option 'energy' = {} is not between 0 and 1",
+                o.energy
+            ));
+        }
+        Ok(())
+    }
+
+    fn check(&self, cx: &LintContext, user: &toml::Table) -> Result<Vec<Finding>, String> {
+        let o: Options = options(self.meta(), user)?;
+        let meta = self.meta();
+        let g = cx.graph();
+        let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
+        let mut out = Vec::new();
+        for (n, node) in g.nodes.iter().enumerate() {
+            if !matches!(node.op_type.as_str(), "Gemm" | "MatMul") {
+                continue;
+            }
+            let Some(w) = node.input(1) else { continue };
+            let Some(t) = g.values[w].init.as_ref() else {
+                continue;
+            };
+            if t.dims.len() != 2 {
+                continue;
+            }
+            let (m, k) = (t.dims[0], t.dims[1]);
+            let params = m * k;
+            if params < o.min_params {
+                continue;
+            }
+            let break_even = params / (m + k);
+            let (rank, how) = if o.spectrum {
+                match singular_values(t) {
+                    Some(s) => (
+                        rank_for_energy(&s, o.energy) as u64,
+                        format!("keeps {:.0}% of the spectrum's energy", o.energy * 100.0),
+                    ),
+                    None => (
+                        break_even / 2,
+                        "half the break-even rank (the weights could not be read)".into(),
+                    ),
+                }
+            } else {
+                (break_even / 2, "half the break-even rank; `spectrum = true` measures the rank that keeps the energy".into())
+            };
+            let new_params = rank * (m + k);
+            let saving = 1.0 - new_params as f64 / params as f64;
+            if saving < o.min_saving {
+                continue;
+            }
+            let saved = params - new_params;
+            let elem = t.dtype.bytes_for(1).unwrap_or(4);
+            let rows = cx.macs[n] / params.max(1);
+            out.push(Finding {
+                code: &meta.code,
+                name: &meta.name,
+                severity: meta.severity,
+                node: node.name.clone(),
+                op: node.op_type.clone(),
+                message: format!(
+                    "a {m}x{k} weight ({} parameters); a factorisation pays below rank {break_even}, and rank {rank} ({how}) saves {:.0}%",
+                    count(params),
+                    saving * 100.0
+                ),
+                measured: round4(saving),
+                limit: o.min_saving,
+                unit: "share saved",
+                fix: format!("two layers {m}x{rank} and {rank}x{k} from a truncated SVD ({} parameters)", count(new_params)),
+                saving: Saving {
+                    params: Some(saved),
+                    bytes: Some(saved * elem),
+                    macs: Some(rows * saved),
+                    training_bytes: Some((saved * per_param) as i64),
+                },
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn energy_rank() {
+        assert_eq!(rank_for_energy(&[3.0, 1.0, 0.0], 0.9), 1);
+        assert_eq!(rank_for_energy(&[1.0, 1.0, 1.0, 1.0], 0.9), 4);
+        assert_eq!(rank_for_energy(&[1.0, 1.0, 1.0, 1.0], 0.5), 2);
+    }
+
+    #[test]
+    fn singular_values_of_a_known_matrix() {
+        // [[3, 0], [0, 4], [0, 0]] has singular values 4 and 3
+        let bytes: Vec<u8> = [3.0f32, 0.0, 0.0, 4.0, 0.0, 0.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let t = Tensor {
+            name: "w".into(),
+            dtype: crate::ir::DType::F32,
+            dims: vec![3, 2],
+            data: crate::ir::TensorData::Raw(bytes::Bytes::from(bytes)),
+        };
+        let s = singular_values(&t).unwrap();
+        assert!(
+            (s[0] - 4.0).abs() < 1e-9 && (s[1] - 3.0).abs() < 1e-9,
+            "{s:?}"
+        );
+    }
+}
