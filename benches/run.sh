@@ -4,9 +4,10 @@
 # Builds the release binary, generates the benchmark models (benches/mem.rs, --generate-only), then
 # measures the real binary `target/release/nnlint mem MODEL`:
 #   * wall time (bash $EPOCHREALTIME around the process) and peak RSS (GNU time -v),
-#   * with a warm page cache (after a warm-up run) and a cold one (the model file evicted before
-#     each run; also a fully cold variant where every cache, the binary's included, is dropped),
-#   * how much of the model file is resident after a cold run (fincore), which shows whether the
+#   * in four page-cache states: warm (the whole file cached by a sequential read, then a warm-up
+#     run), warm-nnlint (only the pages nnlint itself reads are cached), cold (the model file evicted
+#     before each run) and cold-all (every cache dropped, the binary's included),
+#   * how much of the model file is resident after the runs (fincore), which shows whether the
 #     weights were read;
 # and Python `onnx.load` + `onnx.shape_inference.infer_shapes` on the same files, with the ratio.
 # Finally (unless INPROCESS=0) the in-process series `cargo bench --bench mem`.
@@ -16,7 +17,8 @@
 #   MODELS="big" RUNS=20 bash benches/run.sh
 # Environment:
 #   RUNS       warm runs per model (default 10)    COLD_RUNS  cold runs per model (default 3)
-#   PY_RUNS    Python runs per model (default 2)   MODELS     subset of: big s1k s10k s100k
+#   PY_RUNS    Python runs per model (default 2; 0 skips Python)
+#   MODELS     subset of: big s1k s10k s100k (default all)
 #   NNLINT_PY  Python with the onnx package (default /work/venv/py/bin/python, then python3)
 #   INPROCESS  0 to skip `cargo bench --bench mem`
 # Cold runs need root (to write /proc/sys/vm/drop_caches); without it the model file alone is
@@ -205,7 +207,9 @@ echo
 # --- Python onnx ---------------------------------------------------------------------------------
 echo "## Python onnx.load + onnx.shape_inference.infer_shapes, same files"
 echo
-if [ -z "$PY" ]; then
+if [ "$PY_RUNS" = 0 ]; then
+    echo "skipped (PY_RUNS=0)"
+elif [ -z "$PY" ]; then
     echo "skipped: no Python with the onnx package (set NNLINT_PY=/path/to/python)"
     log "note: Python onnx skipped (no interpreter with onnx found)"
 else

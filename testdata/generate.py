@@ -1019,10 +1019,196 @@ def gen_dynamo_transformer(torch, model):
         note(f"torch/tiny_transformer_dynamo: dynamo export failed: {e}")
 
 
+
+# --------------------------------------------------------------------------
+# d) lint-rule fixtures: testdata/rules/<rule>/fire*.onnx and pass*.onnx
+# --------------------------------------------------------------------------
+
+RULES_DIR = os.path.join(HERE, "rules")
+
+
+def rule_model(name, nodes, inputs, outputs, inits, opset=17):
+    """A small named-node model.  inputs/outputs: [(name, elem_type, shape)];
+    inits: name -> np.ndarray (stored as raw_data)."""
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             producer_name="nnlint-testdata", ir_version=8)
+
+
+def save_rule_model(rule, file, m, seed=0):
+    """Saves, checks with onnx (full shape inference) and runs it once in onnxruntime."""
+    d = os.path.join(RULES_DIR, rule)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, file)
+    onnx.save_model(m, path)
+    onnx.checker.check_model(path, full_check=True)
+    feeds = make_feeds(m, resolve_dims(m), {}, seed)
+    measure_values(m, feeds)
+    assert os.path.getsize(path) < 300_000, f"{rel(path)} is too big"
+    return path
+
+
+def named(op, name, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, name=name, **attrs)
+
+
+def heavy_conv_model(rng, dtype=np.float32):
+    """Conv 3x3, 64->128, bias, pads 1, on [N,64,56,56]; node 'conv'."""
+    elem = F if dtype == np.float32 else TensorProto.FLOAT16
+    return rule_model(
+        "heavy_conv",
+        [named("Conv", "conv", ["input", "weight", "bias"], ["output"],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        [("input", elem, ["N", 64, 56, 56])], [("output", elem, ["N", 128, 56, 56])],
+        {"weight": W(rng, 128, 64, 3, 3).astype(dtype), "bias": W(rng, 128).astype(dtype)})
+
+
+def gen_rules():
+    """Per-rule fixtures for tests/lint_rules.rs: fire*.onnx must produce a finding of the rule
+    (named by the directory), pass*.onnx must not.  Weights are seeded random, non-zero and
+    distinct (so duplicate-initializer never fires by accident); the batch dim is the symbolic
+    'N' unless the case is about a fixed batch.  Rules whose thresholds are too high for a small
+    fixture get an nnlint.toml next to the models."""
+    # heavy-standard-conv
+    rng = np.random.default_rng(101)
+    save_rule_model("heavy-standard-conv", "fire.onnx", heavy_conv_model(rng))
+    save_rule_model("heavy-standard-conv", "pass_separable.onnx", rule_model(
+        "separable",
+        [named("Conv", "dw", ["input", "dw.weight", "dw.bias"], ["dw_out"],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=64),
+         named("Conv", "pw", ["dw_out", "pw.weight", "pw.bias"], ["output"], kernel_shape=[1, 1])],
+        [("input", F, ["N", 64, 56, 56])], [("output", F, ["N", 128, 56, 56])],
+        {"dw.weight": W(rng, 64, 1, 3, 3), "dw.bias": W(rng, 64),
+         "pw.weight": W(rng, 128, 64, 1, 1), "pw.bias": W(rng, 128)}))
+    save_rule_model("heavy-standard-conv", "pass_stem.onnx", rule_model(
+        "stem",
+        [named("Conv", "stem", ["input", "stem.weight", "stem.bias"], ["output"],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])],
+        [("input", F, ["N", 3, 224, 224])], [("output", F, ["N", 32, 112, 112])],
+        {"stem.weight": W(rng, 32, 3, 3, 3), "stem.bias": W(rng, 32)}))
+
+    # large-fc-head: conv 3->32 on 4x4 -> Flatten (512) -> Gemm 512->64, vs GAP -> Gemm 32->64
+    rng = np.random.default_rng(102)
+    conv = named("Conv", "conv", ["input", "conv.weight", "conv.bias"], ["feat"],
+                 kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    relu = named("Relu", "relu", ["feat"], ["act"])
+    conv_inits = {"conv.weight": W(rng, 32, 3, 3, 3), "conv.bias": W(rng, 32)}
+    save_rule_model("large-fc-head", "fire.onnx", rule_model(
+        "flatten_head",
+        [conv, relu, named("Flatten", "flatten", ["act"], ["flat"], axis=1),
+         named("Gemm", "fc", ["flat", "fc.weight", "fc.bias"], ["output"], transB=1)],
+        [("input", F, ["N", 3, 4, 4])], [("output", F, ["N", 64])],
+        {**conv_inits, "fc.weight": W(rng, 64, 512), "fc.bias": W(rng, 64)}))
+    save_rule_model("large-fc-head", "pass_gap.onnx", rule_model(
+        "gap_head",
+        [conv, relu, named("GlobalAveragePool", "gap", ["act"], ["pooled"]),
+         named("Flatten", "flatten", ["pooled"], ["flat"], axis=1),
+         named("Gemm", "fc", ["flat", "fc.weight", "fc.bias"], ["output"], transB=1)],
+        [("input", F, ["N", 3, 4, 4])], [("output", F, ["N", 64])],
+        {**conv_inits, "fc.weight": W(rng, 64, 32), "fc.bias": W(rng, 64)}))
+
+    # oversized-linear (nnlint.toml lowers min-params and turns the spectrum on).  The fire weight
+    # is U V with U 128x8, V 8x128 random with orthonormal columns/rows: 8 equal singular values,
+    # so 90% of the energy needs exactly rank 8.
+    rng = np.random.default_rng(103)
+    u, _ = np.linalg.qr(rng.standard_normal((128, 8)))
+    v, _ = np.linalg.qr(rng.standard_normal((128, 8)))
+    low = (u @ v.T).astype(np.float32)
+    assert np.all(low != 0)
+    for file, w in [("fire_rank8.onnx", low), ("pass_full_rank.onnx", W(rng, 128, 128))]:
+        save_rule_model("oversized-linear", file, rule_model(
+            "linear",
+            [named("Gemm", "fc", ["input", "fc.weight", "fc.bias"], ["output"], transB=1)],
+            [("input", F, ["N", 128])], [("output", F, ["N", 128])],
+            {"fc.weight": w, "fc.bias": W(rng, 128)}))
+    with open(os.path.join(RULES_DIR, "oversized-linear", "nnlint.toml"), "w") as f:
+        f.write("# tests/lint_rules.rs: small enough for a 128x128 fixture, with the measured spectrum\n"
+                "[rules.oversized-linear]\nmin-params = 10000\nspectrum = true\n")
+
+    # fp32-weights: the fire model is heavy-standard-conv/fire.onnx (fp32); pass is it in fp16
+    rng = np.random.default_rng(101)
+    save_rule_model("fp32-weights", "pass_fp16.onnx", heavy_conv_model(rng, np.float16))
+    with open(os.path.join(RULES_DIR, "fp32-weights", "nnlint.toml"), "w") as f:
+        f.write("# tests/lint_rules.rs: small enough for heavy-standard-conv/fire.onnx\n"
+                "[rules.fp32-weights]\nmin-bytes = 1000\n")
+
+    # activation-hotspot: conv 3->16 on 32x32 -> relu1 (saves 16x32x32) -> conv 16->4 stride 2
+    # -> relu2 (saves 4x16x16); a single Gemm on the graph input saves nothing
+    rng = np.random.default_rng(106)
+    save_rule_model("activation-hotspot", "fire.onnx", rule_model(
+        "conv_relu_conv",
+        [named("Conv", "conv1", ["input", "conv1.weight", "conv1.bias"], ["c1"],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         named("Relu", "relu1", ["c1"], ["r1"]),
+         named("Conv", "conv2", ["r1", "conv2.weight", "conv2.bias"], ["c2"],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+         named("Relu", "relu2", ["c2"], ["output"])],
+        [("input", F, ["N", 3, 32, 32])], [("output", F, ["N", 4, 16, 16])],
+        {"conv1.weight": W(rng, 16, 3, 3, 3), "conv1.bias": W(rng, 16),
+         "conv2.weight": W(rng, 4, 16, 3, 3), "conv2.bias": W(rng, 4)}))
+    save_rule_model("activation-hotspot", "pass_gemm.onnx", rule_model(
+        "gemm",
+        [named("Gemm", "fc", ["input", "fc.weight", "fc.bias"], ["output"], transB=1)],
+        [("input", F, ["N", 64])], [("output", F, ["N", 32])],
+        {"fc.weight": W(rng, 32, 64), "fc.bias": W(rng, 32)}))
+
+    # unused-initializer: 'stale.weight' [16,16] read by nobody (pass: heavy-standard-conv/fire.onnx)
+    rng = np.random.default_rng(107)
+    save_rule_model("unused-initializer", "fire.onnx", rule_model(
+        "unused_init",
+        [named("Gemm", "fc", ["input", "fc.weight", "fc.bias"], ["output"], transB=1)],
+        [("input", F, ["N", 16])], [("output", F, ["N", 16])],
+        {"fc.weight": W(rng, 16, 16), "fc.bias": W(rng, 16), "stale.weight": W(rng, 16, 16)}))
+
+    # dead-node: an extra Conv off the main path whose output goes nowhere
+    rng = np.random.default_rng(108)
+    main = [named("Conv", "conv", ["input", "conv.weight", "conv.bias"], ["c"],
+                  kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+            named("Relu", "relu", ["c"], ["output"])]
+    inits = {"conv.weight": W(rng, 8, 3, 3, 3), "conv.bias": W(rng, 8)}
+    io = ([("input", F, ["N", 3, 16, 16])], [("output", F, ["N", 8, 16, 16])])
+    save_rule_model("dead-node", "fire.onnx", rule_model(
+        "dead_branch", main + [
+            named("Conv", "aux_conv", ["c", "aux.weight"], ["aux"], kernel_shape=[1, 1]),
+            named("Sigmoid", "aux_sigmoid", ["aux"], ["aux_out"])],
+        *io, {**inits, "aux.weight": W(rng, 2, 8, 1, 1)}))
+    save_rule_model("dead-node", "pass.onnx", rule_model("clean", main, *io, inits))
+
+    # fixed-batch-input
+    rng = np.random.default_rng(109)
+    for file, batch in [("fire.onnx", 1), ("pass.onnx", "N")]:
+        save_rule_model("fixed-batch-input", file, rule_model(
+            "batch",
+            [named("Conv", "conv", ["input", "conv.weight"], ["c"], kernel_shape=[3, 3]),
+             named("Relu", "relu", ["c"], ["output"])],
+            [("input", F, [batch, 3, 32, 32])], [("output", F, [batch, 4, 30, 30])],
+            {"conv.weight": W(rng, 4, 3, 3, 3)}))
+
+    # duplicate-initializer: two Convs 16->16 3x3 (9,216 bytes each), byte-identical or not
+    rng = np.random.default_rng(110)
+    w1, w2 = W(rng, 16, 16, 3, 3), W(rng, 16, 16, 3, 3)
+    for file, second in [("fire.onnx", w1.copy()), ("pass.onnx", w2)]:
+        save_rule_model("duplicate-initializer", file, rule_model(
+            "two_convs",
+            [named("Conv", "conv1", ["input", "conv1.weight"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             named("Conv", "conv2", ["c1", "conv2.weight"], ["output"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+            [("input", F, ["N", 16, 8, 8])], [("output", F, ["N", 16, 8, 8])],
+            {"conv1.weight": w1, "conv2.weight": second}))
+    print("rule fixtures: written under rules/")
+
+
 def main():
     os.makedirs(MODELS, exist_ok=True)
+    if "--rules-only" in sys.argv:  # only the lint-rule fixtures (no onnxruntime ground truth rerun)
+        gen_rules()
+        return
     gen_zoo()
     gen_conv3x3()
+    gen_rules()
     if "--no-torch" not in sys.argv:
         gen_torch()
     print("\n".join(["", "notes:"] + NOTES) if NOTES else "\nno notes")

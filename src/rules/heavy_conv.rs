@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::{options, Finding, LintContext, Rule, Saving};
-use crate::report::units::{bytes, count};
+use crate::report::units::count;
 
 pub struct HeavyConv;
 
@@ -96,15 +96,10 @@ impl Rule for HeavyConv {
                 limit: o.min_saving,
                 unit: "share saved",
                 fix: format!(
-                    "depthwise {} conv (group {c}) then 1x1 conv {c} -> {m}: {} parameters, {} MACs; {} training memory",
+                    "depthwise {} conv (group {c}) then 1x1 conv {c} -> {m}: {} parameters, {} MACs",
                     kernel.join("x"),
                     count(new_params),
                     count(new_macs),
-                    if training >= 0 {
-                        format!("saves {}", bytes(training as u64))
-                    } else {
-                        format!("costs {} more", bytes(training.unsigned_abs()))
-                    }
                 ),
                 saving: Saving {
                     params: Some(params_saved),
