@@ -180,8 +180,13 @@ pub fn analyze(
     bindings: &Bindings,
     train: Option<&training::TrainConfig>,
 ) -> Result<MemReport> {
-    let graph = &model.graph;
     let inf = shape::infer(model, bindings)?;
+    Ok(report(model, &inf, train))
+}
+
+/// Builds the report from a finished shape inference (so callers that need both infer once).
+pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConfig>) -> MemReport {
+    let graph = &model.graph;
     let is_static = memory::static_values(graph);
     let mut rows: Vec<Option<Layer>> = graph
         .nodes
@@ -326,11 +331,11 @@ pub fn analyze(
     }
     warnings.extend(inf.mismatches.iter().cloned());
 
-    Ok(MemReport {
+    MemReport {
         model: model.path.display().to_string(),
         format: Format::Onnx,
         batch: inf.batch,
-        dims: inf.bound,
+        dims: inf.bound.clone(),
         layers,
         totals,
         unknown_ops,
@@ -338,8 +343,8 @@ pub fn analyze(
         peak_missing,
         unbound,
         unaccounted,
-        notes: inf.notes,
+        notes: inf.notes.clone(),
         warnings,
         training,
-    })
+    }
 }

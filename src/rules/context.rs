@@ -31,7 +31,7 @@ pub struct LintContext<'a> {
 impl<'a> LintContext<'a> {
     pub fn new(model: &'a Model, settings: &'a Settings) -> Result<Self> {
         let inf = analysis::shape::infer(model, &settings.bindings)?;
-        let report = analysis::analyze(model, &settings.bindings, None)?;
+        let report = analysis::report(model, &inf, None);
         let macs = inf
             .macs
             .iter()

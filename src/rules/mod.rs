@@ -267,9 +267,20 @@ pub fn unknown_key(msg: &str) -> Option<String> {
 
 /// Appends "did you mean 'x'?" when a known name is close to the given one.
 pub fn suggest(message: &str, given: &str, known: &[&str]) -> String {
+    // close spelling, or every word of the given name in a known one (`heavy-conv`)
+    let words_in = |k: &str| {
+        given
+            .split(['-', '_'])
+            .all(|w| !w.is_empty() && k.split('-').any(|x| x.eq_ignore_ascii_case(w)))
+    };
     let best = known
         .iter()
-        .map(|k| (strsim::jaro_winkler(given, k), *k))
+        .map(|k| {
+            (
+                strsim::jaro_winkler(given, k).max(if words_in(k) { 0.85 } else { 0.0 }),
+                *k,
+            )
+        })
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0));
     match best {
