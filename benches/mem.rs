@@ -672,6 +672,14 @@ fn stats(mut v: Vec<Duration>) -> Stats {
 }
 
 /// Iterations: at least `min_iters`, then until `budget` is spent or `max_iters` reached.
+/// CPU time of the calling thread, from `/proc/thread-self/schedstat` (Linux; `None` elsewhere).
+/// The work is single-threaded, so this is the CPU time of the work itself.
+fn thread_cpu() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
 fn repeat(
     min_iters: usize,
     max_iters: usize,
@@ -703,6 +711,8 @@ fn mem_once(path: &Path) -> usize {
 struct Row {
     g: Generated,
     total: Stats,
+    /// CPU time of the same iterations (Linux only): less sensitive than wall time to other load.
+    cpu: Option<Stats>,
     load: Stats,
     analyze: Stats,
     render: Stats,
@@ -747,8 +757,13 @@ fn bench(g: Generated, quick: bool) -> Row {
     };
     // warm-up (page cache, allocator)
     mem_once(&g.path);
+    let mut cpu = Vec::new();
     let total = repeat(min_i, max_i, budget, || {
+        let c0 = thread_cpu();
         mem_once(&g.path);
+        if let (Some(c0), Some(c1)) = (c0, thread_cpu()) {
+            cpu.push(c1.saturating_sub(c0));
+        }
     });
 
     // stage breakdown: the same work as mem_report + render, split
@@ -774,6 +789,7 @@ fn bench(g: Generated, quick: bool) -> Row {
     Row {
         g,
         total: stats(total),
+        cpu: (!cpu.is_empty()).then(|| stats(cpu)),
         load: stats(load),
         analyze: stats(analyze),
         render: stats(render),
@@ -841,14 +857,14 @@ fn main() {
 
     println!("\n## nnlint mem, in process (mem_report + render_mem, table format)\n");
     println!(
-        "| model | nodes | initializers | weights MB | file MB | iters | min ms | median ms | ns/node (median) | load ms | analyze ms | render ms |"
+        "| model | nodes | initializers | weights MB | file MB | iters | min ms | median ms | CPU median ms | ns/node (wall median) | ns/node (CPU median) | load ms | analyze ms | render ms |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for g in generated {
         let r = bench(g, quick);
         let g = &r.g;
         println!(
-            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {} | {:.0} | {} | {:.2} | {:.2} | {:.2} |",
             g.spec.name,
             g.nodes,
             g.initializers,
@@ -857,14 +873,23 @@ fn main() {
             r.total.n,
             ms(r.total.min),
             ms(r.total.median),
+            r.cpu
+                .as_ref()
+                .map_or("-".into(), |c| format!("{:.2}", ms(c.median))),
             r.total.median.as_nanos() as f64 / g.nodes as f64,
+            r.cpu.as_ref().map_or("-".into(), |c| format!(
+                "{:.0}",
+                c.median.as_nanos() as f64 / g.nodes as f64
+            )),
             ms(r.load.median),
             ms(r.analyze.median),
             ms(r.render.median),
         );
     }
     println!(
-        "\nload/analyze/render are medians of a separate run split by stage (nnlint::load::load, \
-         nnlint::analysis::analyze, nnlint::report::render_mem)."
+        "\nCPU: thread CPU time of the same iterations (/proc/thread-self/schedstat), less sensitive \
+         than wall time to other load on the machine. load/analyze/render are wall medians of a \
+         separate run split by stage (nnlint::load::load, nnlint::analysis::analyze, \
+         nnlint::report::render_mem)."
     );
 }

@@ -55,6 +55,13 @@ models/torch/*.onnx  (needs torch; skipped with a message when missing)
     model is traced at seq 7 (the ground-truth seq) and only runs at seq 7
     although its input says [batch, seq]; see "notes" in its expected file.
 
+rules/<rule-name>/fire*.onnx, pass*.onnx, nnlint.toml
+    Lint-rule fixtures (gen_rules; `generate.py --rules-only` writes only
+    these): fire*.onnx must produce a finding of the rule, pass*.onnx must
+    not; nnlint.toml lowers a rule's thresholds where a small fixture needs
+    it.  Named nodes, seeded random non-zero weights, symbolic batch "N".
+    Checked against hand-computed values in tests/lint_rules.rs.
+
 expected/<model path relative to models/, '/' -> '__'>.json
     Ground truth per model, e.g. expected/ops__conv_asym_pads.json,
     expected/torch__resnet18.json, expected/conv3x3_64_128.json:
@@ -1198,6 +1205,16 @@ def gen_rules():
              named("Conv", "conv2", ["c1", "conv2.weight"], ["output"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
             [("input", F, ["N", 16, 8, 8])], [("output", F, ["N", 16, 8, 8])],
             {"conv1.weight": w1, "conv2.weight": second}))
+    # the same twins stored in float_data (typed fields) instead of raw_data
+    m = rule_model(
+        "two_convs_typed",
+        [named("Conv", "conv1", ["input", "conv1.weight"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         named("Conv", "conv2", ["c1", "conv2.weight"], ["output"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        [("input", F, ["N", 16, 8, 8])], [("output", F, ["N", 16, 8, 8])], {})
+    m.graph.initializer.extend(
+        [helper.make_tensor(n, F, w1.shape, w1.flatten().tolist()) for n in ("conv1.weight", "conv2.weight")])
+    assert not m.graph.initializer[0].raw_data and len(m.graph.initializer[0].float_data) == w1.size
+    save_rule_model("duplicate-initializer", "fire_typed.onnx", m)
     print("rule fixtures: written under rules/")
 
 

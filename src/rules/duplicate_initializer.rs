@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use serde::Deserialize;
 
 use super::{options, Finding, LintContext, Rule, Saving};
-use crate::ir::{DType, Tensor, TensorData};
+use crate::ir::{DType, Tensor, TensorData, TypedData};
 use crate::report::units::bytes;
 
 pub struct DuplicateInitializer;
@@ -19,7 +19,8 @@ struct Options {
     min_bytes: u64,
 }
 
-/// The tensor's bytes (raw data, or the external range). `None` when they cannot be read.
+/// The tensor's bytes (raw data, the external range, or the typed fields' values). `None` when
+/// they cannot be read.
 fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
     match &t.data {
         TensorData::Raw(b) => Some(b.to_vec()),
@@ -31,7 +32,16 @@ fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
             f.read_exact(&mut buf).ok()?;
             Some(buf)
         }
-        TensorData::Typed(_) | TensorData::Empty => None,
+        // typed fields (`float_data`, ...): each element's little-endian bytes in its field's type.
+        // Equal dtype and shape give equal lengths, so equal bytes mean equal values.
+        TensorData::Typed(typed) => Some(match typed {
+            TypedData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TypedData::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TypedData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TypedData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            TypedData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }),
+        TensorData::Empty => None,
     }
 }
 
