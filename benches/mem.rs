@@ -711,8 +711,9 @@ fn mem_once(path: &Path) -> usize {
 struct Row {
     g: Generated,
     total: Stats,
-    /// CPU time of the same iterations (Linux only): less sensitive than wall time to other load.
-    cpu: Option<Stats>,
+    /// Mean CPU time of the same iterations (Linux only): less sensitive than wall time to other
+    /// load on the machine.
+    cpu_mean: Option<Duration>,
     load: Stats,
     analyze: Stats,
     render: Stats,
@@ -757,14 +758,15 @@ fn bench(g: Generated, quick: bool) -> Row {
     };
     // warm-up (page cache, allocator)
     mem_once(&g.path);
-    let mut cpu = Vec::new();
+    // CPU time over the whole loop: the kernel updates it at scheduler ticks, too coarse per iteration
+    let c0 = thread_cpu();
     let total = repeat(min_i, max_i, budget, || {
-        let c0 = thread_cpu();
         mem_once(&g.path);
-        if let (Some(c0), Some(c1)) = (c0, thread_cpu()) {
-            cpu.push(c1.saturating_sub(c0));
-        }
     });
+    let cpu_mean = match (c0, thread_cpu()) {
+        (Some(c0), Some(c1)) => Some(c1.saturating_sub(c0) / total.len() as u32),
+        _ => None,
+    };
 
     // stage breakdown: the same work as mem_report + render, split
     let (mut load, mut analyze, mut render) = (Vec::new(), Vec::new(), Vec::new());
@@ -789,7 +791,7 @@ fn bench(g: Generated, quick: bool) -> Row {
     Row {
         g,
         total: stats(total),
-        cpu: (!cpu.is_empty()).then(|| stats(cpu)),
+        cpu_mean,
         load: stats(load),
         analyze: stats(analyze),
         render: stats(render),
@@ -857,7 +859,7 @@ fn main() {
 
     println!("\n## nnlint mem, in process (mem_report + render_mem, table format)\n");
     println!(
-        "| model | nodes | initializers | weights MB | file MB | iters | min ms | median ms | CPU median ms | ns/node (wall median) | ns/node (CPU median) | load ms | analyze ms | render ms |"
+        "| model | nodes | initializers | weights MB | file MB | iters | min ms | median ms | CPU mean ms | ns/node (wall median) | ns/node (CPU mean) | load ms | analyze ms | render ms |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for g in generated {
@@ -873,13 +875,11 @@ fn main() {
             r.total.n,
             ms(r.total.min),
             ms(r.total.median),
-            r.cpu
-                .as_ref()
-                .map_or("-".into(), |c| format!("{:.2}", ms(c.median))),
+            r.cpu_mean.map_or("-".into(), |c| format!("{:.2}", ms(c))),
             r.total.median.as_nanos() as f64 / g.nodes as f64,
-            r.cpu.as_ref().map_or("-".into(), |c| format!(
+            r.cpu_mean.map_or("-".into(), |c| format!(
                 "{:.0}",
-                c.median.as_nanos() as f64 / g.nodes as f64
+                c.as_nanos() as f64 / g.nodes as f64
             )),
             ms(r.load.median),
             ms(r.analyze.median),
@@ -887,8 +887,8 @@ fn main() {
         );
     }
     println!(
-        "\nCPU: thread CPU time of the same iterations (/proc/thread-self/schedstat), less sensitive \
-         than wall time to other load on the machine. load/analyze/render are wall medians of a \
+        "\nCPU mean: thread CPU time over all the iterations (/proc/thread-self/schedstat) divided by \
+         their number; less sensitive than wall time to other load on the machine. load/analyze/render are wall medians of a \
          separate run split by stage (nnlint::load::load, nnlint::analysis::analyze, \
          nnlint::report::render_mem)."
     );

@@ -1,10 +1,7 @@
-//! ONNX loading: memory-map the file, decode it zero-copy with prost, and build the IR.
-//!
-//! The mapping is wrapped in a `bytes::Bytes`, so every `raw_data` field prost decodes is a slice of
-//! the mapping: weights are never copied into the heap, and the pages that hold them are never
-//! touched. The mapping is advised for random access so that a cold page cache does not read the
-//! whole file ahead. External data is only checked (the file exists inside the model's directory and
-//! holds the declared range), never read.
+//! ONNX loading: skim the file (load/skim.rs: the weights are skipped, never read), decode the
+//! compact protobuf with prost (bytes fields are `bytes::Bytes` slices of it, not copies), and build
+//! the IR. External data is only checked (the file exists inside the model's directory and holds the
+//! declared range), never read; so are the weights left in the model file itself.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -36,15 +33,24 @@ pub fn load(path: &Path) -> Result<Model> {
         }
         return decode(stdin, Bytes::from(buf), None);
     }
-    let bytes = map_file(path)?;
+    let (file, len) = super::open_file(path)?;
+    if len == 0 {
+        return Err(Error::malformed(path, "the file is empty"));
+    }
+    let compact = super::skim::skim(&file, len).map_err(|m| {
+        Error::malformed(
+            path,
+            format!("not a valid ONNX model (protobuf decoding failed: {m})"),
+        )
+    })?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    decode(path, bytes, Some(dir))
+    decode(path, Bytes::from(compact), Some(dir))
 }
 
-/// Maps a file read-only into a `Bytes`, advised for random access.
+/// Maps a file read-only into a `Bytes`, advised for random access (safetensors headers).
 pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
     let (file, len) = super::open_file(path)?;
     if len == 0 {
@@ -465,6 +471,14 @@ impl Context<'_> {
     fn external_file(&mut self, dir: &Path, location: &str, name: &str) -> Result<(PathBuf, u64)> {
         if let Some(hit) = self.external_sizes.get(location) {
             return Ok(hit.clone());
+        }
+        if location == super::skim::SELF_LOCATION {
+            // raw_data the loader left in the model file (load/skim.rs)
+            let meta = std::fs::metadata(self.path).map_err(|e| Error::io(self.path, e))?;
+            let hit = (self.path.to_path_buf(), meta.len());
+            self.external_sizes
+                .insert(location.to_string(), hit.clone());
+            return Ok(hit);
         }
         let rel = Path::new(location);
         let escapes = rel.is_absolute()

@@ -1,0 +1,329 @@
+//! Reads an ONNX file without reading its weights.
+//!
+//! The protobuf is walked with positioned reads; every `raw_data` payload of at least
+//! [`MIN_ELIDED`] bytes is skipped, never read, and its tensor is rewritten to point back into the
+//! model file itself (`data_location = EXTERNAL`, location [`SELF_LOCATION`], offset, length). The
+//! result is a compact protobuf that prost decodes as usual. Memory-mapping the file instead would
+//! let the kernel map whole page-cache folios around every tensor header it touches: on a warm cache
+//! that counts hundreds of megabytes of weights in the process's resident set although none is read.
+//! Readahead is turned off (`POSIX_FADV_RANDOM`) so that a cold cache reads the headers only.
+
+use std::fs::File;
+
+/// `location` of a tensor whose bytes stay in the model file itself.
+pub const SELF_LOCATION: &str = "\u{0}nnlint:self";
+
+/// Smaller payloads are kept inline: they are the shape vectors and scalars analysis folds.
+pub const MIN_ELIDED: u64 = 4096;
+
+/// How deep the walk may nest; prost's own limit (100 messages of any kind) applies after it.
+const MAX_DEPTH: usize = 200;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Model,
+    Graph,
+    Node,
+    Attribute,
+    Tensor,
+    SparseTensor,
+    Function,
+    TrainingInfo,
+}
+
+/// Fields that hold messages which can (transitively) hold tensors.
+fn child(kind: Kind, field: u64) -> Option<Kind> {
+    use Kind::*;
+    Some(match (kind, field) {
+        (Model, 7) => Graph,
+        (Model, 20) => TrainingInfo,
+        (Model, 25) => Function,
+        (TrainingInfo, 1 | 2) => Graph,
+        (Graph, 1) => Node,
+        (Graph, 5) => Tensor,
+        (Graph, 15) => SparseTensor,
+        (Node, 5) => Attribute,
+        (Attribute, 5 | 10) => Tensor,
+        (Attribute, 6 | 11) => Graph,
+        (Attribute, 22 | 23) => SparseTensor,
+        (SparseTensor, 1 | 2) => Tensor,
+        (Function, 7) => Node,
+        _ => return None,
+    })
+}
+
+/// Positioned reads through a small window.
+struct Reader<'f> {
+    file: &'f File,
+    len: u64,
+    pos: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+}
+
+/// Read size: headers sit right before their payloads, so a small window reads little of the weights.
+const WINDOW: usize = 16 << 10;
+
+impl Reader<'_> {
+    fn err(&self, msg: &str) -> String {
+        format!("{msg} at byte {}", self.pos)
+    }
+
+    /// Makes `[pos, pos + n)` available in the window (n ≤ WINDOW).
+    fn fill(&mut self, n: usize) -> Result<(), String> {
+        let end = self
+            .pos
+            .checked_add(n as u64)
+            .ok_or_else(|| self.err("offset overflows"))?;
+        if end > self.len {
+            return Err(self.err("a field runs past the end of the file (a truncated file?)"));
+        }
+        let have = self.pos >= self.buf_start && end <= self.buf_start + self.buf.len() as u64;
+        if !have {
+            let want = (WINDOW as u64).min(self.len - self.pos) as usize;
+            self.buf.resize(want.max(n), 0);
+            read_exact_at(self.file, &mut self.buf, self.pos)
+                .map_err(|e| self.err(&e.to_string()))?;
+            self.buf_start = self.pos;
+        }
+        Ok(())
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        self.fill(1)?;
+        let b = self.buf[(self.pos - self.buf_start) as usize];
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            if shift == 63 && b > 1 {
+                return Err(self.err("invalid varint"));
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.err("invalid varint"))
+    }
+
+    /// Appends `n` bytes at the position to `out`.
+    fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or_else(|| self.err("length overflows"))?;
+        if end > self.len {
+            return Err(self.err("a field runs past the end of the file (a truncated file?)"));
+        }
+        let mut left = n;
+        while left > 0 {
+            let chunk = left.min(WINDOW as u64) as usize;
+            self.fill(chunk)?;
+            let at = (self.pos - self.buf_start) as usize;
+            out.extend_from_slice(&self.buf[at..at + chunk]);
+            self.pos += chunk as u64;
+            left -= chunk as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(f: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(f, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match f.seek_read(buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
+    put_varint(out, field << 3 | 2);
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// `external_data` entry (StringStringEntryProto: key = 1, value = 2).
+fn entry(key: &str, value: &str) -> Vec<u8> {
+    let mut e = Vec::new();
+    put_bytes_field(&mut e, 1, key.as_bytes());
+    put_bytes_field(&mut e, 2, value.as_bytes());
+    e
+}
+
+fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>, String> {
+    if depth > MAX_DEPTH {
+        return Err("the model is nested too deeply".into());
+    }
+    let mut out = Vec::new();
+    let mut elided: Option<(u64, u64)> = None;
+    while r.pos < end {
+        let tag = r.varint()?;
+        let (field, wire) = (tag >> 3, tag & 7);
+        if field == 0 {
+            return Err(r.err("invalid field number 0"));
+        }
+        match wire {
+            0 => {
+                let v = r.varint()?;
+                put_varint(&mut out, tag);
+                put_varint(&mut out, v);
+            }
+            1 | 5 => {
+                put_varint(&mut out, tag);
+                r.copy(if wire == 1 { 8 } else { 4 }, &mut out)?;
+            }
+            2 => {
+                let len = r.varint()?;
+                let start = r.pos;
+                let stop = start.checked_add(len).filter(|&s| s <= end).ok_or_else(|| {
+                    r.err("a field runs past the end of its message (a truncated or corrupt file?)")
+                })?;
+                if kind == Kind::Tensor && field == 9 && len >= MIN_ELIDED {
+                    elided = Some((start, len));
+                    r.pos = stop;
+                } else if let Some(k) = child(kind, field) {
+                    let inner = compact(r, stop, k, depth + 1)?;
+                    put_bytes_field(&mut out, field, &inner);
+                    r.pos = stop;
+                } else {
+                    put_varint(&mut out, tag);
+                    put_varint(&mut out, len);
+                    r.copy(len, &mut out)?;
+                }
+            }
+            _ => return Err(r.err(&format!("invalid wire type {wire}"))),
+        }
+    }
+    if r.pos != end {
+        return Err(r.err("a message ends inside a field"));
+    }
+    if let Some((offset, length)) = elided {
+        put_bytes_field(&mut out, 13, &entry("location", SELF_LOCATION));
+        put_bytes_field(&mut out, 13, &entry("offset", &offset.to_string()));
+        put_bytes_field(&mut out, 13, &entry("length", &length.to_string()));
+        put_varint(&mut out, 14 << 3);
+        put_varint(&mut out, 1);
+    }
+    Ok(out)
+}
+
+/// The model's protobuf with large `raw_data` payloads replaced by references into the file.
+pub fn skim(file: &File, len: u64) -> Result<Vec<u8>, String> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid descriptor for the life of `file`; the call only sets an access hint.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+    }
+    let mut r = Reader {
+        file,
+        len,
+        pos: 0,
+        buf: Vec::new(),
+        buf_start: 0,
+    };
+    compact(&mut r, len, Kind::Model, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::onnx_pb as pb;
+    use prost::Message;
+
+    #[test]
+    fn large_raw_data_becomes_a_self_reference() {
+        let big = vec![7u8; 10_000];
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            graph: Some(pb::GraphProto {
+                initializer: vec![
+                    pb::TensorProto {
+                        name: Some("w".into()),
+                        dims: vec![2500],
+                        data_type: Some(1),
+                        raw_data: Some(big.clone().into()),
+                        ..Default::default()
+                    },
+                    pb::TensorProto {
+                        name: Some("s".into()),
+                        dims: vec![2],
+                        data_type: Some(7),
+                        raw_data: Some(vec![1u8; 16].into()),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, &bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        let compacted = skim(&f, bytes.len() as u64).unwrap();
+        assert!(compacted.len() < 200, "{}", compacted.len());
+        let back = pb::ModelProto::decode(compacted.as_slice()).unwrap();
+        let w = &back.graph.as_ref().unwrap().initializer[0];
+        assert_eq!(w.raw_data, None);
+        assert_eq!(w.data_location, Some(1));
+        let kv: Vec<(&str, &str)> = w
+            .external_data
+            .iter()
+            .map(|e| (e.key.as_deref().unwrap(), e.value.as_deref().unwrap()))
+            .collect();
+        let offset: usize = kv[1].1.parse().unwrap();
+        assert_eq!(kv[0], ("location", SELF_LOCATION));
+        assert_eq!(&bytes[offset..offset + 10_000], big.as_slice());
+        // small payloads stay inline
+        let s = &back.graph.as_ref().unwrap().initializer[1];
+        assert_eq!(s.raw_data.as_deref(), Some(&[1u8; 16][..]));
+    }
+
+    #[test]
+    fn truncation_is_an_error() {
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            graph: Some(pb::GraphProto {
+                name: Some("g".repeat(100)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+        let f = File::open(&path).unwrap();
+        let e = skim(&f, (bytes.len() - 10) as u64).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+    }
+}
