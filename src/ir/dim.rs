@@ -15,10 +15,18 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A known or symbolic dimension (or integer shape value, which may be negative).
+///
+/// Known values, by far the most common, are stored inline without allocating; polynomials always
+/// hold at least one symbol, so each value has exactly one representation.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Dim {
-    /// Sorted by monomial, no zero coefficients. The constant term has an empty monomial.
-    terms: Vec<Term>,
+pub struct Dim(Repr);
+
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Repr {
+    Known(i64),
+    /// Sorted by monomial, no zero coefficients, at least one symbol. The constant term has an
+    /// empty monomial.
+    Poly(Vec<Term>),
 }
 
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,36 +37,36 @@ struct Term {
 }
 
 impl Dim {
-    pub const ZERO: Dim = Dim { terms: Vec::new() };
+    pub const ZERO: Dim = Dim(Repr::Known(0));
 
     pub fn known(v: i64) -> Dim {
-        if v == 0 {
-            Dim::ZERO
-        } else {
-            Dim {
-                terms: vec![Term {
-                    mono: Vec::new(),
-                    coef: v,
-                }],
-            }
-        }
+        Dim(Repr::Known(v))
     }
 
     pub fn sym(name: &str) -> Dim {
-        Dim {
-            terms: vec![Term {
-                mono: vec![Arc::from(name)],
-                coef: 1,
-            }],
+        Dim(Repr::Poly(vec![Term {
+            mono: vec![Arc::from(name)],
+            coef: 1,
+        }]))
+    }
+
+    /// The terms, with a known value as one constant term (none for zero).
+    fn terms(&self) -> std::borrow::Cow<'_, [Term]> {
+        match &self.0 {
+            Repr::Known(0) => std::borrow::Cow::Borrowed(&[]),
+            Repr::Known(v) => std::borrow::Cow::Owned(vec![Term {
+                mono: Vec::new(),
+                coef: *v,
+            }]),
+            Repr::Poly(t) => std::borrow::Cow::Borrowed(t),
         }
     }
 
     /// The value, when no symbol is involved.
     pub fn as_i64(&self) -> Option<i64> {
-        match self.terms.as_slice() {
-            [] => Some(0),
-            [t] if t.mono.is_empty() => Some(t.coef),
-            _ => None,
+        match &self.0 {
+            Repr::Known(v) => Some(*v),
+            Repr::Poly(_) => None,
         }
     }
 
@@ -74,7 +82,7 @@ impl Dim {
     /// Names of the symbols this dimension depends on, sorted, without repeats.
     pub fn symbols(&self) -> Vec<Arc<str>> {
         let mut out: Vec<Arc<str>> = self
-            .terms
+            .terms()
             .iter()
             .flat_map(|t| t.mono.iter().cloned())
             .collect();
@@ -83,19 +91,29 @@ impl Dim {
         out
     }
 
-    fn from_map(map: BTreeMap<Vec<Arc<str>>, i64>) -> Dim {
-        Dim {
-            terms: map
-                .into_iter()
-                .filter(|(_, c)| *c != 0)
-                .map(|(mono, coef)| Term { mono, coef })
-                .collect(),
+    fn from_terms(terms: Vec<Term>) -> Dim {
+        match terms.as_slice() {
+            [] => Dim::ZERO,
+            [t] if t.mono.is_empty() => Dim::known(t.coef),
+            _ => Dim(Repr::Poly(terms)),
         }
     }
 
+    fn from_map(map: BTreeMap<Vec<Arc<str>>, i64>) -> Dim {
+        Dim::from_terms(
+            map.into_iter()
+                .filter(|(_, c)| *c != 0)
+                .map(|(mono, coef)| Term { mono, coef })
+                .collect(),
+        )
+    }
+
     pub fn checked_add(&self, other: &Dim) -> Option<Dim> {
+        if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
+            return a.checked_add(*b).map(Dim::known);
+        }
         let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
-        for t in self.terms.iter().chain(&other.terms) {
+        for t in self.terms().iter().chain(other.terms().iter()) {
             let c = map.entry(t.mono.clone()).or_insert(0);
             *c = c.checked_add(t.coef)?;
         }
@@ -103,8 +121,11 @@ impl Dim {
     }
 
     pub fn checked_neg(&self) -> Option<Dim> {
+        if let Repr::Known(a) = &self.0 {
+            return a.checked_neg().map(Dim::known);
+        }
         let terms = self
-            .terms
+            .terms()
             .iter()
             .map(|t| {
                 Some(Term {
@@ -113,7 +134,7 @@ impl Dim {
                 })
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(Dim { terms })
+        Some(Dim::from_terms(terms))
     }
 
     pub fn checked_sub(&self, other: &Dim) -> Option<Dim> {
@@ -121,9 +142,12 @@ impl Dim {
     }
 
     pub fn checked_mul(&self, other: &Dim) -> Option<Dim> {
+        if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
+            return a.checked_mul(*b).map(Dim::known);
+        }
         let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
-        for a in &self.terms {
-            for b in &other.terms {
+        for a in self.terms().iter() {
+            for b in other.terms().iter() {
                 let mut mono: Vec<Arc<str>> = a.mono.iter().chain(&b.mono).cloned().collect();
                 mono.sort();
                 let c = map.entry(mono).or_insert(0);
@@ -135,17 +159,21 @@ impl Dim {
 
     /// `self / other` when the division is exact term by term (or `self == other`).
     pub fn div_exact(&self, other: &Dim) -> Option<Dim> {
-        if self == other && !other.terms.is_empty() {
+        if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
+            return (*b != 0 && a.checked_rem(*b) == Some(0)).then(|| Dim::known(a / b));
+        }
+        if self == other && *other != Dim::ZERO {
             return Some(Dim::known(1));
         }
-        let [d] = other.terms.as_slice() else {
+        let other_terms = other.terms();
+        let [d] = &*other_terms else {
             return None;
         };
         if d.coef == 0 {
             return None;
         }
         let mut map = BTreeMap::new();
-        for t in &self.terms {
+        for t in self.terms().iter() {
             if t.coef % d.coef != 0 {
                 return None;
             }
@@ -191,18 +219,16 @@ impl Dim {
 
     /// Replaces bound symbols by their values.
     pub fn substitute(&self, bindings: &BTreeMap<String, i64>) -> Option<Dim> {
+        if let Repr::Known(_) = &self.0 {
+            return Some(self.clone());
+        }
         let mut acc = Dim::ZERO;
-        for t in &self.terms {
+        for t in self.terms().iter() {
             let mut term = Dim::known(t.coef);
             for s in &t.mono {
                 let f = match bindings.get(&**s) {
                     Some(v) => Dim::known(*v),
-                    None => Dim {
-                        terms: vec![Term {
-                            mono: vec![s.clone()],
-                            coef: 1,
-                        }],
-                    },
+                    None => Dim::sym(s),
                 };
                 term = term.checked_mul(&f)?;
             }
@@ -235,11 +261,11 @@ impl Dim {
     /// A rendering with every coefficient formatted by `fmt_coef` (used to print byte counts such
     /// as `1.5 MiB·N + 12 B`).
     pub fn render_with(&self, fmt_coef: impl Fn(i64) -> String) -> String {
-        if self.terms.is_empty() {
-            return fmt_coef(0);
+        if let Repr::Known(v) = &self.0 {
+            return fmt_coef(*v);
         }
         let mut out = String::new();
-        for (i, t) in self.terms.iter().rev().enumerate() {
+        for (i, t) in self.terms().iter().rev().enumerate() {
             let (neg, abs) = (t.coef < 0, t.coef.unsigned_abs());
             if i > 0 {
                 out.push_str(if neg { " - " } else { " + " });
@@ -288,10 +314,10 @@ impl From<i64> for Dim {
 
 impl fmt::Display for Dim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.terms.is_empty() {
-            return f.write_str("0");
+        if let Repr::Known(v) = &self.0 {
+            return write!(f, "{v}");
         }
-        for (i, t) in self.terms.iter().rev().enumerate() {
+        for (i, t) in self.terms().iter().rev().enumerate() {
             let (neg, abs) = (t.coef < 0, t.coef.unsigned_abs());
             if i > 0 {
                 f.write_str(if neg { " - " } else { " + " })?;
