@@ -398,21 +398,15 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) ->
     let numel = |v: ValueId| facts[v].numel().and_then(|d| d.as_u64()).unwrap_or(0);
     let float =
         |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && graph.values[v].init.is_none();
-    let outs: u64 = node
+    let elems: u64 = node
         .outputs
         .iter()
+        .chain(&node.inputs)
         .flatten()
         .filter(|&&v| float(v))
         .map(|&v| numel(v))
         .sum();
-    let ins: u64 = node
-        .inputs
-        .iter()
-        .flatten()
-        .filter(|&&v| float(v))
-        .map(|&v| numel(v))
-        .sum();
-    (outs + ins) * elem
+    elems * elem
 }
 
 /// Estimates one training step.
