@@ -116,7 +116,7 @@ impl Rule for LargeFcHead {
                 limit: o.min_share,
                 unit: "share of parameters",
                 fix: format!(
-                    "GlobalAveragePool -> Flatten -> {} {c} -> {n_out} ({} parameters), initialised from the summed weights",
+                    "GlobalAveragePool -> Flatten -> {} {c} -> {n_out} ({} parameters), W'[n,c] = the sum of W[n,c,h,w] over h,w",
                     node.op_type,
                     count(new_params)
                 ),

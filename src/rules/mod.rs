@@ -306,10 +306,7 @@ fn explain_at(meta: &RuleMeta, level: usize) -> String {
         meta.severity.as_str()
     );
     if let Some(r) = &meta.rewrite {
-        out.push_str(&format!(
-            " Fix: `nnlint rewrite --rule {}` ({r}).",
-            meta.name
-        ));
+        out.push_str(&format!(" Fix: the {r} rewrite."));
     }
     out.push_str(&format!(
         "\n\n{h}# What it does\n\n{}\n\n{h}# Why is this bad?\n\n{}\n\n{h}# Example\n\n{}\n\n{h}# Use instead\n\n{}\n\n{h}# Rewrite safety\n\n{}\n",
