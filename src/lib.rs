@@ -148,8 +148,9 @@ fn lint(args: &LintArgs) -> Result<(String, u8)> {
         .min(args.models.len())
         .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut slots: Vec<Option<(report::lint::FileResult, Vec<String>)>> =
-        (0..args.models.len()).map(|_| None).collect();
+    // per file: the result, its unmatched ignores, and rules it had to skip
+    type Slot = (report::lint::FileResult, Vec<String>, Vec<String>);
+    let mut slots: Vec<Option<Slot>> = (0..args.models.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
@@ -182,6 +183,7 @@ fn lint(args: &LintArgs) -> Result<(String, u8)> {
                                         baselined,
                                     },
                                     outcome.unused_ignores,
+                                    outcome.warnings,
                                 )
                             }
                             Err(e) => (
@@ -191,6 +193,7 @@ fn lint(args: &LintArgs) -> Result<(String, u8)> {
                                     error: Some(e.to_string()),
                                     baselined: 0,
                                 },
+                                Vec::new(),
                                 Vec::new(),
                             ),
                         };
@@ -207,8 +210,10 @@ fn lint(args: &LintArgs) -> Result<(String, u8)> {
         }
     });
     let mut files = Vec::new();
+    let mut warnings = Vec::new();
     let mut unused: Option<std::collections::BTreeSet<String>> = None;
-    for (file, ignores) in slots.into_iter().flatten() {
+    for (file, ignores, rule_warnings) in slots.into_iter().flatten() {
+        warnings.extend(rule_warnings);
         if file.error.is_none() {
             let set: std::collections::BTreeSet<String> = ignores.into_iter().collect();
             unused = Some(match unused {
@@ -218,7 +223,6 @@ fn lint(args: &LintArgs) -> Result<(String, u8)> {
         }
         files.push(file);
     }
-    let mut warnings = Vec::new();
     for g in unused.unwrap_or_default() {
         warnings.push(format!(
             "{}: ignore-nodes pattern '{g}' matches no finding",

@@ -382,3 +382,19 @@ fn training_json_follows_the_documented_schema() {
         assert!(errors.is_empty(), "{}", errors.join("\n"));
     }
 }
+
+#[test]
+fn training_needs_every_input_dimension_bound() {
+    let model = "testdata/models/torch/tiny_transformer_dynamo.onnx";
+    for args in [
+        vec!["mem", model, "--train"],
+        vec!["fit", model, "--gpu", "T4"],
+    ] {
+        let out = nnlint(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains("--dim seq=V"), "{}", stderr(&out));
+    }
+    let r = train(model, &["--dim", "seq=128", "--batch", "4"]);
+    // the token embedding output [4,128,64] float32 is saved (by the first LayerNorm / Linear)
+    assert!(r["training"]["saved_activation_bytes"].as_u64().unwrap() >= 4 * 128 * 64 * 4);
+}

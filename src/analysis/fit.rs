@@ -316,6 +316,11 @@ fn accumulation(effective: u64, max: u64, gpus: u64) -> (u64, u64) {
 
 /// Finds, for every plan, the largest batch that fits the GPU.
 pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
+    let probe = Bindings {
+        batch: Some(1),
+        dims: req.dims.clone(),
+    };
+    shape::infer(model, &probe)?.require_bound(model, "fit")?;
     let mut notes = Vec::new();
     let mut results = Vec::new();
     if req.inference {

@@ -181,6 +181,9 @@ pub fn analyze(
     train: Option<&training::TrainConfig>,
 ) -> Result<MemReport> {
     let inf = shape::infer(model, bindings)?;
+    if train.is_some() {
+        inf.require_bound(model, "the training estimate")?;
+    }
     Ok(report(model, &inf, train))
 }
 

@@ -40,6 +40,46 @@ pub struct Inference {
     pub notes: Vec<String>,
 }
 
+impl Inference {
+    /// Symbols left unbound in the shapes of values (sorted, without repeats).
+    pub fn unbound_symbols(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .facts
+            .iter()
+            .filter_map(|f| f.shape.as_ref())
+            .flatten()
+            .flat_map(|d| d.symbols())
+            .map(|s| s.to_string())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// An error when sizes still depend on input dimensions left unbound (training and fit need
+    /// numbers). Data-dependent sizes (a `NonZero` count) cannot be bound and do not count.
+    pub fn require_bound(&self, model: &Model, what: &str) -> Result<()> {
+        let (inputs, _) = input_symbols(&model.graph);
+        let unbound: Vec<String> = self
+            .unbound_symbols()
+            .into_iter()
+            .filter(|s| inputs.contains(s))
+            .collect();
+        if unbound.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Usage(format!(
+            "{}: {what} needs every dimension bound; pass {}",
+            model.path.display(),
+            unbound
+                .iter()
+                .map(|s| format!("--dim {s}=V"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )))
+    }
+}
+
 /// Symbols of the graph inputs, and which of them sit on the batch axis.
 fn input_symbols(graph: &Graph) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut all = BTreeSet::new();

@@ -25,6 +25,8 @@ pub struct LintContext<'a> {
     pub report: MemReport,
     pub facts: Vec<Fact>,
     pub macs: Vec<u64>,
+    /// Why memory estimates cannot be made (input dimensions left unbound), if so.
+    pub unbound: Option<String>,
     training: OnceLock<Training>,
 }
 
@@ -32,6 +34,10 @@ impl<'a> LintContext<'a> {
     pub fn new(model: &'a Model, settings: &'a Settings) -> Result<Self> {
         let inf = analysis::shape::infer(model, &settings.bindings)?;
         let report = analysis::report(model, &inf, None);
+        let unbound = inf
+            .require_bound(model, "the memory estimate")
+            .err()
+            .map(|e| e.to_string());
         let macs = inf
             .macs
             .iter()
@@ -43,6 +49,7 @@ impl<'a> LintContext<'a> {
             report,
             facts: inf.facts,
             macs,
+            unbound,
             training: OnceLock::new(),
         })
     }

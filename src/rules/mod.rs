@@ -439,7 +439,12 @@ mod tests {
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub unused_ignores: Vec<String>,
+    /// Rules that could not run, and why.
+    pub warnings: Vec<String>,
 }
+
+/// Rules that need memory estimates, so every input dimension bound.
+const NEEDS_SIZES: &[&str] = &["memory-budget", "activation-hotspot"];
 
 /// Whether a rule runs under the configuration and the command line's `--select` / `--ignore`.
 pub fn enabled(
@@ -482,6 +487,10 @@ pub fn lint(
     for rule in RULES {
         let meta = rule.meta();
         if !enabled(meta, config, select, ignore) {
+            continue;
+        }
+        if let (Some(why), true) = (&cx.unbound, NEEDS_SIZES.contains(&meta.name.as_str())) {
+            out.warnings.push(format!("{} skipped: {why}", meta.name));
             continue;
         }
         let rs = config.rules.get(&meta.name);
