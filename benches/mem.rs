@@ -167,7 +167,7 @@ fn attr_tensor(name: &str, t: pb::TensorProto) -> pb::AttributeProto {
     pb::AttributeProto {
         name: Some(name.into()),
         r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
-        t: Some(t),
+        t: Some(Box::new(t)),
         ..Default::default()
     }
 }

@@ -114,7 +114,7 @@ fn graph_attr(name: &str, g: pb::GraphProto) -> pb::AttributeProto {
     pb::AttributeProto {
         name: Some(name.into()),
         r#type: Some(pb::attribute_proto::AttributeType::Graph as i32),
-        g: Some(g),
+        g: Some(Box::new(g)),
         ..Default::default()
     }
 }

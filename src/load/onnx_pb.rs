@@ -46,20 +46,22 @@ pub struct AttributeProto {
     #[prost(bytes = "bytes", optional, tag = "4")]
     pub s: ::core::option::Option<::prost::bytes::Bytes>,
     /// tensor value
-    #[prost(message, optional, tag = "5")]
-    pub t: ::core::option::Option<TensorProto>,
+    #[prost(message, optional, boxed, tag = "5")]
+    pub t: ::core::option::Option<::prost::alloc::boxed::Box<TensorProto>>,
     /// graph
-    #[prost(message, optional, tag = "6")]
-    pub g: ::core::option::Option<GraphProto>,
+    #[prost(message, optional, boxed, tag = "6")]
+    pub g: ::core::option::Option<::prost::alloc::boxed::Box<GraphProto>>,
     /// sparse tensor value
-    #[prost(message, optional, tag = "22")]
-    pub sparse_tensor: ::core::option::Option<SparseTensorProto>,
+    #[prost(message, optional, boxed, tag = "22")]
+    pub sparse_tensor: ::core::option::Option<
+        ::prost::alloc::boxed::Box<SparseTensorProto>,
+    >,
     /// Do not use field below, it's deprecated.
     /// optional ValueProto v = 12;         // value - subsumes everything but graph
     ///
     /// type proto
-    #[prost(message, optional, tag = "14")]
-    pub tp: ::core::option::Option<TypeProto>,
+    #[prost(message, optional, boxed, tag = "14")]
+    pub tp: ::core::option::Option<::prost::alloc::boxed::Box<TypeProto>>,
     /// list of floats
     #[prost(float, repeated, packed = "false", tag = "7")]
     pub floats: ::prost::alloc::vec::Vec<f32>,
