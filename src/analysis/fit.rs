@@ -176,23 +176,26 @@ fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result
         dims: req.dims.clone(),
     };
     let r = super::analyze(model, &b, None)?;
-    let t = &r.totals;
-    let weights = t.param_bytes + t.buffer_bytes + t.constant_bytes;
-    let acts = t.inference_peak_bytes.ok_or_else(|| {
+    serving_bytes(&r.totals, &req.base.overhead, half).ok_or_else(|| {
         Error::Usage(format!(
             "{}: the inference peak needs every dimension bound ({}): pass --dim NAME=V",
             model.path.display(),
             r.unbound.join(", ")
         ))
-    })?;
-    let (weights, acts) = if half {
-        (weights / 2, acts / 2)
+    })
+}
+
+/// Memory to serve a model: its stored tensors and inference peak (halved with half-precision
+/// weights), plus the overhead. `None` when the peak is unknown.
+pub fn serving_bytes(t: &super::Totals, overhead: &training::Overhead, half: bool) -> Option<u64> {
+    let weights = t.param_bytes + t.buffer_bytes + t.constant_bytes;
+    let acts = t.inference_peak_bytes?;
+    let allocated = if half {
+        weights / 2 + acts / 2
     } else {
-        (weights, acts)
+        weights + acts
     };
-    let o = req.base.overhead;
-    let allocated = weights + acts;
-    Ok(allocated + o.cuda_context + o.workspace + (allocated as f64 * o.fragmentation) as u64)
+    Some(allocated + overhead.bytes(allocated))
 }
 
 /// The largest micro-batch whose training peak under `cfg` fits in `budget` bytes (0: none).

@@ -370,25 +370,13 @@ impl<'a> Flow<'a> {
                 let axes = self.slice_axes(node, shape.len());
                 (true, c && axes.iter().all(|&a| a <= first_big))
             }
-            "Split" => {
-                let a = node
-                    .attrs
-                    .int_or("axis", 0)
-                    .unwrap_or(0)
-                    .rem_euclid(shape.len().max(1) as i64) as usize;
-                (true, c && a <= first_big)
-            }
+            "Split" => (true, c && axis_attr(node, shape.len()) <= first_big),
             "Gather" => {
                 let scalar_index = node
                     .input(1)
                     .is_some_and(|i| self.facts[i].rank() == Some(0));
                 if scalar_index && !self.is_stored(x) {
-                    let a = node
-                        .attrs
-                        .int_or("axis", 0)
-                        .unwrap_or(0)
-                        .rem_euclid(shape.len().max(1) as i64) as usize;
-                    (true, c && a <= first_big)
+                    (true, c && axis_attr(node, shape.len()) <= first_big)
                 } else {
                     (false, true)
                 }
@@ -440,6 +428,14 @@ impl<'a> Flow<'a> {
         let n = numel(&self.facts[v]);
         dtype.and_then(|d| d.bytes_for(n)).unwrap_or(0)
     }
+}
+
+/// A node's `axis` attribute (default 0), normalised against a rank.
+fn axis_attr(node: &Node, rank: usize) -> usize {
+    node.attrs
+        .int_or("axis", 0)
+        .unwrap_or(0)
+        .rem_euclid(rank.max(1) as i64) as usize
 }
 
 fn storage_is_config(op: &str, slot: usize) -> bool {

@@ -126,6 +126,13 @@ pub struct Overhead {
     pub fragmentation: f64,
 }
 
+impl Overhead {
+    /// The overhead on top of `allocated` bytes: context, workspace and allocator slack.
+    pub fn bytes(&self, allocated: u64) -> u64 {
+        self.cuda_context + self.workspace + (allocated as f64 * self.fragmentation) as u64
+    }
+}
+
 impl Default for Overhead {
     fn default() -> Self {
         Overhead {
@@ -569,9 +576,7 @@ pub fn estimate(
             overhead_bytes: 0,
         };
     }
-    let overhead = cfg.overhead.cuda_context
-        + cfg.overhead.workspace
-        + (best_total as f64 * cfg.overhead.fragmentation) as u64;
+    let overhead = cfg.overhead.bytes(best_total);
     best.overhead_bytes = overhead;
 
     let communication_bytes = match cfg.shard {

@@ -100,15 +100,8 @@ impl Rule for MemoryBudget {
             }
         }
         if matches!(o.mode, Mode::Inference | Mode::Both) {
-            let t = &cx.report.totals;
-            let o_ = cx.settings.train.overhead;
-            let acts = t.inference_peak_bytes.unwrap_or(0);
-            let weights = t.param_bytes + t.buffer_bytes + t.constant_bytes;
-            let allocated = acts + weights;
-            let peak = allocated
-                + o_.cuda_context
-                + o_.workspace
-                + (allocated as f64 * o_.fragmentation) as u64;
+            let peak = fit::serving_bytes(&cx.report.totals, &cx.settings.train.overhead, false)
+                .unwrap_or(0);
             if peak > budget {
                 let max = fit::max_serve_batch(
                     cx.model,
