@@ -26,6 +26,11 @@ pub enum Command {
     Fit(FitArgs),
     /// Checks models against the rule set (costly patterns, memory budgets, graph hygiene).
     Lint(LintArgs),
+    /// Writes a new ONNX model with the fixes the rules propose (depthwise-separable convolutions,
+    /// a global-average-pooling head, low-rank linear layers), checked numerically.
+    Rewrite(RewriteArgs),
+    /// Compares a rewritten model with its original numerically (f64, seeded random inputs).
+    Verify(VerifyArgs),
     /// Lists the rules.
     Rules(RulesArgs),
     /// Prints a rule's documentation.
@@ -76,6 +81,92 @@ pub struct LintArgs {
     /// Training precision for the memory rules [default: the config's, else fp32].
     #[arg(long, value_enum)]
     pub precision: Option<crate::analysis::saved::Precision>,
+}
+
+#[derive(Debug, Args)]
+pub struct RewriteArgs {
+    /// The ONNX model to rewrite (never modified).
+    pub model: PathBuf,
+    /// Where to write the rewritten model [default: MODEL-rewritten.onnx beside the input].
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Rewrites to apply, by rule (NL101, heavy-standard-conv) or by rewrite (depthwise-separable,
+    /// gap-head, low-rank), comma-separated [default: every finding that has a rewrite].
+    #[arg(long, value_delimiter = ',', value_name = "RULES")]
+    pub rule: Vec<String>,
+    /// Only rewrite findings on nodes whose name matches this glob (repeatable).
+    #[arg(long = "node", value_name = "GLOB")]
+    pub nodes: Vec<String>,
+    /// Rank of the factorisations: a number, or `full` for the exact decomposition [default: 1 for
+    /// convolutions (the MobileNet block), half the break-even rank for linear layers].
+    #[arg(long, value_name = "N|full", value_parser = parse_rank, conflicts_with = "energy")]
+    pub rank: Option<crate::rewrite::RankChoice>,
+    /// Keep the smallest rank whose squared singular values hold this share of the total (0-1].
+    #[arg(long, value_name = "E", value_parser = parse_energy)]
+    pub energy: Option<f64>,
+    /// Skip the numeric check of the written model.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Print a unified diff of the graph before and after.
+    #[arg(long)]
+    pub diff: bool,
+    /// Write the weights to an external data file (OUT.data) [default: when the input has one].
+    #[arg(long)]
+    pub external_data: bool,
+    /// Seed of the random inputs and of the randomized SVD.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Configuration file for the rules' thresholds [default: nnlint.toml in the working directory
+    /// or above].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Ignore any nnlint.toml.
+    #[arg(long, conflicts_with = "config")]
+    pub no_config: bool,
+    #[command(flatten)]
+    pub dims: DimArgs,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: crate::report::rewrite::RewriteFormat,
+    #[command(flatten)]
+    pub plan: TrainArgs,
+}
+
+fn parse_rank(s: &str) -> Result<crate::rewrite::RankChoice, String> {
+    if s.eq_ignore_ascii_case("full") {
+        return Ok(crate::rewrite::RankChoice::Full);
+    }
+    match s.parse::<u64>() {
+        Ok(r) if r >= 1 => Ok(crate::rewrite::RankChoice::Fixed(r)),
+        _ => Err(format!("'{s}' is not a rank (a number from 1, or 'full')")),
+    }
+}
+
+fn parse_energy(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(e) if e > 0.0 && e <= 1.0 => Ok(e),
+        _ => Err(format!("'{s}' is not a share in (0, 1]")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The original model.
+    pub original: PathBuf,
+    /// The model `nnlint rewrite` wrote from it.
+    pub rewritten: PathBuf,
+    #[command(flatten)]
+    pub dims: DimArgs,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Write the whole-model inputs and both models' outputs as .npy files (float64) and a
+    /// manifest.json into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: crate::report::rewrite::RewriteFormat,
 }
 
 #[derive(Debug, Args)]

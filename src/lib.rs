@@ -11,13 +11,18 @@ pub mod error;
 pub mod ir;
 pub mod load;
 pub mod report;
+pub mod rewrite;
 pub mod rules;
+pub mod verify;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use analysis::{Bindings, MemReport};
-use cli::{Cli, Command, DimArgs, FitArgs, LintArgs, MemArgs, RulesArgs, RulesFormat};
+use cli::{
+    Cli, Command, DimArgs, FitArgs, LintArgs, MemArgs, RewriteArgs, RulesArgs, RulesFormat,
+    VerifyArgs,
+};
 pub use error::{Error, Result};
 use load::Loaded;
 
@@ -91,11 +96,15 @@ fn fit(args: &FitArgs) -> Result<String> {
 /// The configuration a lint run uses: `--config`, else `nnlint.toml` found from the working
 /// directory up, else defaults.
 fn lint_config(args: &LintArgs) -> Result<config::Config> {
-    if args.no_config {
+    find_config(args.config.as_deref(), args.no_config)
+}
+
+fn find_config(explicit: Option<&std::path::Path>, none: bool) -> Result<config::Config> {
+    if none {
         return Ok(config::Config::default());
     }
-    let path = match &args.config {
-        Some(p) => Some(p.clone()),
+    let path = match explicit {
+        Some(p) => Some(p.to_path_buf()),
         None => std::env::current_dir()
             .ok()
             .and_then(|d| config::discover(&d)),
@@ -279,6 +288,193 @@ fn lint(args: &LintArgs) -> Result<(String, u8)> {
     Ok((text, code))
 }
 
+/// The rules whose rewrites `--rule` selects (codes), checked: a selector that names no rewrite is
+/// an error.
+fn rewrite_rules(selectors: &[String]) -> Result<Vec<String>> {
+    let with_rewrite: Vec<&rules::RuleMeta> = rules::all_meta()
+        .iter()
+        .filter(|m| m.rewrite.is_some())
+        .collect();
+    let picks = |s: &str, m: &rules::RuleMeta| {
+        s.eq_ignore_ascii_case(&m.code)
+            || s.eq_ignore_ascii_case(&m.name)
+            || m.rewrite
+                .as_deref()
+                .is_some_and(|r| s.eq_ignore_ascii_case(r))
+    };
+    for s in selectors {
+        if !with_rewrite.iter().any(|m| picks(s, m)) {
+            let mut names: Vec<&str> = Vec::new();
+            for m in &with_rewrite {
+                names.extend([m.code.as_str(), m.name.as_str()]);
+                names.extend(m.rewrite.as_deref());
+            }
+            return Err(Error::Usage(rules::suggest(
+                &format!("--rule {s}: no rule with a rewrite is called that (rules with a rewrite: NL101, NL102, NL103)"),
+                s,
+                &names,
+            )));
+        }
+    }
+    Ok(with_rewrite
+        .iter()
+        .filter(|m| selectors.is_empty() || selectors.iter().any(|s| picks(s, m)))
+        .map(|m| m.code.clone())
+        .collect())
+}
+
+/// `MODEL-rewritten.onnx` beside the input.
+fn derived_output(input: &std::path::Path) -> std::path::PathBuf {
+    let stem = input
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+    input.with_file_name(format!("{stem}-rewritten.onnx"))
+}
+
+/// A progress bar on standard error when it is a terminal, hidden otherwise.
+fn progress(what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {wide_msg}")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_string());
+    bar
+}
+
+fn rewrite(args: &RewriteArgs) -> Result<String> {
+    if args.model == std::path::Path::new("-") {
+        return Err(Error::Usage(
+            "rewrite needs a model file (its weights are copied from it), not standard input"
+                .into(),
+        ));
+    }
+    let cfg = find_config(args.config.as_deref(), args.no_config)?;
+    let model = load::onnx::load(&args.model)?;
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| derived_output(&args.model));
+    let mut dims = cfg.dims.clone();
+    dims.extend(args.dims.dims.iter().cloned());
+    let bindings = Bindings {
+        batch: args.dims.batch.or(cfg.batch),
+        dims: dims.clone(),
+    };
+    let train = args.plan.config().map_err(Error::Usage)?;
+    let settings = rules::Settings {
+        bindings: bindings.clone(),
+        train,
+        budget: None,
+    };
+    let codes = rewrite_rules(&args.rule)?;
+    let outcome = rules::lint(&model, &settings, &cfg, &codes, &[])?;
+    // new values keep the model's symbolic dimensions in value_info
+    let symbolic = analysis::shape::infer_symbolic(
+        &model,
+        &Bindings {
+            batch: None,
+            dims: dims.clone(),
+        },
+    )?;
+    let options = rewrite::Options {
+        rank: match (args.rank, args.energy) {
+            (Some(r), _) => r,
+            (None, Some(e)) => rewrite::RankChoice::Energy(e),
+            (None, None) => rewrite::RankChoice::Default,
+        },
+        seed: args.seed,
+    };
+    let (plans, skipped) = rewrite::plan_all(
+        &model,
+        &symbolic.facts,
+        &outcome.findings,
+        &args.nodes,
+        &options,
+        &progress("planning"),
+    );
+    if plans.is_empty() {
+        let mut text = format!(
+            "{}: nothing to rewrite ({} finding{} with a rewrite)\n",
+            args.model.display(),
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" }
+        );
+        for s in &skipped {
+            text.push_str(&format!("skipped {} ({}): {}\n", s.node, s.rule, s.reason));
+        }
+        return Ok(text);
+    }
+    let mut proto = load::onnx::load_proto(&args.model)?;
+    rewrite::apply(&mut proto, &model, &plans)?;
+    let external = args.external_data
+        || model
+            .graph
+            .initializers()
+            .any(|(_, t)| matches!(&t.data, ir::TensorData::External(e) if e.path != model.path));
+    let written = rewrite::emit::write(proto, &args.model, &out, external)?;
+    let rewritten = load::onnx::load(&out)?;
+    let verification = if args.no_verify {
+        None
+    } else {
+        Some(verify::verify(&verify::Request {
+            original: &model,
+            rewritten: &rewritten,
+            bindings: bindings.clone(),
+            seed: args.seed,
+            whole: true,
+            dump: None,
+        })?)
+    };
+    let report = report::rewrite::build(
+        &model,
+        &rewritten,
+        &plans,
+        skipped,
+        &bindings,
+        &train,
+        verification,
+        written.data.as_ref().map(|d| d.display().to_string()),
+    )?;
+    let mut text = match args.format {
+        report::rewrite::RewriteFormat::Table => report::rewrite::table(&report),
+        report::rewrite::RewriteFormat::Json => report::rewrite::json(&report),
+    };
+    if args.diff {
+        text.push_str(&rewrite::text::diff(&model, &rewritten));
+    }
+    Ok(text)
+}
+
+/// `nnlint verify`: exit code 1 when an exact rewrite is off by more than f32 round-off.
+fn verify_models(args: &VerifyArgs) -> Result<(String, u8)> {
+    let original = load::onnx::load(&args.original)?;
+    let rewritten = load::onnx::load(&args.rewritten)?;
+    let v = verify::verify(&verify::Request {
+        original: &original,
+        rewritten: &rewritten,
+        bindings: Bindings::from(&args.dims),
+        seed: args.seed,
+        whole: true,
+        dump: args.dump.as_deref(),
+    })?;
+    let failed = v.checks.iter().any(|c| {
+        c.safety == rewrite::Safety::Exact
+            && c.max_rel_error
+                .is_some_and(|e| e >= verify::EXACT_TOLERANCE)
+    });
+    let text = match args.format {
+        report::rewrite::RewriteFormat::Table => report::rewrite::verify_table(&v),
+        report::rewrite::RewriteFormat::Json => report::rewrite::json(&v),
+    };
+    Ok((text, u8::from(failed)))
+}
+
 /// Writes a file through a temporary sibling and a rename, so readers never see half a file.
 pub fn write_atomically(path: &std::path::Path, data: &[u8]) -> Result<()> {
     let dir = path
@@ -341,6 +537,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Mem(args) => mem(args).map(|t| (t, 0)),
         Command::Fit(args) => fit(args).map(|t| (t, 0)),
         Command::Lint(args) => lint(args),
+        Command::Rewrite(args) => rewrite(args).map(|t| (t, 0)),
+        Command::Verify(args) => verify_models(args),
         Command::Rules(args) => Ok((rules_list(args), 0)),
         Command::Explain { rule } => match rules::find(rule) {
             Some(r) => Ok((rules::explain(r.meta()), 0)),

@@ -62,6 +62,21 @@ rules/<rule-name>/fire*.onnx, pass*.onnx, nnlint.toml
     it.  Named nodes, seeded random non-zero weights, symbolic batch "N".
     Checked against hand-computed values in tests/lint_rules.rs.
 
+models/rewrite/  (gen_rewrite; `generate.py --rewrite-only` writes only these)
+    Models for `nnlint rewrite` and tests/interop, built with onnx.helper + numpy (no torch),
+    He-normal seeded weights, opset 17, input "input" [batch,3,16,16], output "logits" [batch,10],
+    torch-style names (node /features/features.0/Conv, weight features.0.weight), a doc_string,
+    producer "nnlint-testdata", metadata_props and value_info for two intermediates (so a rewrite
+    can be checked to keep them).
+    vgg_like.onnx           3x3 convs 3->16, 16->32 (+MaxPool), 32->32 (+MaxPool), Flatten ->
+                            Gemm 512->64 -> Gemm 64->10.
+    resnet_like.onnx        stem conv+BN, a basic block 16->16, a stride-2 block 16->32 with a 1x1
+                            conv+BN shortcut, GlobalAveragePool -> Gemm 32->10; random BN statistics.
+    resnet_like_ext.onnx    the same model, tensors of 1 KiB and more in resnet_like_ext.onnx.data
+                            (committed).
+    nnlint.toml             lowers heavy-standard-conv min-macs and oversized-linear min-params so
+                            NL101/NL102/NL103 fire on these models at batch 1.
+
 expected/<model path relative to models/, '/' -> '__'>.json
     Ground truth per model, e.g. expected/ops__conv_asym_pads.json,
     expected/torch__resnet18.json, expected/conv3x3_64_128.json:
@@ -1218,14 +1233,220 @@ def gen_rules():
     print("rule fixtures: written under rules/")
 
 
+# --------------------------------------------------------------------------
+# e) rewrite fixtures: testdata/models/rewrite/
+# --------------------------------------------------------------------------
+
+REWRITE_DIR = os.path.join(MODELS, "rewrite")
+REWRITE_META = {"source": "testdata/generate.py"}
+
+
+def he(rng, *shape):
+    """He-normal float32 weight (std sqrt(2 / fan_in), fan_in = prod(shape[1:])), so that
+    activations stay O(1) through a stack of ReLU layers."""
+    fan_in = int(np.prod(shape[1:]))
+    return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+
+
+def small(rng, *shape):
+    """A small non-zero float32 tensor (biases)."""
+    return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+
+def batchnorm_params(rng, prefix, c):
+    """Non-trivial BatchNorm parameters and running statistics (var > 0), torch names."""
+    return {f"{prefix}.weight": rng.uniform(0.5, 1.5, c).astype(np.float32),
+            f"{prefix}.bias": small(rng, c),
+            f"{prefix}.running_mean": small(rng, c),
+            f"{prefix}.running_var": rng.uniform(0.5, 1.5, c).astype(np.float32)}
+
+
+class Net:
+    """A tiny graph builder that names nodes, values and initializers as torch's legacy
+    exporter does: node '/features/features.0/Conv', output '/features/features.0/Conv_output_0',
+    weights 'features.0.weight'."""
+
+    def __init__(self):
+        self.nodes, self.inits = [], {}
+
+    def add(self, op, scope, ins, out=None, **attrs):
+        name = f"{scope}/{op}"
+        out = out or f"{name}_output_0"
+        self.nodes.append(helper.make_node(op, ins, [out], name=name, **attrs))
+        return out
+
+    def conv(self, scope, prefix, x, w, b=None, **attrs):
+        self.inits[f"{prefix}.weight"] = w
+        ins = [x, f"{prefix}.weight"]
+        if b is not None:
+            self.inits[f"{prefix}.bias"] = b
+            ins.append(f"{prefix}.bias")
+        k = list(w.shape[2:])
+        return self.add("Conv", scope, ins, kernel_shape=k, **attrs)
+
+    def bn(self, scope, prefix, x, params):
+        self.inits.update(params)
+        return self.add("BatchNormalization", scope,
+                        [x] + [f"{prefix}.{s}" for s in ("weight", "bias", "running_mean", "running_var")],
+                        epsilon=1e-5, momentum=0.9)
+
+    def gemm(self, scope, prefix, x, w, b, out=None):
+        self.inits[f"{prefix}.weight"], self.inits[f"{prefix}.bias"] = w, b
+        return self.add("Gemm", scope, [x, f"{prefix}.weight", f"{prefix}.bias"], out,
+                        alpha=1.0, beta=1.0, transB=1)
+
+    def model(self, name, doc, outputs, value_info):
+        """outputs / value_info: [(name, shape)], float."""
+        graph = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info("input", F, ["batch", 3, 16, 16])],
+            [helper.make_tensor_value_info(n, F, s) for n, s in outputs],
+            [numpy_helper.from_array(v, n) for n, v in self.inits.items()],
+            value_info=[helper.make_tensor_value_info(n, F, s) for n, s in value_info])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="nnlint-testdata", producer_version="1",
+                              ir_version=8, doc_string=doc)
+        helper.set_model_props(m, {**REWRITE_META, "fixture": name})
+        return m
+
+
+def vgg_like_model(seed=201):
+    """Conv 3->16 + Relu, Conv 16->32 + Relu + MaxPool, Conv 32->32 + Relu + MaxPool,
+    Flatten -> Gemm 512->64 + Relu -> Gemm 64->10.  NL101 fires on the 16->32 and 32->32
+    convolutions, NL102 and NL103 on the 512->64 Gemm (with the directory's nnlint.toml)."""
+    rng = np.random.default_rng(seed)
+    n = Net()
+    x = n.conv("/features/features.0", "features.0", "input", he(rng, 16, 3, 3, 3), small(rng, 16),
+               pads=[1, 1, 1, 1])
+    x = n.add("Relu", "/features/features.1", [x])
+    x = n.conv("/features/features.2", "features.2", x, he(rng, 32, 16, 3, 3), small(rng, 32),
+               pads=[1, 1, 1, 1])
+    x = n.add("Relu", "/features/features.3", [x])
+    x = n.add("MaxPool", "/features/features.4", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = n.conv("/features/features.5", "features.5", x, he(rng, 32, 32, 3, 3), small(rng, 32),
+               pads=[1, 1, 1, 1])
+    x = n.add("Relu", "/features/features.6", [x])
+    x = n.add("MaxPool", "/features/features.7", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = n.add("Flatten", "", [x], axis=1)
+    x = n.gemm("/classifier/classifier.0", "classifier.0", x, he(rng, 64, 512), small(rng, 64))
+    x = n.add("Relu", "/classifier/classifier.1", [x])
+    n.gemm("/classifier/classifier.2", "classifier.2", x, he(rng, 10, 64), small(rng, 10), "logits")
+    return n.model(
+        "vgg_like", "vgg_like: a small VGG-style CNN (three 3x3 convolutions, a flattened "
+        "512 -> 64 -> 10 head) for nnlint rewrite tests; built by testdata/generate.py",
+        [("logits", ["batch", 10])],
+        # an untouched intermediate, and the Flatten output (its shape changes under gap-head)
+        [("/features/features.4/MaxPool_output_0", ["batch", 32, 8, 8]),
+         ("/Flatten_output_0", ["batch", 512])])
+
+
+def resnet_like_model(seed=202):
+    """Stem Conv 3->16 + BN + Relu, a basic block 16->16, a downsampling block 16->32
+    (stride 2, 1x1 shortcut Conv + BN), GlobalAveragePool -> Flatten -> Gemm 32->10.
+    Convolutions have no bias (followed by BN), as in torchvision."""
+    rng = np.random.default_rng(seed)
+    n = Net()
+    p1 = dict(pads=[1, 1, 1, 1])
+    x = n.conv("/conv1", "conv1", "input", he(rng, 16, 3, 3, 3), **p1)
+    x = n.bn("/bn1", "bn1", x, batchnorm_params(rng, "bn1", 16))
+    stem = n.add("Relu", "/relu", [x])
+
+    s, p = "/layer1/layer1.0", "layer1.0"
+    x = n.conv(f"{s}/conv1", f"{p}.conv1", stem, he(rng, 16, 16, 3, 3), **p1)
+    x = n.bn(f"{s}/bn1", f"{p}.bn1", x, batchnorm_params(rng, f"{p}.bn1", 16))
+    x = n.add("Relu", f"{s}/relu", [x])
+    x = n.conv(f"{s}/conv2", f"{p}.conv2", x, he(rng, 16, 16, 3, 3), **p1)
+    x = n.bn(f"{s}/bn2", f"{p}.bn2", x, batchnorm_params(rng, f"{p}.bn2", 16))
+    x = n.add("Add", s, [x, stem])
+    block1 = n.add("Relu", f"{s}/relu_1", [x])
+
+    s, p = "/layer2/layer2.0", "layer2.0"
+    x = n.conv(f"{s}/conv1", f"{p}.conv1", block1, he(rng, 32, 16, 3, 3), strides=[2, 2], **p1)
+    x = n.bn(f"{s}/bn1", f"{p}.bn1", x, batchnorm_params(rng, f"{p}.bn1", 32))
+    x = n.add("Relu", f"{s}/relu", [x])
+    x = n.conv(f"{s}/conv2", f"{p}.conv2", x, he(rng, 32, 32, 3, 3), **p1)
+    x = n.bn(f"{s}/bn2", f"{p}.bn2", x, batchnorm_params(rng, f"{p}.bn2", 32))
+    sc = n.conv(f"{s}/downsample/downsample.0", f"{p}.downsample.0", block1, he(rng, 32, 16, 1, 1),
+                strides=[2, 2])
+    sc = n.bn(f"{s}/downsample/downsample.1", f"{p}.downsample.1", sc,
+              batchnorm_params(rng, f"{p}.downsample.1", 32))
+    x = n.add("Add", s, [x, sc])
+    x = n.add("Relu", f"{s}/relu_1", [x])
+
+    x = n.add("GlobalAveragePool", "/avgpool", [x])
+    x = n.add("Flatten", "", [x], axis=1)
+    n.gemm("/fc", "fc", x, he(rng, 10, 32), small(rng, 10), "logits")
+    return n.model(
+        "resnet_like", "resnet_like: a small ResNet-style CNN (BatchNorm, a basic block, a "
+        "downsampling block with a 1x1 shortcut, a pooled head) for nnlint rewrite tests; built by "
+        "testdata/generate.py",
+        [("logits", ["batch", 10])],
+        [("/layer1/layer1.0/relu_1/Relu_output_0", ["batch", 16, 16, 16]),
+         ("/avgpool/GlobalAveragePool_output_0", ["batch", 32, 1, 1])])
+
+
+def save_rewrite_model(m, file, external=False, seed=0):
+    """Saves a rewrite fixture, checks it (full shape inference, by path so external data is
+    followed), runs it once in onnxruntime and returns the output's statistics."""
+    import onnxruntime as ort
+    os.makedirs(REWRITE_DIR, exist_ok=True)
+    path = os.path.join(REWRITE_DIR, file)
+    files = [path]
+    if external:
+        location = file + ".data"
+        data = os.path.join(REWRITE_DIR, location)
+        if os.path.exists(data):  # onnx appends to an existing data file
+            os.remove(data)
+        onnx.save_model(copy.deepcopy(m), path, save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=location, size_threshold=1024)
+        files.append(data)
+        assert os.path.getsize(data) > 0
+    else:
+        onnx.save_model(m, path)
+    onnx.checker.check_model(path, full_check=True)
+    feeds = make_feeds(m, resolve_dims(m), {}, seed)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    (out,) = sess.run(None, feeds)
+    assert out.shape == (BATCH, 10) and np.all(np.isfinite(out)), out
+    assert 0.1 < np.abs(out).max() < 100, f"{file}: activations not O(1): max |logits| {np.abs(out).max()}"
+    for f in files:
+        assert os.path.getsize(f) < 300_000, f"{rel(f)} is too big"
+    return out, sum(os.path.getsize(f) for f in files)
+
+
+def gen_rewrite():
+    """models/rewrite/: models for `nnlint rewrite` and tests/interop (onnx.helper + numpy, no
+    torch): vgg_like.onnx, resnet_like.onnx, resnet_like_ext.onnx (+ .onnx.data: the same model
+    with tensors of 1 KiB and more stored externally) and an nnlint.toml that lowers NL101/NL103
+    thresholds so the rules fire on these small models at batch 1."""
+    out, size = save_rewrite_model(vgg_like_model(), "vgg_like.onnx", seed=41)
+    print(f"rewrite/vgg_like: {size} bytes, max |logits| {np.abs(out).max():.3f}")
+    resnet = resnet_like_model()
+    out, size = save_rewrite_model(resnet, "resnet_like.onnx", seed=42)
+    print(f"rewrite/resnet_like: {size} bytes, max |logits| {np.abs(out).max():.3f}")
+    out_ext, size = save_rewrite_model(resnet, "resnet_like_ext.onnx", external=True, seed=42)
+    assert np.array_equal(out, out_ext)
+    print(f"rewrite/resnet_like_ext: {size} bytes with its .data file")
+    with open(os.path.join(REWRITE_DIR, "nnlint.toml"), "w") as f:
+        f.write("# testdata/models/rewrite and tests/interop: thresholds small enough for these models\n"
+                "[rules.heavy-standard-conv]\nmin-macs = 100_000\n\n"
+                "[rules.oversized-linear]\nmin-params = 10_000\n")
+
+
 def main():
     os.makedirs(MODELS, exist_ok=True)
     if "--rules-only" in sys.argv:  # only the lint-rule fixtures (no onnxruntime ground truth rerun)
         gen_rules()
         return
+    if "--rewrite-only" in sys.argv:  # only models/rewrite/ (no torch)
+        gen_rewrite()
+        return
     gen_zoo()
     gen_conv3x3()
     gen_rules()
+    gen_rewrite()
     if "--no-torch" not in sys.argv:
         gen_torch()
     print("\n".join(["", "notes:"] + NOTES) if NOTES else "\nno notes")

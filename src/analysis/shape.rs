@@ -114,7 +114,7 @@ struct Resolved {
 }
 
 /// Decides what every input symbol is bound to.
-fn resolve_bindings(model: &Model, b: &Bindings) -> Result<Resolved> {
+fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Resolved> {
     let graph = &model.graph;
     let (all, batch_syms) = input_symbols(graph);
     let mut bound = BTreeMap::new();
@@ -170,6 +170,7 @@ fn resolve_bindings(model: &Model, b: &Bindings) -> Result<Resolved> {
             }
             Some(n)
         }
+        None if keep_batch => None,
         None => {
             let unbound: Vec<&String> = batch_syms
                 .iter()
@@ -272,13 +273,23 @@ fn merge(inferred: Fact, declared: Option<Fact>, name: &str, mismatches: &mut Ve
 
 /// Runs shape inference on the model's main graph.
 pub fn infer(model: &Model, bindings: &Bindings) -> Result<Inference> {
+    infer_with(model, bindings, false)
+}
+
+/// Like [`infer`], but a symbolic batch dimension stays symbolic when `--batch` is not given (the
+/// shapes a rewrite declares for its new values keep the model's `batch`).
+pub fn infer_symbolic(model: &Model, bindings: &Bindings) -> Result<Inference> {
+    infer_with(model, bindings, true)
+}
+
+fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<Inference> {
     let graph = &model.graph;
     let Resolved {
         bound,
         batch,
         notes,
         override_fixed,
-    } = resolve_bindings(model, bindings)?;
+    } = resolve_bindings(model, bindings, keep_batch)?;
     let opset = model.opset();
     let mut facts: Vec<Fact> = vec![Fact::unknown(); graph.values.len()];
     for (id, t) in graph.initializers() {

@@ -32,6 +32,8 @@ pub struct Model {
     /// `(domain, version)`; the default domain is `""`.
     pub opset_imports: Vec<(String, i64)>,
     pub graph: Graph,
+    /// `metadata_props`: key, value.
+    pub metadata: Vec<(String, String)>,
     /// Problems found while loading that do not stop analysis (ignored fields, ...).
     pub warnings: Vec<String>,
 }

@@ -5,7 +5,7 @@ pub mod onnx;
 #[rustfmt::skip]
 pub mod onnx_pb;
 pub mod safetensors;
-mod skim;
+pub(crate) mod skim;
 
 use std::io::Read;
 use std::path::Path;

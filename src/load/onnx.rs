@@ -67,6 +67,69 @@ pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
     Ok(Bytes::from_owner(map))
 }
 
+/// Why an external-data location was not resolved.
+pub(crate) enum Located {
+    /// It leads out of the model's directory (the text says how).
+    Escapes(&'static str),
+    NotFound(PathBuf),
+    Io(PathBuf, std::io::Error),
+}
+
+/// Resolves an external-data location against the model's directory: absolute paths, `..` and
+/// links that lead out of the directory are refused.
+pub(crate) fn resolve_location(
+    dir: &Path,
+    location: &str,
+) -> std::result::Result<PathBuf, Located> {
+    let rel = Path::new(location);
+    let escapes = rel.is_absolute()
+        || location.starts_with('/')
+        || location.starts_with('\\')
+        || location.contains(":\\")
+        || rel.components().any(|c| {
+            matches!(
+                c,
+                Component::ParentDir | Component::RootDir | Component::Prefix(_)
+            )
+        });
+    if escapes {
+        return Err(Located::Escapes("is outside the model's directory"));
+    }
+    let joined = dir.join(rel);
+    let canonical = match joined.canonicalize() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Located::NotFound(joined))
+        }
+        Err(e) => return Err(Located::Io(joined, e)),
+    };
+    let root = dir
+        .canonicalize()
+        .map_err(|e| Located::Io(dir.to_path_buf(), e))?;
+    if !canonical.starts_with(&root) {
+        return Err(Located::Escapes(
+            "resolves outside the model's directory (through a link)",
+        ));
+    }
+    Ok(canonical)
+}
+
+/// Skims and decodes a model file into its compact protobuf: the large `raw_data` payloads stay in
+/// the file, referenced under [`SELF_LOCATION`](super::skim::SELF_LOCATION) (see load/skim.rs).
+pub fn load_proto(path: &Path) -> Result<pb::ModelProto> {
+    let (file, len) = super::open_file(path)?;
+    if len == 0 {
+        return Err(Error::malformed(path, "the file is empty"));
+    }
+    let compact = super::skim::skim(&file, len).map_err(|m| {
+        Error::malformed(
+            path,
+            format!("not a valid ONNX model (protobuf decoding failed: {m})"),
+        )
+    })?;
+    pb::ModelProto::decode(Bytes::from(compact)).map_err(|e| decode_error(path, &e))
+}
+
 /// Decodes a model from bytes. `dir` is the model's directory (for external data); `None` for stdin.
 pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     let input_len = bytes.len();
@@ -114,6 +177,16 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         .to_string(),
         opset_imports,
         graph,
+        metadata: proto
+            .metadata_props
+            .iter()
+            .map(|e| {
+                (
+                    e.key.clone().unwrap_or_default(),
+                    e.value.clone().unwrap_or_default(),
+                )
+            })
+            .collect(),
         warnings,
     })
 }
@@ -480,45 +553,17 @@ impl Context<'_> {
                 .insert(location.to_string(), hit.clone());
             return Ok(hit);
         }
-        let rel = Path::new(location);
-        let escapes = rel.is_absolute()
-            || location.starts_with('/')
-            || location.starts_with('\\')
-            || location.contains(":\\")
-            || rel.components().any(|c| {
-                matches!(
-                    c,
-                    Component::ParentDir | Component::RootDir | Component::Prefix(_)
-                )
-            });
-        if escapes {
-            return Err(Error::refused(
+        let canonical = resolve_location(dir, location).map_err(|e| match e {
+            Located::Escapes(how) => Error::refused(
                 self.path,
-                format!(
-                    "initializer '{name}': external data location '{location}' is outside the model's directory"
-                ),
-            ));
-        }
-        let joined = dir.join(rel);
-        let canonical = joined.canonicalize().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                self.malformed(format!(
-                    "initializer '{name}': external data file '{}' not found",
-                    joined.display()
-                ))
-            } else {
-                Error::io(&joined, e)
-            }
+                format!("initializer '{name}': external data location '{location}' {how}"),
+            ),
+            Located::NotFound(joined) => self.malformed(format!(
+                "initializer '{name}': external data file '{}' not found",
+                joined.display()
+            )),
+            Located::Io(path, e) => Error::io(path, e),
         })?;
-        let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
-        if !canonical.starts_with(&root) {
-            return Err(Error::refused(
-                self.path,
-                format!(
-                    "initializer '{name}': external data location '{location}' resolves outside the model's directory (through a link)"
-                ),
-            ));
-        }
         let meta = std::fs::metadata(&canonical).map_err(|e| Error::io(&canonical, e))?;
         if !meta.is_file() {
             return Err(self.malformed(format!(

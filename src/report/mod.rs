@@ -5,6 +5,7 @@
 pub mod fit;
 pub mod json;
 pub mod lint;
+pub mod rewrite;
 pub mod sarif;
 pub mod table;
 pub mod units;

@@ -1,0 +1,192 @@
+//! Low-rank factorisation of a linear layer: a Gemm or MatMul with a stored 2-D weight becomes two,
+//! from a truncated SVD of the weight as the layer applies it (`B'`, K x N):
+//! `B' ≈ (U √S)(√S Vᵀ)`. The first layer maps K → r without bias, the second r → N with the
+//! original's bias, `alpha` and `beta`. A Gemm that stores its weight transposed (`transB = 1`, as
+//! PyTorch's Linear exports) gets both new weights transposed too.
+
+use super::svd::{self, Want};
+use super::{
+    attr_float, attr_int, new_tensor, node_proto, read_f64, saves_nothing, BuildResult, Cx, Kind,
+    Planned, RankChoice, Record, Safety,
+};
+use crate::ir::{Dim, NodeId};
+
+pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
+    let node = &cx.graph().nodes[n];
+    let is_gemm = node.op_type == "Gemm";
+    if !is_gemm && node.op_type != "MatMul" {
+        return Err(format!("{} is not a Gemm or MatMul", node.label()));
+    }
+    let (Some(a), Some(w), Some(y)) = (node.input(0), node.input(1), node.output(0)) else {
+        return Err("the layer has no input, weight or output".into());
+    };
+    let wt = cx
+        .init(w)
+        .ok_or("the weight is computed, not stored")?
+        .clone();
+    if wt.dims.len() != 2 {
+        return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
+    }
+    let trans_a = is_gemm && node.attrs.int_or("transA", 0)? != 0;
+    let trans_b = is_gemm && node.attrs.int_or("transB", 0)? != 0;
+    let alpha = if is_gemm {
+        node.attrs.float_or("alpha", 1.0)?
+    } else {
+        1.0
+    };
+    let beta = if is_gemm {
+        node.attrs.float_or("beta", 1.0)?
+    } else {
+        1.0
+    };
+    let (rows, cols) = (wt.dims[0] as usize, wt.dims[1] as usize);
+    // B' as applied: K x N
+    let (kk, nn) = if trans_b { (cols, rows) } else { (rows, cols) };
+    let wv = read_f64(&wt)?;
+    if wv.len() != rows * cols {
+        return Err("the weight's data does not match its shape".into());
+    }
+    let b = faer::Mat::<f64>::from_fn(kk, nn, |i, j| {
+        if trans_b {
+            wv[j * cols + i]
+        } else {
+            wv[i * cols + j]
+        }
+    });
+    let full = kk.min(nn);
+    let (k64, n64) = (kk as u64, nn as u64);
+    let want = match cx.options.rank {
+        RankChoice::Fixed(r) => Want::Rank((r as usize).clamp(1, full)),
+        RankChoice::Full => Want::Rank(full),
+        RankChoice::Energy(e) => Want::Energy(e),
+        // what oversized-linear proposes: half the break-even rank
+        RankChoice::Default => Want::Rank(((k64 * n64 / (k64 + n64)) / 2).max(1) as usize),
+    };
+    let f = svd::truncated(&b, want, cx.options.seed)?;
+    let r = f.rank();
+    // B1 = U √S (K x r), B2 = √S Vᵀ (r x N), stored transposed under transB
+    let roots: Vec<f64> = f.s.iter().map(|s| s.max(0.0).sqrt()).collect();
+    let (b1, b1_dims): (Vec<f64>, Vec<u64>) = if trans_b {
+        (
+            (0..r)
+                .flat_map(|j| (0..kk).map(move |i| (i, j)))
+                .map(|(i, j)| f.u[(i, j)] * roots[j])
+                .collect(),
+            vec![r as u64, k64],
+        )
+    } else {
+        (
+            (0..kk)
+                .flat_map(|i| (0..r).map(move |j| (i, j)))
+                .map(|(i, j)| f.u[(i, j)] * roots[j])
+                .collect(),
+            vec![k64, r as u64],
+        )
+    };
+    let (b2, b2_dims): (Vec<f64>, Vec<u64>) = if trans_b {
+        (
+            (0..nn)
+                .flat_map(|o| (0..r).map(move |j| (o, j)))
+                .map(|(o, j)| f.v[(o, j)] * roots[j])
+                .collect(),
+            vec![n64, r as u64],
+        )
+    } else {
+        (
+            (0..r)
+                .flat_map(|j| (0..nn).map(move |o| (j, o)))
+                .map(|(j, o)| f.v[(o, j)] * roots[j])
+                .collect(),
+            vec![r as u64, n64],
+        )
+    };
+
+    let base = if node.name.is_empty() {
+        cx.name(y).to_string()
+    } else {
+        node.name.clone()
+    };
+    let w_name = wt.name.clone();
+    let w1 = cx.names.fresh(&format!("{w_name}.low_rank_0"));
+    let w2 = cx.names.fresh(&format!("{w_name}.low_rank_1"));
+    let mid = cx.names.fresh(&format!("{}/low_rank", cx.name(y)));
+    let n1 = cx.names.fresh(&format!("{base}/low_rank_0"));
+    let n2 = cx.names.fresh(&format!("{base}/low_rank_1"));
+    let op = node.op_type.as_str();
+    let (attrs1, attrs2) = if is_gemm {
+        let tb = i64::from(trans_b);
+        (
+            vec![
+                attr_int("transA", i64::from(trans_a)),
+                attr_int("transB", tb),
+            ],
+            vec![
+                attr_float("alpha", alpha),
+                attr_float("beta", beta),
+                attr_int("transB", tb),
+            ],
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let mut in2 = vec![mid.clone(), w2.clone()];
+    if let Some(c) = node.input(2) {
+        in2.push(cx.name(c).to_string());
+    }
+    let nodes = vec![
+        node_proto(
+            n1,
+            op,
+            vec![cx.name(a).to_string(), w1.clone()],
+            mid.clone(),
+            attrs1,
+        ),
+        node_proto(n2, op, in2, cx.name(y).to_string(), attrs2),
+    ];
+    let dtype = cx.facts[y].dtype.unwrap_or(wt.dtype);
+    let values = cx
+        .shape(y)
+        .map(|s| {
+            let mut s = s.to_vec();
+            if let Some(last) = s.last_mut() {
+                *last = Dim::known(r as i64);
+            }
+            vec![(mid.clone(), dtype, s)]
+        })
+        .unwrap_or_default();
+    let pays = (k64 * n64).div_ceil(k64 + n64);
+    let note = if saves_nothing(r as u64, k64, n64) {
+        Some(format!(
+            "rank {r} saves nothing: a factorisation of this {k64}x{n64} weight pays below rank {pays}"
+        ))
+    } else {
+        None
+    };
+    Ok(Planned {
+        record: Record {
+            rule: String::new(),
+            kind: Kind::LowRank,
+            node: node.name.clone(),
+            safety: if r == full {
+                Safety::Exact
+            } else {
+                Safety::Approximate
+            },
+            rank: Some(r as u64),
+            input: cx.name(a).to_string(),
+            output: cx.name(y).to_string(),
+            replaced: Vec::new(),
+            added: Vec::new(),
+        },
+        removed: vec![n],
+        tensors: vec![
+            new_tensor(w1, &wt, b1_dims, &b1)?,
+            new_tensor(w2, &wt, b2_dims, &b2)?,
+        ],
+        nodes,
+        values,
+        released: vec![w_name],
+        energy_kept: Some(f.kept_energy()),
+        note,
+    })
+}

@@ -1,0 +1,462 @@
+//! Stage 6, numeric verification: runs each rewritten subgraph and the original nodes it replaced on
+//! the same seeded random input, in f64 with candle ([`exec`]), and, where every op is supported,
+//! both whole models on the same inputs. Errors are reported as the largest absolute difference and
+//! that difference relative to the largest magnitude of the original's output (a max-norm relative
+//! error: `max|a - b| / max|a|`).
+//!
+//! The rewritten model carries what was replaced by what in its metadata ([`crate::rewrite::Record`]),
+//! so the check needs nothing but the two files; `nnlint rewrite` runs it on the file it has just
+//! written, so what is verified is what is on disk.
+
+mod conv;
+pub mod exec;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::Tensor as CTensor;
+use serde::Serialize;
+
+use crate::analysis::memory::static_values;
+use crate::analysis::{shape, Bindings};
+use crate::error::{Error, Result};
+use crate::ir::{DType, Graph, Model, NodeId, ValueId};
+use crate::rewrite::{Kind, Record, Safety};
+use exec::Executor;
+
+/// Seeded standard normal values rounded to f32, so that a runtime computing in f32 sees exactly
+/// the input the checker used.
+fn random_input(shape: &[usize], seed: u64) -> Result<CTensor, String> {
+    exec::seeded_normal(shape, seed)
+        .to_dtype(candle_core::DType::F32)
+        .and_then(|t| t.to_dtype(candle_core::DType::F64))
+        .map_err(|e| e.to_string())
+}
+
+/// The largest relative error an exact rewrite may show: f32 round-off of the stored weights.
+pub const EXACT_TOLERANCE: f64 = 1e-4;
+
+/// The numeric check of one rewrite.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub rule: String,
+    pub kind: Kind,
+    pub node: String,
+    pub safety: Safety,
+    pub rank: Option<u64>,
+    /// Shape of the random input.
+    pub input_shape: Vec<usize>,
+    pub max_abs_error: Option<f64>,
+    pub max_rel_error: Option<f64>,
+    /// GAP head: the relative error on a spatially constant input, where the rewrite is exact.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constant_input_rel_error: Option<f64>,
+    /// Why the check could not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// One model output compared.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutputCheck {
+    pub name: String,
+    pub max_abs_error: f64,
+    pub max_rel_error: f64,
+}
+
+/// The whole-model comparison.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WholeModel {
+    pub checked: bool,
+    /// Why it was not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub outputs: Vec<OutputCheck>,
+}
+
+/// Everything one verification found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verification {
+    pub original: String,
+    pub rewritten: String,
+    pub batch: u64,
+    pub seed: u64,
+    pub checks: Vec<Check>,
+    pub whole_model: WholeModel,
+}
+
+/// What to verify.
+pub struct Request<'a> {
+    pub original: &'a Model,
+    pub rewritten: &'a Model,
+    pub bindings: Bindings,
+    pub seed: u64,
+    /// Compare whole-model outputs too.
+    pub whole: bool,
+    /// Write the whole-model inputs and outputs as .npy files here.
+    pub dump: Option<&'a Path>,
+}
+
+/// Runs the per-rewrite checks (from the rewritten model's records) and the whole-model comparison.
+pub fn verify(req: &Request) -> Result<Verification> {
+    let records = crate::rewrite::records(req.rewritten)
+        .map_err(|e| Error::malformed(&req.rewritten.path, e))?
+        .unwrap_or_default();
+    let mut bindings = req.bindings.clone();
+    bindings.batch.get_or_insert(1);
+    let inf_a = shape::infer(req.original, &bindings)?;
+    let mut exec_a = Executor::new(&req.original.graph);
+    let mut exec_b = Executor::new(&req.rewritten.graph);
+    let mut checks = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let mut check = Check {
+            rule: r.rule.clone(),
+            kind: r.kind,
+            node: r.node.clone(),
+            safety: r.safety,
+            rank: r.rank,
+            input_shape: Vec::new(),
+            max_abs_error: None,
+            max_rel_error: None,
+            constant_input_rel_error: None,
+            skipped: None,
+        };
+        let seed = req.seed.wrapping_add(i as u64 + 1);
+        match check_one(
+            r,
+            (req.original, &inf_a.facts, &mut exec_a),
+            (req.rewritten, &mut exec_b),
+            seed,
+            &mut check,
+        ) {
+            Ok(()) => {}
+            Err(why) => check.skipped = Some(why),
+        }
+        checks.push(check);
+    }
+    let whole_model = if req.whole {
+        whole(req, &inf_a.facts, &mut exec_a, &mut exec_b)?
+    } else {
+        WholeModel {
+            checked: false,
+            reason: Some("not asked for".into()),
+            outputs: Vec::new(),
+        }
+    };
+    Ok(Verification {
+        original: req.original.path.display().to_string(),
+        rewritten: req.rewritten.path.display().to_string(),
+        batch: inf_a.batch.unwrap_or(1),
+        seed: req.seed,
+        checks,
+        whole_model,
+    })
+}
+
+/// Nodes whose first output is one of `names`, with the nodes computing the stored values they
+/// read (the `Identity` twins of deduplicated weights PyTorch exports, weight `Transpose`s...), in
+/// topological order.
+fn nodes_by_output(g: &Graph, names: &[String], stat: &[bool]) -> Result<Vec<NodeId>, String> {
+    let mut out = Vec::new();
+    for name in names {
+        let v = g
+            .value_by_name(name)
+            .ok_or_else(|| format!("value '{name}' is not in the model"))?;
+        let (n, _) = g.values[v]
+            .producer
+            .ok_or_else(|| format!("value '{name}' has no producer"))?;
+        out.push(n);
+    }
+    let mut i = 0;
+    while i < out.len() {
+        for v in g.nodes[out[i]].inputs.iter().flatten() {
+            if let (true, None, Some((p, _))) =
+                (stat[*v], &g.values[*v].init, g.values[*v].producer)
+            {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        i += 1;
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+fn value(g: &Graph, name: &str) -> Result<ValueId, String> {
+    g.value_by_name(name)
+        .ok_or_else(|| format!("value '{name}' is not in the model"))
+}
+
+fn check_one(
+    r: &Record,
+    (a, facts_a, exec_a): (&Model, &[crate::analysis::fact::Fact], &mut Executor),
+    (b, exec_b): (&Model, &mut Executor),
+    seed: u64,
+    check: &mut Check,
+) -> Result<(), String> {
+    let (ga, gb) = (&a.graph, &b.graph);
+    let nodes_a = nodes_by_output(ga, &r.replaced, &static_values(ga))?;
+    let nodes_b = nodes_by_output(gb, &r.added, &static_values(gb))?;
+    for (g, nodes) in [(ga, &nodes_a), (gb, &nodes_b)] {
+        if let Some((n, why)) = exec::unsupported(g, nodes).into_iter().next() {
+            return Err(format!("{}: {why}", g.nodes[n].label()));
+        }
+    }
+    let (xa, ya) = (value(ga, &r.input)?, value(ga, &r.output)?);
+    let (xb, yb) = (value(gb, &r.input)?, value(gb, &r.output)?);
+    let shape: Vec<usize> = facts_a[xa]
+        .known_shape()
+        .ok_or_else(|| format!("the shape of '{}' is not known", r.input))?
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| "the input is too large".to_string()))
+        .collect::<Result<_, _>>()?;
+    check.input_shape = shape.clone();
+    let x = random_input(&shape, seed)?;
+    let (abs, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
+    check.max_abs_error = Some(abs);
+    check.max_rel_error = Some(rel);
+    if r.kind == Kind::GapHead && shape.len() >= 3 {
+        // one random value per sample and channel, the same over the map
+        let mut per_channel = shape[..2].to_vec();
+        per_channel.extend(std::iter::repeat_n(1, shape.len() - 2));
+        let x = random_input(&per_channel, seed ^ 0x5eed)?
+            .broadcast_as(shape.as_slice())
+            .and_then(|t| t.contiguous())
+            .map_err(|e| e.to_string())?;
+        let (_, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
+        check.constant_input_rel_error = Some(rel);
+    }
+    Ok(())
+}
+
+type Side<'e, 'g, 'n> = (&'e mut Executor<'g>, &'n [NodeId], ValueId, ValueId);
+
+fn run_pair(x: &CTensor, a: Side, b: Side) -> Result<(f64, f64), String> {
+    let ya =
+        a.0.eval(a.1, &HashMap::from([(a.2, x.clone())]), &[a.3])
+            .map_err(|e| e.to_string())?;
+    let yb =
+        b.0.eval(b.1, &HashMap::from([(b.2, x.clone())]), &[b.3])
+            .map_err(|e| e.to_string())?;
+    errors(&ya[0], &yb[0])
+}
+
+/// Max absolute difference and max-norm relative error of `b` against the reference `a`.
+pub fn errors(a: &CTensor, b: &CTensor) -> Result<(f64, f64), String> {
+    if a.dims() != b.dims() {
+        return Err(format!(
+            "the outputs have different shapes: {:?} and {:?}",
+            a.dims(),
+            b.dims()
+        ));
+    }
+    let max = |t: &CTensor| -> candle_core::Result<f64> {
+        t.abs()?.flatten_all()?.max(0)?.to_scalar::<f64>()
+    };
+    let scale = max(a).map_err(|e| e.to_string())?;
+    let abs = (a - b).and_then(|d| max(&d)).map_err(|e| e.to_string())?;
+    let rel = if scale > 0.0 { abs / scale } else { abs };
+    Ok((abs, rel))
+}
+
+fn whole(
+    req: &Request,
+    facts_a: &[crate::analysis::fact::Fact],
+    exec_a: &mut Executor,
+    exec_b: &mut Executor,
+) -> Result<WholeModel> {
+    let (ga, gb) = (&req.original.graph, &req.rewritten.graph);
+    let skip = |reason: String| WholeModel {
+        checked: false,
+        reason: Some(reason),
+        outputs: Vec::new(),
+    };
+    let all_a: Vec<NodeId> = (0..ga.nodes.len()).collect();
+    let all_b: Vec<NodeId> = (0..gb.nodes.len()).collect();
+    let mut missing: Vec<String> = Vec::new();
+    for (g, nodes) in [(ga, &all_a), (gb, &all_b)] {
+        for (n, why) in exec::unsupported(g, nodes) {
+            let line = format!("{}: {why}", g.nodes[n].label());
+            if !missing.contains(&line) {
+                missing.push(line);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        let more = missing.len().saturating_sub(3);
+        missing.truncate(3);
+        return Ok(skip(format!(
+            "not every op can run in the checker: {}{}",
+            missing.join("; "),
+            if more > 0 {
+                format!(" (and {more} more)")
+            } else {
+                String::new()
+            }
+        )));
+    }
+    let mut feeds_a = HashMap::new();
+    let mut feeds_b = HashMap::new();
+    let mut dumped_inputs = Vec::new();
+    for (i, &v) in ga.inputs.iter().enumerate() {
+        let name = &ga.values[v].name;
+        let f = &facts_a[v];
+        if f.dtype
+            .is_some_and(|d| !matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16))
+        {
+            return Ok(skip(format!(
+                "input '{name}' is not a float tensor: random inputs would not be meaningful"
+            )));
+        }
+        let Some(shape) = f.known_shape() else {
+            return Ok(skip(format!(
+                "the shape of input '{name}' is not fully known: bind it with --batch or --dim"
+            )));
+        };
+        let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let Some(vb) = gb.value_by_name(name) else {
+            return Ok(skip(format!("the rewritten model has no input '{name}'")));
+        };
+        let x =
+            random_input(&shape, req.seed.wrapping_add(1000 + i as u64)).map_err(Error::Usage)?;
+        feeds_a.insert(v, x.clone());
+        feeds_b.insert(vb, x.clone());
+        dumped_inputs.push((name.clone(), x));
+    }
+    let outs_a: Vec<ValueId> = ga.outputs.clone();
+    let mut outs_b = Vec::new();
+    for &v in &outs_a {
+        match gb.value_by_name(&ga.values[v].name) {
+            Some(w) => outs_b.push(w),
+            None => {
+                return Ok(skip(format!(
+                    "the rewritten model has no output '{}'",
+                    ga.values[v].name
+                )))
+            }
+        }
+    }
+    let ya = match exec_a.eval(&all_a, &feeds_a, &outs_a) {
+        Ok(y) => y,
+        Err(e) => return Ok(skip(format!("the original could not run: {e}"))),
+    };
+    let yb = match exec_b.eval(&all_b, &feeds_b, &outs_b) {
+        Ok(y) => y,
+        Err(e) => return Ok(skip(format!("the rewritten model could not run: {e}"))),
+    };
+    let mut outputs = Vec::new();
+    for ((&v, a), b) in outs_a.iter().zip(&ya).zip(&yb) {
+        let (abs, rel) = errors(a, b).map_err(|e| Error::Usage(e.to_string()))?;
+        outputs.push(OutputCheck {
+            name: ga.values[v].name.clone(),
+            max_abs_error: abs,
+            max_rel_error: rel,
+        });
+    }
+    if let Some(dir) = req.dump {
+        let names: Vec<String> = outs_a.iter().map(|&v| ga.values[v].name.clone()).collect();
+        dump(dir, &dumped_inputs, &names, &ya, &yb)?;
+    }
+    Ok(WholeModel {
+        checked: true,
+        reason: None,
+        outputs,
+    })
+}
+
+/// Writes inputs and both models' outputs as .npy files (float64) with a manifest.json.
+fn dump(
+    dir: &Path,
+    inputs: &[(String, CTensor)],
+    outputs: &[String],
+    ya: &[CTensor],
+    yb: &[CTensor],
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut manifest = serde_json::Map::new();
+    let mut write_all = |key: &str, items: Vec<(&String, &CTensor)>| -> Result<()> {
+        let mut list = Vec::new();
+        for (i, (name, t)) in items.into_iter().enumerate() {
+            let file = format!("{key}_{i}.npy");
+            let path = dir.join(&file);
+            let data = npy(t).map_err(|e| Error::Usage(format!("dumping '{name}': {e}")))?;
+            crate::write_atomically(&path, &data)?;
+            list.push(serde_json::json!({"name": name, "file": file, "shape": t.dims()}));
+        }
+        manifest.insert(
+            if key == "input" {
+                "inputs".into()
+            } else {
+                key.into()
+            },
+            serde_json::Value::Array(list),
+        );
+        Ok(())
+    };
+    write_all("input", inputs.iter().map(|(n, t)| (n, t)).collect())?;
+    write_all("original", outputs.iter().zip(ya).collect())?;
+    write_all("rewritten", outputs.iter().zip(yb).collect())?;
+    let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
+    crate::write_atomically(&dir.join("manifest.json"), text.as_bytes())
+}
+
+/// A float64 C-order .npy file (format version 1.0).
+fn npy(t: &CTensor) -> candle_core::Result<Vec<u8>> {
+    let values = t.flatten_all()?.to_vec1::<f64>()?;
+    let shape = match t.dims() {
+        [] => "()".to_string(),
+        [d] => format!("({d},)"),
+        ds => format!(
+            "({})",
+            ds.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}");
+    // magic (6) + version (2) + length (2) + header + '\n', a multiple of 64
+    let pad = (64 - (10 + header.len() + 1) % 64) % 64;
+    header.push_str(&" ".repeat(pad));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + values.len() * 8);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_header_is_aligned() {
+        let t = CTensor::new(&[1.0f64, 2.0, 3.0, 4.0], &candle_core::Device::Cpu)
+            .unwrap()
+            .reshape((2, 2))
+            .unwrap();
+        let b = npy(&t).unwrap();
+        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + hlen) % 64, 0);
+        assert!(std::str::from_utf8(&b[10..10 + hlen])
+            .unwrap()
+            .contains("'shape': (2, 2)"));
+        assert_eq!(b.len(), 10 + hlen + 32);
+    }
+
+    #[test]
+    fn relative_error_is_max_norm() {
+        let dev = candle_core::Device::Cpu;
+        let a = CTensor::new(&[2.0f64, -4.0], &dev).unwrap();
+        let b = CTensor::new(&[2.5f64, -4.0], &dev).unwrap();
+        let (abs, rel) = errors(&a, &b).unwrap();
+        assert_eq!(abs, 0.5);
+        assert_eq!(rel, 0.125);
+    }
+}

@@ -1,0 +1,372 @@
+//! `nnlint rewrite` and `nnlint verify` on the rewrite fixtures (testdata/models/rewrite, written by
+//! testdata/generate.py): hand-computed parameter and MAC counts, the exactness of full-rank
+//! decompositions, the GAP head's summed weights, emission (external data, names, metadata, never
+//! over the input) and the checker's dump.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{nnlint, stderr, stdout, testdata};
+use nnlint::ir::Values;
+
+fn fixture(name: &str) -> String {
+    testdata()
+        .join("models/rewrite")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn config() -> String {
+    fixture("nnlint.toml")
+}
+
+/// Runs `nnlint rewrite ... --format json` into `dir` and returns the report.
+fn rewrite(model: &str, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let cfg = config();
+    let out_s = out.display().to_string();
+    let mut args = vec![
+        "rewrite", model, "-o", &out_s, "--config", &cfg, "--format", "json",
+    ];
+    args.extend_from_slice(extra);
+    let o = nnlint(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("the report is JSON")
+}
+
+fn rewrites(r: &serde_json::Value) -> &Vec<serde_json::Value> {
+    r["rewrites"].as_array().expect("rewrites is an array")
+}
+
+fn floats(model: &Path, name: &str) -> (Vec<u64>, Vec<f64>) {
+    let m = nnlint::load::onnx::load(model).unwrap();
+    let v = m.graph.value_by_name(name).unwrap();
+    let t = m.graph.values[v].init.as_ref().unwrap();
+    let Some(Values::Float(x)) = t.read_values(u64::MAX) else {
+        panic!("{name} is not a float tensor")
+    };
+    (t.dims.clone(), x)
+}
+
+#[test]
+fn full_rank_decompositions_reproduce_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    for model in ["vgg_like.onnx", "resnet_like.onnx"] {
+        let out = dir.path().join(model);
+        let r = rewrite(
+            &fixture(model),
+            &out,
+            &["--rank", "full", "--rule", "NL101,NL103", "--batch", "2"],
+        );
+        assert!(!rewrites(&r).is_empty());
+        for rw in rewrites(&r) {
+            assert_eq!(rw["safety"], "exact", "{rw}");
+            let rel = rw["verify"]["max_rel_error"].as_f64().unwrap();
+            assert!(rel < 1e-4, "{model} {}: relative error {rel}", rw["node"]);
+        }
+        let whole = &r["whole_model"];
+        assert_eq!(whole["checked"], true, "{whole}");
+        for o in whole["outputs"].as_array().unwrap() {
+            let rel = o["max_rel_error"].as_f64().unwrap();
+            assert!(rel < 1e-4, "{model}: whole-model relative error {rel}");
+        }
+        // `nnlint verify` on the written files agrees, and passes
+        let o = nnlint(&[
+            "verify",
+            &fixture(model),
+            &out.display().to_string(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["checks"].as_array().unwrap().len(), rewrites(&r).len());
+    }
+}
+
+#[test]
+fn default_rewrite_of_the_vgg_like_model_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("slim.onnx");
+    let r = rewrite(&fixture("vgg_like.onnx"), &out, &[]);
+    let rows = rewrites(&r);
+    let by_node = |n: &str| {
+        rows.iter()
+            .find(|x| x["node"] == n)
+            .unwrap_or_else(|| panic!("no rewrite of {n}: {rows:?}"))
+    };
+    // conv 16 -> 32, 3x3 on 16x16 (pad 1): rank 1 keeps 16·9 depthwise + 32·16 pointwise weights
+    let c = by_node("/features/features.2/Conv");
+    assert_eq!(c["kind"], "depthwise-separable");
+    assert_eq!(c["rank"], 1);
+    assert_eq!(c["safety"], "approximate");
+    assert_eq!(c["params"]["before"], 32 * 16 * 9 + 32);
+    assert_eq!(c["params"]["after"], 16 * 9 + 32 * 16 + 32);
+    assert_eq!(c["macs"]["before"], 32 * 16 * 9 * 256);
+    assert_eq!(c["macs"]["after"], 16 * 9 * 256 + 32 * 16 * 256);
+    // the depthwise output is a new 16-channel 16x16 activation (fp32)
+    assert_eq!(c["activation_bytes"]["after"], (16 + 32) * 256 * 4);
+    // GAP head: 512 -> 64 becomes 32 -> 64, same bias
+    let h = by_node("/classifier/classifier.0/Gemm");
+    assert_eq!(h["kind"], "gap-head");
+    assert_eq!(h["safety"], "lossy");
+    assert_eq!(h["params"]["before"], 512 * 64 + 64);
+    assert_eq!(h["params"]["after"], 32 * 64 + 64);
+    let constant = h["verify"]["constant_input_rel_error"].as_f64().unwrap();
+    assert!(
+        constant < 1e-6,
+        "exact on a spatially constant map: {constant}"
+    );
+    // oversized-linear also flags the head: pooled first, so it is skipped
+    let skipped = r["skipped"].as_array().unwrap();
+    assert!(skipped
+        .iter()
+        .any(|s| s["node"] == "/classifier/classifier.0/Gemm"
+            && s["reason"].as_str().unwrap().contains("gap-head")));
+    // totals: 47,818 parameters before; the three weights replaced by hand-counted ones
+    let after = 47_818 - 32 * 16 * 9 - 32 * 32 * 9 - 512 * 64
+        + (16 * 9 + 32 * 16)
+        + (32 * 9 + 32 * 32)
+        + 32 * 64;
+    assert_eq!(r["totals"]["params"]["before"], 47_818);
+    assert_eq!(r["totals"]["params"]["after"], after);
+    assert!(
+        r["totals"]["training_peak"]["after"].as_u64()
+            < r["totals"]["training_peak"]["before"].as_u64()
+    );
+}
+
+#[test]
+fn gap_head_weight_is_the_spatial_sum() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gap.onnx");
+    rewrite(&fixture("vgg_like.onnx"), &out, &["--rule", "gap-head"]);
+    let (dims, w) = floats(Path::new(&fixture("vgg_like.onnx")), "classifier.0.weight");
+    assert_eq!(dims, [64, 512]);
+    let (new_dims, got) = floats(&out, "classifier.0.weight.gap");
+    assert_eq!(new_dims, [64, 32]);
+    for n in 0..64 {
+        for c in 0..32 {
+            let want: f64 = (0..16).map(|s| w[n * 512 + c * 16 + s]).sum();
+            let have = got[n * 32 + c];
+            assert!(
+                (want - have).abs() < 1e-5,
+                "W'[{n},{c}] = {have}, want {want}"
+            );
+        }
+    }
+    // the original weight and the Flatten are gone; the bias stays
+    let m = nnlint::load::onnx::load(&out).unwrap();
+    assert!(m.graph.value_by_name("classifier.0.weight").is_none());
+    assert!(m.graph.value_by_name("classifier.0.bias").is_some());
+    assert!(!m.graph.nodes.iter().any(|n| n.name == "/Flatten"));
+    let ops: Vec<&str> = m.graph.nodes.iter().map(|n| n.op_type.as_str()).collect();
+    assert!(ops
+        .windows(3)
+        .any(|w| w == ["GlobalAveragePool", "Flatten", "Gemm"]));
+}
+
+#[test]
+fn external_data_is_written_next_to_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ext.onnx");
+    let r = rewrite(&fixture("resnet_like_ext.onnx"), &out, &["--no-verify"]);
+    let data = dir.path().join("ext.onnx.data");
+    assert!(data.is_file());
+    assert_eq!(r["external_data"], data.display().to_string());
+    // every weight of 1 KiB or more lives in the data file, and the model loads and checks
+    let m = nnlint::load::onnx::load(&out).unwrap();
+    for (_, t) in m.graph.initializers() {
+        if t.byte_size().unwrap() >= 1024 {
+            match &t.data {
+                nnlint::ir::TensorData::External(e) => {
+                    assert_eq!(e.path.canonicalize().unwrap(), data.canonicalize().unwrap())
+                }
+                other => panic!("{} is not external: {other:?}", t.name),
+            }
+        }
+    }
+    let o = nnlint(&[
+        "verify",
+        &fixture("resnet_like_ext.onnx"),
+        &out.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("whole model"), "{}", stdout(&o));
+}
+
+#[test]
+fn the_input_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.onnx");
+    std::fs::copy(fixture("vgg_like.onnx"), &model).unwrap();
+    let before = std::fs::read(&model).unwrap();
+    let m = model.display().to_string();
+    let cfg = config();
+    let o = nnlint(&["rewrite", &m, "-o", &m, "--config", &cfg]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("would overwrite the input"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&model).unwrap(), before);
+    // without -o, the name is derived
+    let o = nnlint(&["rewrite", &m, "--config", &cfg, "--no-verify"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("m-rewritten.onnx").is_file());
+    assert_eq!(std::fs::read(&model).unwrap(), before);
+    // no temporary file is left behind
+    let left: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // the external data of the input is not a valid output either
+    let ext = dir.path().join("e.onnx");
+    std::fs::copy(fixture("resnet_like_ext.onnx"), &ext).unwrap();
+    std::fs::copy(
+        fixture("resnet_like_ext.onnx.data"),
+        dir.path().join("resnet_like_ext.onnx.data"),
+    )
+    .unwrap();
+    let o = nnlint(&[
+        "rewrite",
+        &ext.display().to_string(),
+        "-o",
+        &dir.path()
+            .join("resnet_like_ext.onnx")
+            .display()
+            .to_string(),
+        "--config",
+        &cfg,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
+}
+
+#[test]
+fn records_metadata_and_value_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.onnx");
+    rewrite(&fixture("resnet_like.onnx"), &out, &["--no-verify"]);
+    let m = nnlint::load::onnx::load(&out).unwrap();
+    let records = nnlint::rewrite::records(&m).unwrap().unwrap();
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        assert_eq!(r.rule, "NL101");
+        assert_eq!(r.added.len(), 2);
+        // the new depthwise output is declared with the symbolic batch kept
+        let v = m.graph.value_by_name(&r.added[0]).unwrap();
+        let decl = m.graph.values[v].declared.as_ref().expect("value_info");
+        let shape = decl.shape.as_ref().unwrap();
+        assert_eq!(shape[0].to_string(), "batch");
+    }
+    // the fixture's own metadata survives
+    assert!(
+        m.metadata.iter().any(|(k, _)| k == "source"),
+        "{:?}",
+        m.metadata
+    );
+}
+
+#[test]
+fn diff_shows_the_replaced_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.onnx");
+    let o = nnlint(&[
+        "rewrite",
+        &fixture("vgg_like.onnx"),
+        "-o",
+        &out.display().to_string(),
+        "--config",
+        &config(),
+        "--rule",
+        "NL101",
+        "--node",
+        "*features.5*",
+        "--diff",
+        "--no-verify",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("-init features.5.weight: float32[32, 32, 3, 3]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+init features.5.weight.depthwise: float32[32, 1, 3, 3]"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("features.2.weight.depthwise"),
+        "--node selects: {text}"
+    );
+}
+
+#[test]
+fn verify_dumps_inputs_and_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("v.onnx");
+    rewrite(&fixture("vgg_like.onnx"), &out, &["--no-verify"]);
+    let dump = dir.path().join("dump");
+    let o = nnlint(&[
+        "verify",
+        &fixture("vgg_like.onnx"),
+        &out.display().to_string(),
+        "--batch",
+        "3",
+        "--dump",
+        &dump.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dump.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["inputs"][0]["name"], "input");
+    assert_eq!(
+        manifest["inputs"][0]["shape"],
+        serde_json::json!([3, 3, 16, 16])
+    );
+    let npy = std::fs::read(dump.join("original_0.npy")).unwrap();
+    assert_eq!(&npy[..6], b"\x93NUMPY");
+    let header_len = u16::from_le_bytes([npy[8], npy[9]]) as usize;
+    assert_eq!(npy.len(), 10 + header_len + 3 * 10 * 8);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let m = fixture("vgg_like.onnx");
+    for args in [
+        vec!["rewrite", m.as_str(), "--rank", "0"],
+        vec!["rewrite", m.as_str(), "--energy", "1.5"],
+        vec!["rewrite", m.as_str(), "--rule", "memory-budget"],
+        vec!["rewrite", "-", "-o", "x.onnx"],
+    ] {
+        let o = nnlint(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+        let first = stderr(&o).lines().next().unwrap_or_default().to_string();
+        assert!(
+            first.starts_with("error: ") || first.starts_with("nnlint: error: "),
+            "{first}"
+        );
+    }
+}
+
+#[test]
+fn nothing_to_rewrite_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("none.onnx");
+    let o = nnlint(&[
+        "rewrite",
+        &fixture("resnet_like.onnx"),
+        "-o",
+        &out.display().to_string(),
+        "--no-config",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing to rewrite"), "{}", stdout(&o));
+    assert!(!out.exists());
+}
