@@ -163,6 +163,14 @@ fn stored(g: &Graph, nodes: &[NodeId]) -> (u64, u64) {
     let (mut count, mut size) = (0, 0);
     for &n in nodes {
         for &v in g.nodes[n].inputs.iter().flatten() {
+            // through the Identity twins PyTorch exports for deduplicated weights
+            let mut v = v;
+            while let Some((p, _)) = g.values[v].producer {
+                match (&g.nodes[p].op_type[..], g.nodes[p].input(0)) {
+                    ("Identity", Some(x)) => v = x,
+                    _ => break,
+                }
+            }
             if let Some(t) = g.values[v].init.as_ref().filter(|t| t.dtype.is_float()) {
                 if seen.insert(v) {
                     count += t.numel().unwrap_or(0);
