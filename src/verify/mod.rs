@@ -99,9 +99,13 @@ pub struct Request<'a> {
 
 /// Runs the per-rewrite checks (from the rewritten model's records) and the whole-model comparison.
 pub fn verify(req: &Request) -> Result<Verification> {
-    let records = crate::rewrite::records(req.rewritten)
+    let mut records = crate::rewrite::records(req.rewritten)
         .map_err(|e| Error::malformed(&req.rewritten.path, e))?
         .unwrap_or_default();
+    // a model rewritten twice keeps the first run's records: those replaced nodes are not in this
+    // original, and there is nothing of them to compare
+    let ga = &req.original.graph;
+    records.retain(|r| r.replaced.iter().all(|v| ga.value_by_name(v).is_some()));
     let mut bindings = req.bindings.clone();
     bindings.batch.get_or_insert(1);
     let inf_a = shape::infer(req.original, &bindings)?;
@@ -213,6 +217,7 @@ fn check_one(
         .map(|&d| usize::try_from(d).map_err(|_| "the input is too large".to_string()))
         .collect::<Result<_, _>>()?;
     check.input_shape = shape.clone();
+    too_large(facts_a, ga, &nodes_a)?;
     let x = random_input(&shape, seed)?;
     let (abs, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
     check.max_abs_error = Some(abs);
@@ -227,6 +232,40 @@ fn check_one(
             .map_err(|e| e.to_string())?;
         let (_, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
         check.constant_input_rel_error = Some(rel);
+    }
+    Ok(())
+}
+
+/// The most elements one tensor of the check may have: 2^28 f64 values are 2 GiB.
+const MAX_ELEMENTS: u64 = 1 << 28;
+
+/// Refuses a check whose tensors would not fit in memory (a huge batch, or a hostile shape).
+fn too_large(
+    facts: &[crate::analysis::fact::Fact],
+    g: &Graph,
+    nodes: &[NodeId],
+) -> Result<(), String> {
+    for &n in nodes {
+        for &v in g.nodes[n]
+            .inputs
+            .iter()
+            .chain(&g.nodes[n].outputs)
+            .flatten()
+        {
+            // an unknown shape is left to the run (whose allocations are then as large as the
+            // model's own); a known one must fit
+            let Some(shape) = facts[v].known_shape() else {
+                continue;
+            };
+            let size = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+            if size.is_none_or(|s| s > MAX_ELEMENTS) && g.values[v].init.is_none() {
+                return Err(format!(
+                    "'{}' has {} elements: too large to check in memory (at most {MAX_ELEMENTS}; try a smaller --batch)",
+                    g.values[v].name,
+                    size.map_or("an unknown number of".into(), |s| s.to_string())
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -315,6 +354,9 @@ fn whole(
                 "the shape of input '{name}' is not fully known: bind it with --batch or --dim"
             )));
         };
+        if let Err(why) = too_large(facts_a, ga, &all_a) {
+            return Ok(skip(why));
+        }
         let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
         let Some(vb) = gb.value_by_name(name) else {
             return Ok(skip(format!("the rewritten model has no input '{name}'")));
