@@ -447,8 +447,59 @@ fn vgg16_loses_at_least_five_sixths_of_its_parameters() {
     let after = 138_357_544 - conv_saved - head_saved;
     assert_eq!(r["totals"]["params"]["after"], after);
     assert!(138_357_544 >= 5 * after, "{after}");
-    assert!(r["skipped"].as_array().unwrap().is_empty(), "{}", r["skipped"]);
+    assert!(
+        r["skipped"].as_array().unwrap().is_empty(),
+        "{}",
+        r["skipped"]
+    );
     // the written model loads and analyses
     let o = nnlint(&["mem", &out.display().to_string(), "--format", "json"]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_rewritten_model_can_be_rewritten_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.onnx");
+    let second = dir.path().join("second.onnx");
+    rewrite(
+        &fixture("vgg_like.onnx"),
+        &first,
+        &["--rule", "NL101", "--no-verify"],
+    );
+    let r = rewrite(
+        &first.display().to_string(),
+        &second,
+        &["--rule", "gap-head"],
+    );
+    assert_eq!(rewrites(&r).len(), 1);
+    assert!(
+        rewrites(&r)[0]["verify"]["max_rel_error"].is_number(),
+        "{r}"
+    );
+    // both runs are on record; verify compares only what this original still has
+    let m = nnlint::load::onnx::load(&second).unwrap();
+    assert_eq!(nnlint::rewrite::records(&m).unwrap().unwrap().len(), 3);
+    let o = nnlint(&[
+        "verify",
+        &first.display().to_string(),
+        &second.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).matches("(gap-head").count(), 1, "{}", stdout(&o));
+    assert!(!stdout(&o).contains("not checked"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_truncated_model_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("vgg_like.onnx")).unwrap();
+    let cut = dir.path().join("cut.onnx");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let o = nnlint(&["rewrite", &cut.display().to_string(), "--no-config"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("cut.onnx"), "{err}");
+    assert!(!dir.path().join("cut-rewritten.onnx").exists());
 }

@@ -102,10 +102,16 @@ pub fn verify(req: &Request) -> Result<Verification> {
     let mut records = crate::rewrite::records(req.rewritten)
         .map_err(|e| Error::malformed(&req.rewritten.path, e))?
         .unwrap_or_default();
-    // a model rewritten twice keeps the first run's records: those replaced nodes are not in this
+    // a model rewritten twice keeps the first run's records: their new values are already in this
     // original, and there is nothing of them to compare
     let ga = &req.original.graph;
-    records.retain(|r| r.replaced.iter().all(|v| ga.value_by_name(v).is_some()));
+    records.retain(|r| {
+        r.replaced.iter().all(|v| ga.value_by_name(v).is_some())
+            && !r
+                .added
+                .iter()
+                .any(|v| *v != r.output && ga.value_by_name(v).is_some())
+    });
     let mut bindings = req.bindings.clone();
     bindings.batch.get_or_insert(1);
     let inf_a = shape::infer(req.original, &bindings)?;
