@@ -204,7 +204,7 @@ fn orthonormal(y: &Mat<f64>) -> Mat<f64> {
 /// Deterministic standard normal samples (splitmix64 and Box–Muller), the same on every platform
 /// and independent of any crate's generator.
 pub fn normals(seed: u64, n: usize) -> Vec<f64> {
-    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+    let mut state = seed;
     let mut next = move || {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = state;

@@ -247,27 +247,8 @@ pub fn seeded_normal(shape: &[usize], seed: u64) -> CTensor {
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .expect("the element count of the shape overflows usize");
-    let mut state = seed;
-    let mut data = Vec::with_capacity(n);
-    while data.len() < n {
-        let u1 = ((splitmix64(&mut state) >> 11) + 1) as f64 / (1u64 << 53) as f64;
-        let u2 = (splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
-        let r = (-2.0 * u1.ln()).sqrt();
-        let theta = 2.0 * std::f64::consts::PI * u2;
-        data.push(r * theta.cos());
-        if data.len() < n {
-            data.push(r * theta.sin());
-        }
-    }
+    let data = crate::rewrite::svd::normals(seed, n);
     CTensor::from_vec(data, shape, &Device::Cpu).expect("the data has the shape's element count")
-}
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 // ---------------------------------------------------------------------------------------------
