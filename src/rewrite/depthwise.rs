@@ -9,8 +9,8 @@
 
 use super::svd::{self, Want};
 use super::{
-    attr_int, attr_ints, copy_attrs, new_tensor, node_proto, read_f64, saves_nothing, BuildResult,
-    Cx, Kind, Planned, RankChoice, Record, Safety,
+    attr_int, attr_ints, copy_attrs, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored,
+    Kind, RankChoice,
 };
 use crate::ir::{Dim, NodeId};
 
@@ -22,13 +22,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     if node.attrs.int_or("group", 1)? != 1 {
         return Err("the convolution is already grouped".into());
     }
-    let (Some(x), Some(w), Some(y)) = (node.input(0), node.input(1), node.output(0)) else {
-        return Err("the convolution has no input, weight or output".into());
-    };
-    let wt = cx
-        .init(w)
-        .ok_or("the weight is computed, not stored")?
-        .clone();
+    let (x, wt, y) = cx.layer(node)?;
     if wt.dims.len() < 3 {
         return Err(format!("the weight has rank {}", wt.dims.len()));
     }
@@ -41,7 +35,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     if co == 0 || ci == 0 || k == 0 {
         return Err("the weight is empty".into());
     }
-    let w_vals = read_f64(&wt)?;
+    let w_vals = read_f64(wt)?;
     if w_vals.len() != co * ci * k {
         return Err("the weight's data does not match its shape".into());
     }
@@ -94,11 +88,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         }
     }
 
-    let base = if node.name.is_empty() {
-        cx.name(y).to_string()
-    } else {
-        node.name.clone()
-    };
+    let base = cx.base_name(node, y);
     let w_name = wt.name.clone();
     let dw_w = cx.names.fresh(&format!("{w_name}.depthwise"));
     let pw_w = cx.names.fresh(&format!("{w_name}.pointwise"));
@@ -144,45 +134,23 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         })
         .unwrap_or_default();
 
-    let (co64, k64) = (co as u64, k as u64);
-    let note = if r == full && saves_nothing(r as u64, co64, k64) {
-        Some(format!(
-            "rank {r} is the full rank: exact, but it saves nothing (a depthwise-separable pair pays below rank {})",
-            (co64 * k64).div_ceil(co64 + k64)
-        ))
-    } else if saves_nothing(r as u64, co64, k64) {
-        Some(format!(
-            "rank {r} saves nothing: the pair pays below rank {}",
-            (co64 * k64).div_ceil(co64 + k64)
-        ))
-    } else {
-        None
-    };
-    Ok(Planned {
-        record: Record {
-            rule: String::new(),
-            kind: Kind::DepthwiseSeparable,
-            node: node.name.clone(),
-            safety: if r == full {
-                Safety::Exact
-            } else {
-                Safety::Approximate
-            },
-            rank: Some(r as u64),
-            input: cx.name(x).to_string(),
-            output: cx.name(y).to_string(),
-            replaced: Vec::new(),
-            added: Vec::new(),
-        },
-        removed: vec![n],
-        tensors: vec![
-            new_tensor(dw_w, &wt, dw_dims, &dw)?,
-            new_tensor(pw_w, &wt, pw_dims, &pw)?,
-        ],
+    let tensors = vec![
+        new_tensor(dw_w, wt, dw_dims, &dw)?,
+        new_tensor(pw_w, wt, pw_dims, &pw)?,
+    ];
+    Ok(Factored {
+        kind: Kind::DepthwiseSeparable,
+        node: n,
+        input: x,
+        output: y,
+        rank: r,
+        full,
+        sides: (co as u64, k as u64),
+        weight: w_name,
+        tensors,
         nodes,
         values,
-        released: vec![w_name],
-        energy_kept: Some(kept),
-        note,
-    })
+        energy_kept: kept,
+    }
+    .planned(cx))
 }

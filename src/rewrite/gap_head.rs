@@ -41,13 +41,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     if is_gemm && node.attrs.int_or("transA", 0)? != 0 {
         return Err("the Gemm transposes its input (transA = 1)".into());
     }
-    let (Some(a), Some(w), Some(y)) = (node.input(0), node.input(1), node.output(0)) else {
-        return Err("the layer has no input, weight or output".into());
-    };
-    let wt = cx
-        .init(w)
-        .ok_or("the weight is computed, not stored")?
-        .clone();
+    let (a, wt, y) = cx.layer(node)?;
     if wt.dims.len() != 2 {
         return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
     }
@@ -89,7 +83,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
             "the weight reads {kw} features, not C·H·W = {c}·{spatial}"
         ));
     }
-    let wv = read_f64(&wt)?;
+    let wv = read_f64(wt)?;
     if wv.len() != kw * nout {
         return Err("the weight's data does not match its shape".into());
     }
@@ -153,11 +147,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     }
     removed.sort_unstable();
 
-    let base = if node.name.is_empty() {
-        cx.name(y).to_string()
-    } else {
-        node.name.clone()
-    };
+    let base = cx.base_name(node, y);
     let w_name = wt.name.clone();
     let new_w = cx.names.fresh(&format!("{w_name}.gap"));
     let pooled = cx.names.fresh(&format!("{}/gap", cx.name(x)));
@@ -212,7 +202,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
             added: Vec::new(),
         },
         removed,
-        tensors: vec![new_tensor(new_w, &wt, dims, &summed)?],
+        tensors: vec![new_tensor(new_w, wt, dims, &summed)?],
         nodes,
         values,
         released,

@@ -6,8 +6,8 @@
 
 use super::svd::{self, Want};
 use super::{
-    attr_float, attr_int, new_tensor, node_proto, read_f64, saves_nothing, BuildResult, Cx, Kind,
-    Planned, RankChoice, Record, Safety,
+    attr_float, attr_int, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored, Kind,
+    RankChoice,
 };
 use crate::ir::{Dim, NodeId};
 
@@ -17,13 +17,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     if !is_gemm && node.op_type != "MatMul" {
         return Err(format!("{} is not a Gemm or MatMul", node.label()));
     }
-    let (Some(a), Some(w), Some(y)) = (node.input(0), node.input(1), node.output(0)) else {
-        return Err("the layer has no input, weight or output".into());
-    };
-    let wt = cx
-        .init(w)
-        .ok_or("the weight is computed, not stored")?
-        .clone();
+    let (a, wt, y) = cx.layer(node)?;
     if wt.dims.len() != 2 {
         return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
     }
@@ -42,7 +36,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let (rows, cols) = (wt.dims[0] as usize, wt.dims[1] as usize);
     // B' as applied: K x N
     let (kk, nn) = if trans_b { (cols, rows) } else { (rows, cols) };
-    let wv = read_f64(&wt)?;
+    let wv = read_f64(wt)?;
     if wv.len() != rows * cols {
         return Err("the weight's data does not match its shape".into());
     }
@@ -101,11 +95,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         )
     };
 
-    let base = if node.name.is_empty() {
-        cx.name(y).to_string()
-    } else {
-        node.name.clone()
-    };
+    let base = cx.base_name(node, y);
     let w_name = wt.name.clone();
     let w1 = cx.names.fresh(&format!("{w_name}.low_rank_0"));
     let w2 = cx.names.fresh(&format!("{w_name}.low_rank_1"));
@@ -154,39 +144,23 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
             vec![(mid.clone(), dtype, s)]
         })
         .unwrap_or_default();
-    let pays = (k64 * n64).div_ceil(k64 + n64);
-    let note = if saves_nothing(r as u64, k64, n64) {
-        Some(format!(
-            "rank {r} saves nothing: a factorisation of this {k64}x{n64} weight pays below rank {pays}"
-        ))
-    } else {
-        None
-    };
-    Ok(Planned {
-        record: Record {
-            rule: String::new(),
-            kind: Kind::LowRank,
-            node: node.name.clone(),
-            safety: if r == full {
-                Safety::Exact
-            } else {
-                Safety::Approximate
-            },
-            rank: Some(r as u64),
-            input: cx.name(a).to_string(),
-            output: cx.name(y).to_string(),
-            replaced: Vec::new(),
-            added: Vec::new(),
-        },
-        removed: vec![n],
-        tensors: vec![
-            new_tensor(w1, &wt, b1_dims, &b1)?,
-            new_tensor(w2, &wt, b2_dims, &b2)?,
-        ],
+    let tensors = vec![
+        new_tensor(w1, wt, b1_dims, &b1)?,
+        new_tensor(w2, wt, b2_dims, &b2)?,
+    ];
+    Ok(Factored {
+        kind: Kind::LowRank,
+        node: n,
+        input: a,
+        output: y,
+        rank: r,
+        full,
+        sides: (k64, n64),
+        weight: w_name,
+        tensors,
         nodes,
         values,
-        released: vec![w_name],
-        energy_kept: Some(f.kept_energy()),
-        note,
-    })
+        energy_kept: f.kept_energy(),
+    }
+    .planned(cx))
 }

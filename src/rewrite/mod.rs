@@ -187,6 +187,81 @@ impl<'a> Cx<'a> {
     pub fn name(&self, v: ValueId) -> &'a str {
         &self.model.graph.values[v].name
     }
+
+    /// A layer's activation input, stored weight (input 1) and output.
+    pub fn layer(&self, node: &Node) -> Result<(ValueId, &'a Tensor, ValueId), String> {
+        let (Some(x), Some(w), Some(y)) = (node.input(0), node.input(1), node.output(0)) else {
+            return Err("the layer has no input, weight or output".into());
+        };
+        let wt = self.init(w).ok_or("the weight is computed, not stored")?;
+        Ok((x, wt, y))
+    }
+
+    /// The name new nodes of a rewrite of `node` start with.
+    pub fn base_name(&self, node: &Node, y: ValueId) -> String {
+        if node.name.is_empty() {
+            self.name(y).to_string()
+        } else {
+            node.name.clone()
+        }
+    }
+}
+
+/// What a factorising rewrite (one node into two, at a rank) produced.
+pub struct Factored {
+    pub kind: Kind,
+    pub node: NodeId,
+    pub input: ValueId,
+    pub output: ValueId,
+    pub rank: usize,
+    /// The rank at which the factorisation is exact.
+    pub full: usize,
+    /// The sides `a x b` whose factorisation pays below rank `ab / (a + b)`.
+    pub sides: (u64, u64),
+    pub weight: String,
+    pub tensors: Vec<NewTensor>,
+    pub nodes: Vec<pb::NodeProto>,
+    pub values: Vec<(String, DType, Vec<Dim>)>,
+    pub energy_kept: f64,
+}
+
+impl Factored {
+    pub fn planned(self, cx: &Cx) -> Planned {
+        let (a, b) = self.sides;
+        let (r, pays) = (self.rank as u64, (a * b).div_ceil(a + b));
+        let note = saves_nothing(r, a, b).then(|| {
+            if self.rank == self.full {
+                format!("rank {r} is the full rank: exact, but it saves nothing (this factorisation pays below rank {pays})")
+            } else {
+                format!("rank {r} saves nothing: this factorisation pays below rank {pays}")
+            }
+        });
+        let g = cx.graph();
+        Planned {
+            record: Record {
+                rule: String::new(),
+                kind: self.kind,
+                node: g.nodes[self.node].name.clone(),
+                safety: if self.rank == self.full {
+                    Safety::Exact
+                } else {
+                    Safety::Approximate
+                },
+                rank: Some(r),
+                input: cx.name(self.input).to_string(),
+                output: cx.name(self.output).to_string(),
+                replaced: Vec::new(),
+                added: Vec::new(),
+            },
+            removed: vec![self.node],
+            tensors: self.tensors,
+            nodes: self.nodes,
+            values: self.values,
+            released: vec![self.weight],
+            energy_kept: Some(self.energy_kept),
+            note,
+        }
+    }
 }
 
 /// Every name in use in a graph (values, nodes, and those of nested graphs), to make new ones unique.
