@@ -1,6 +1,7 @@
 //! Performance benchmark of `nnlint mem` (in-process).
 //!
-//! Generates synthetic ONNX models with the crate's own prost types and times
+//! Generates synthetic ONNX models with the crate's own prost types (the writer is in
+//! `benches/support/mod.rs`, shared with `benches/rewrite.rs`) and times
 //! `nnlint::mem_report` + `nnlint::report::render_mem` on them:
 //!
 //! * `big`: a CNN/attention hybrid with > 500 MB of float32 `raw_data` initializers and > 1,000
@@ -22,8 +23,8 @@
 //! end-to-end measurements (real binary, peak RSS, cold page cache, Python onnx) are in
 //! `benches/run.sh`.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -31,259 +32,16 @@ use bytes::Bytes;
 use nnlint::analysis::Bindings;
 use nnlint::load::onnx_pb as pb;
 use nnlint::report::{render_mem, MemFormat, ViewOptions};
-use prost::Message;
+use support::{attr_float, attr_int, attr_ints, attr_tensor, i64_bytes, value_info, Builder, I64};
 
 /// Bump when the generated models change, so stale files are not reused.
 const GEN_VERSION: &str = "v1";
-const OPSET: i64 = 17;
 
 // ---------------------------------------------------------------------------------------------
-// Protobuf helpers (wire format for the parts written by hand)
+// Model
 // ---------------------------------------------------------------------------------------------
-
-fn varint_len(mut v: u64) -> u64 {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-fn put_varint(out: &mut impl Write, mut v: u64) -> std::io::Result<()> {
-    let mut buf = [0u8; 10];
-    let mut i = 0;
-    while v >= 0x80 {
-        buf[i] = (v as u8) | 0x80;
-        v >>= 7;
-        i += 1;
-    }
-    buf[i] = v as u8;
-    out.write_all(&buf[..=i])
-}
-
-/// Key of a length-delimited field.
-fn key_ld(field: u32) -> u64 {
-    ((field as u64) << 3) | 2
-}
-
-/// Bytes a length-delimited field of `len` bytes takes.
-fn ld_field_len(field: u32, len: u64) -> u64 {
-    varint_len(key_ld(field)) + varint_len(len) + len
-}
-
-fn put_ld_header(out: &mut impl Write, field: u32, len: u64) -> std::io::Result<()> {
-    put_varint(out, key_ld(field))?;
-    put_varint(out, len)
-}
-
-// GraphProto / ModelProto / TensorProto field numbers (onnx.proto)
-const GRAPH_NODE: u32 = 1;
-const GRAPH_NAME: u32 = 2;
-const GRAPH_INITIALIZER: u32 = 5;
-const GRAPH_INPUT: u32 = 11;
-const GRAPH_OUTPUT: u32 = 12;
-const MODEL_GRAPH: u32 = 7;
-const TENSOR_RAW_DATA: u32 = 9;
-
-const F32: i32 = pb::tensor_proto::DataType::Float as i32;
-const I64: i32 = pb::tensor_proto::DataType::Int64 as i32;
-
-// ---------------------------------------------------------------------------------------------
-// Model builder
-// ---------------------------------------------------------------------------------------------
-
-/// The data of an initializer: small ones in memory, big ones produced while writing.
-enum Data {
-    Inline(Vec<u8>),
-    /// `len` bytes of pseudo-random float32 values, generated at write time.
-    Random {
-        len: u64,
-        seed: u64,
-    },
-}
-
-impl Data {
-    fn len(&self) -> u64 {
-        match self {
-            Data::Inline(v) => v.len() as u64,
-            Data::Random { len, .. } => *len,
-        }
-    }
-}
-
-struct Init {
-    /// Everything but `raw_data`.
-    header: pb::TensorProto,
-    data: Data,
-}
-
-impl Init {
-    fn tensor_len(&self) -> u64 {
-        self.header.encoded_len() as u64 + ld_field_len(TENSOR_RAW_DATA, self.data.len())
-    }
-}
-
-#[derive(Default)]
-struct Builder {
-    nodes: Vec<pb::NodeProto>,
-    inits: Vec<Init>,
-    inputs: Vec<pb::ValueInfoProto>,
-    outputs: Vec<pb::ValueInfoProto>,
-    seed: u64,
-    /// Expected parameter count (float initializers with > 1 element, not BN statistics).
-    params: u64,
-    weight_bytes: u64,
-}
-
-fn attr_int(name: &str, v: i64) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
-
-fn attr_ints(name: &str, v: &[i64]) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Ints as i32),
-        ints: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-fn attr_float(name: &str, v: f32) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Float as i32),
-        f: Some(v),
-        ..Default::default()
-    }
-}
-
-fn attr_tensor(name: &str, t: pb::TensorProto) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
-        t: Some(Box::new(t)),
-        ..Default::default()
-    }
-}
-
-fn i64_bytes(v: &[i64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// A float32 tensor type with a symbolic first dimension.
-fn value_info(name: &str, batch: &str, rest: &[i64]) -> pb::ValueInfoProto {
-    use pb::tensor_shape_proto::{dimension::Value as D, Dimension};
-    let mut dim = vec![Dimension {
-        value: Some(D::DimParam(batch.into())),
-        denotation: None,
-    }];
-    dim.extend(rest.iter().map(|&d| Dimension {
-        value: Some(D::DimValue(d)),
-        denotation: None,
-    }));
-    pb::ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(pb::TypeProto {
-            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
-                elem_type: Some(F32),
-                shape: Some(pb::TensorShapeProto { dim }),
-            })),
-            denotation: None,
-        }),
-        ..Default::default()
-    }
-}
 
 impl Builder {
-    /// Adds a node named like the PyTorch exporter does (`/scope/Op`), with outputs
-    /// `/scope/Op_output_i`; returns the output names.
-    fn node(
-        &mut self,
-        scope: &str,
-        op: &str,
-        inputs: &[&str],
-        n_out: usize,
-        attrs: Vec<pb::AttributeProto>,
-    ) -> Vec<String> {
-        let name = format!("{scope}/{op}");
-        let outputs: Vec<String> = (0..n_out).map(|i| format!("{name}_output_{i}")).collect();
-        self.nodes.push(pb::NodeProto {
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: outputs.clone(),
-            name: Some(name),
-            op_type: Some(op.into()),
-            attribute: attrs,
-            ..Default::default()
-        });
-        outputs
-    }
-
-    fn node1(
-        &mut self,
-        scope: &str,
-        op: &str,
-        inputs: &[&str],
-        attrs: Vec<pb::AttributeProto>,
-    ) -> String {
-        self.node(scope, op, inputs, 1, attrs).pop().unwrap()
-    }
-
-    /// A float32 initializer of random values. `param`: counts as a trainable parameter.
-    fn weight(&mut self, name: &str, dims: &[i64], param: bool) -> String {
-        let numel: i64 = dims.iter().product();
-        let len = 4 * numel as u64;
-        self.seed = self.seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        if param && numel > 1 {
-            self.params += numel as u64;
-        }
-        self.weight_bytes += len;
-        self.inits.push(Init {
-            header: pb::TensorProto {
-                dims: dims.to_vec(),
-                data_type: Some(F32),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            data: Data::Random {
-                len,
-                seed: self.seed,
-            },
-        });
-        name.to_string()
-    }
-
-    fn const_i64(&mut self, name: &str, v: &[i64]) -> String {
-        self.inits.push(Init {
-            header: pb::TensorProto {
-                dims: vec![v.len() as i64],
-                data_type: Some(I64),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            data: Data::Inline(i64_bytes(v)),
-        });
-        name.to_string()
-    }
-
-    fn scalar_f32(&mut self, name: &str, v: f32) -> String {
-        self.inits.push(Init {
-            header: pb::TensorProto {
-                dims: vec![],
-                data_type: Some(F32),
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            data: Data::Inline(v.to_le_bytes().to_vec()),
-        });
-        name.to_string()
-    }
-
     fn conv(&mut self, scope: &str, x: &str, cin: i64, cout: i64, k: i64, bias: bool) -> String {
         let w = self.weight(&format!("{scope}.weight"), &[cout, cin, k, k], true);
         let mut ins = vec![x.to_string(), w];
@@ -452,122 +210,6 @@ fn build(spec: &Spec) -> Builder {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Writing
-// ---------------------------------------------------------------------------------------------
-
-/// Pseudo-random float32 weights (uniform in ±0.05), from a 4 MiB pool read at a per-tensor offset:
-/// real bytes on disk (not a sparse file), written at disk speed.
-struct Pool(Vec<u8>);
-
-impl Pool {
-    fn new() -> Self {
-        let mut s: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut v = Vec::with_capacity(4 << 20);
-        for _ in 0..(1 << 20) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let f = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1;
-            v.extend_from_slice(&f.to_le_bytes());
-        }
-        Pool(v)
-    }
-
-    fn write(&self, out: &mut impl Write, mut len: u64, seed: u64) -> std::io::Result<()> {
-        let mut off = ((seed >> 16) as usize % (self.0.len() / 4)) * 4;
-        while len > 0 {
-            let n = ((self.0.len() - off) as u64).min(len) as usize;
-            out.write_all(&self.0[off..off + n])?;
-            len -= n as u64;
-            off = 0;
-        }
-        Ok(())
-    }
-}
-
-/// Writes the model with the graph's fields in field-number order, as protobuf serializers (and
-/// therefore exporters) do: nodes first, then the initializers, then inputs and outputs.
-/// Initializer data is streamed; nothing larger than one node is ever encoded in memory.
-fn write_model(b: &Builder, graph_name: &str, path: &Path) -> std::io::Result<u64> {
-    let model = pb::ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![pb::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(OPSET),
-        }],
-        producer_name: Some("nnlint-bench".into()),
-        producer_version: Some(GEN_VERSION.into()),
-        graph: None,
-        ..Default::default()
-    };
-    let name_len = graph_name.len() as u64;
-    let mut graph_len = ld_field_len(GRAPH_NAME, name_len);
-    for n in &b.nodes {
-        graph_len += ld_field_len(GRAPH_NODE, n.encoded_len() as u64);
-    }
-    for t in &b.inits {
-        graph_len += ld_field_len(GRAPH_INITIALIZER, t.tensor_len());
-    }
-    for v in &b.inputs {
-        graph_len += ld_field_len(GRAPH_INPUT, v.encoded_len() as u64);
-    }
-    for v in &b.outputs {
-        graph_len += ld_field_len(GRAPH_OUTPUT, v.encoded_len() as u64);
-    }
-
-    let tmp = path.with_extension("onnx.partial");
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
-    out.write_all(&model.encode_to_vec())?;
-    put_ld_header(&mut out, MODEL_GRAPH, graph_len)?;
-    let mut buf = Vec::new();
-    let mut put_msg = |out: &mut BufWriter<File>, field: u32, m: &dyn EncodeDyn| {
-        buf.clear();
-        m.encode_into(&mut buf);
-        put_ld_header(out, field, buf.len() as u64)?;
-        out.write_all(&buf)
-    };
-    for n in &b.nodes {
-        put_msg(&mut out, GRAPH_NODE, n)?;
-    }
-    put_ld_header(&mut out, GRAPH_NAME, name_len)?;
-    out.write_all(graph_name.as_bytes())?;
-    let pool = Pool::new();
-    for t in &b.inits {
-        put_ld_header(&mut out, GRAPH_INITIALIZER, t.tensor_len())?;
-        out.write_all(&t.header.encode_to_vec())?;
-        put_ld_header(&mut out, TENSOR_RAW_DATA, t.data.len())?;
-        match &t.data {
-            Data::Inline(v) => out.write_all(v)?,
-            Data::Random { len, seed } => pool.write(&mut out, *len, *seed)?,
-        }
-    }
-    for v in &b.inputs {
-        put_msg(&mut out, GRAPH_INPUT, v)?;
-    }
-    for v in &b.outputs {
-        put_msg(&mut out, GRAPH_OUTPUT, v)?;
-    }
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()?;
-    let size = file.metadata()?.len();
-    let expected = model.encoded_len() as u64 + ld_field_len(MODEL_GRAPH, graph_len);
-    assert_eq!(size, expected, "{}: size bookkeeping is off", tmp.display());
-    std::fs::rename(&tmp, path)?;
-    Ok(size)
-}
-
-/// `prost::Message` is not object-safe; this is the one method the writer needs.
-trait EncodeDyn {
-    fn encode_into(&self, buf: &mut Vec<u8>);
-}
-
-impl<M: Message> EncodeDyn for M {
-    fn encode_into(&self, buf: &mut Vec<u8>) {
-        self.encode(buf).expect("a Vec grows");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Models
 // ---------------------------------------------------------------------------------------------
 
@@ -595,18 +237,6 @@ const fn small(name: &'static str, blocks: usize) -> Spec {
 
 const SCALING: [Spec; 3] = [small("s1k", 42), small("s10k", 417), small("s100k", 4167)];
 
-fn model_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    let target = if target.is_relative() {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(target)
-    } else {
-        target
-    };
-    target.join("bench-models").join(GEN_VERSION)
-}
-
 struct Generated {
     spec: Spec,
     path: PathBuf,
@@ -625,8 +255,9 @@ fn ensure(spec: &Spec, dir: &Path) -> Generated {
         Ok(m) => (m.len(), None),
         Err(_) => {
             let t = Instant::now();
-            let size = write_model(&b, &format!("bench_{}", spec.name), &path)
-                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+            let size =
+                support::write_model(&b, &format!("bench_{}", spec.name), GEN_VERSION, &path)
+                    .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
             (size, Some(t.elapsed()))
         }
     };
@@ -814,7 +445,7 @@ fn smoke_test(dir: &Path) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = model_dir();
+    let dir = support::model_dir(GEN_VERSION);
     std::fs::create_dir_all(&dir).expect("create target/bench-models");
     let generate_only = args.iter().any(|a| a == "--generate-only");
     if !generate_only && !args.iter().any(|a| a == "--bench") {
