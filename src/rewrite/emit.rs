@@ -385,7 +385,7 @@ pub fn write(
     if let Some(dpath) = &data {
         let tmp = temp_path(dpath);
         let result = (|| -> Result<()> {
-            let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+            let f = File::create(&tmp).map_err(|e| Error::io(dpath, e))?;
             let mut w = BufWriter::with_capacity(1 << 20, f);
             let mut pos = 0u64;
             for p in &payloads {
@@ -406,7 +406,7 @@ pub fn write(
     }
     let tmp = temp_path(out);
     let result = (|| -> Result<()> {
-        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let f = File::create(&tmp).map_err(|e| Error::io(out, e))?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         let mut head = model_rest;
         encode_key(7, WireType::LengthDelimited, &mut head);
