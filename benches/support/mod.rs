@@ -130,31 +130,10 @@ pub struct Builder {
     pub weight_bytes: u64,
 }
 
-pub fn attr_int(name: &str, v: i64) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
+pub use nnlint::rewrite::{attr_float, attr_int};
 
 pub fn attr_ints(name: &str, v: &[i64]) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Ints as i32),
-        ints: v.to_vec(),
-        ..Default::default()
-    }
-}
-
-pub fn attr_float(name: &str, v: f32) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Float as i32),
-        f: Some(v),
-        ..Default::default()
-    }
+    nnlint::rewrite::attr_ints(name, v.to_vec())
 }
 
 pub fn attr_tensor(name: &str, t: pb::TensorProto) -> pb::AttributeProto {

@@ -33,21 +33,12 @@ pub fn load(path: &Path) -> Result<Model> {
         }
         return decode(stdin, Bytes::from(buf), None);
     }
-    let (file, len) = super::open_file(path)?;
-    if len == 0 {
-        return Err(Error::malformed(path, "the file is empty"));
-    }
-    let compact = super::skim::skim(&file, len).map_err(|m| {
-        Error::malformed(
-            path,
-            format!("not a valid ONNX model (protobuf decoding failed: {m})"),
-        )
-    })?;
+    let compact = skim_file(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    decode(path, Bytes::from(compact), Some(dir))
+    decode(path, compact, Some(dir))
 }
 
 /// Maps a file read-only into a `Bytes`, advised for random access (safetensors headers).
@@ -117,17 +108,21 @@ pub(crate) fn resolve_location(
 /// Skims and decodes a model file into its compact protobuf: the large `raw_data` payloads stay in
 /// the file, referenced under [`SELF_LOCATION`](super::skim::SELF_LOCATION) (see load/skim.rs).
 pub fn load_proto(path: &Path) -> Result<pb::ModelProto> {
+    pb::ModelProto::decode(skim_file(path)?).map_err(|e| decode_error(path, &e))
+}
+
+/// The compact protobuf of a model file (load/skim.rs).
+fn skim_file(path: &Path) -> Result<Bytes> {
     let (file, len) = super::open_file(path)?;
     if len == 0 {
         return Err(Error::malformed(path, "the file is empty"));
     }
-    let compact = super::skim::skim(&file, len).map_err(|m| {
+    super::skim::skim(&file, len).map(Bytes::from).map_err(|m| {
         Error::malformed(
             path,
             format!("not a valid ONNX model (protobuf decoding failed: {m})"),
         )
-    })?;
-    pb::ModelProto::decode(Bytes::from(compact)).map_err(|e| decode_error(path, &e))
+    })
 }
 
 /// Decodes a model from bytes. `dir` is the model's directory (for external data); `None` for stdin.
