@@ -22,17 +22,23 @@ fn config() -> String {
     fixture("nnlint.toml")
 }
 
-/// Runs `nnlint rewrite ... --format json` into `dir` and returns the report.
-fn rewrite(model: &str, out: &Path, extra: &[&str]) -> serde_json::Value {
+/// Runs `nnlint rewrite MODEL -o OUT --config testdata/models/rewrite/nnlint.toml EXTRA...`, which
+/// must succeed, and returns its standard output.
+fn rewrite_text(model: &str, out: &Path, extra: &[&str]) -> String {
     let cfg = config();
     let out_s = out.display().to_string();
-    let mut args = vec![
-        "rewrite", model, "-o", &out_s, "--config", &cfg, "--format", "json",
-    ];
+    let mut args = vec!["rewrite", model, "-o", &out_s, "--config", &cfg];
     args.extend_from_slice(extra);
     let o = nnlint(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).expect("the report is JSON")
+    stdout(&o)
+}
+
+/// The same with `--format json`, parsed.
+fn rewrite(model: &str, out: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["--format", "json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&rewrite_text(model, out, &args)).expect("the report is JSON")
 }
 
 fn rewrites(r: &serde_json::Value) -> &Vec<serde_json::Value> {
@@ -276,22 +282,18 @@ fn records_metadata_and_value_info() {
 fn diff_shows_the_replaced_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d.onnx");
-    let o = nnlint(&[
-        "rewrite",
+    let text = rewrite_text(
         &fixture("vgg_like.onnx"),
-        "-o",
-        &out.display().to_string(),
-        "--config",
-        &config(),
-        "--rule",
-        "NL101",
-        "--node",
-        "*features.5*",
-        "--diff",
-        "--no-verify",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o);
+        &out,
+        &[
+            "--rule",
+            "NL101",
+            "--node",
+            "*features.5*",
+            "--diff",
+            "--no-verify",
+        ],
+    );
     assert!(
         text.contains("-init features.5.weight: float32[32, 32, 3, 3]"),
         "{text}"
@@ -375,18 +377,7 @@ fn nothing_to_rewrite_writes_nothing() {
 fn report_table_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("slim.onnx");
-    let o = nnlint(&[
-        "rewrite",
-        &fixture("vgg_like.onnx"),
-        "-o",
-        &out.display().to_string(),
-        "--config",
-        &config(),
-        "--batch",
-        "8",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let text = stdout(&o)
+    let text = rewrite_text(&fixture("vgg_like.onnx"), &out, &["--batch", "8"])
         .replace(&fixture("vgg_like.onnx"), "vgg_like.onnx")
         .replace(&out.display().to_string(), "slim.onnx");
     // round-off errors differ in their last bits with the summation order: not part of the snapshot
