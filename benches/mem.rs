@@ -2,7 +2,7 @@
 //!
 //! Generates synthetic ONNX models with the crate's own prost types (the writer is in
 //! `benches/support/mod.rs`, shared with `benches/rewrite.rs`) and times
-//! `nnlint::mem_report` + `nnlint::report::render_mem` on them:
+//! `nnlint::analysis::analyze_path` + `nnlint::report::render_mem` on them:
 //!
 //! * `big`: a CNN/attention hybrid with > 500 MB of float32 `raw_data` initializers and > 1,000
 //!   nodes (the foundation issue's benchmark model). It is written piece by piece, so the generator
@@ -327,9 +327,9 @@ fn repeat(
     out
 }
 
-/// `nnlint::mem_report` with the CLI's defaults (no `--batch`, `--dim` or `--train`).
+/// `nnlint::analysis::analyze_path` with the CLI's defaults (no `--batch`, `--dim` or `--train`).
 fn report_of(path: &Path) -> nnlint::Result<nnlint::analysis::MemReport> {
-    nnlint::mem_report(path, &Bindings::default(), None)
+    nnlint::analysis::analyze_path(path, &Bindings::default(), None)
 }
 
 /// One `nnlint mem` as the CLI does it (default options, table format); returns the output length.
@@ -399,7 +399,7 @@ fn bench(g: Generated, quick: bool) -> Row {
         _ => None,
     };
 
-    // stage breakdown: the same work as mem_report + render, split
+    // stage breakdown: the same work as analyze_path + render, split
     let (mut load, mut analyze, mut render) = (Vec::new(), Vec::new(), Vec::new());
     repeat(min_i, max_i, budget, || {
         let t0 = Instant::now();
@@ -488,7 +488,7 @@ fn main() {
         return;
     }
 
-    println!("\n## nnlint mem, in process (mem_report + render_mem, table format)\n");
+    println!("\n## nnlint mem, in process (analyze_path + render_mem, table format)\n");
     println!(
         "| model | nodes | initializers | weights MB | file MB | iters | min ms | median ms | CPU mean ms | ns/node (wall median) | ns/node (CPU mean) | load ms | analyze ms | render ms |"
     );

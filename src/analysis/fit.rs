@@ -96,7 +96,7 @@ pub fn parse_gpu(s: &str) -> std::result::Result<Gpu, String> {
     {
         return Ok(*g);
     }
-    match crate::cli::parse_size(s) {
+    match crate::util::units::parse_size(s) {
         Ok(bytes) if bytes > 0 => Ok(Gpu {
             name: "custom",
             bytes,
@@ -460,7 +460,7 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
         Some(g) => out.push(format!(
             "a bigger card: {} ({}) fits batch 1 with {}",
             g.name,
-            crate::report::units::bytes(g.bytes),
+            crate::util::units::bytes(g.bytes),
             if req.inference {
                 "half-precision weights"
             } else {
@@ -469,7 +469,7 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
         )),
         None => out.push(format!(
             "no single card listed holds batch 1 ({} needed)",
-            crate::report::units::bytes(need)
+            crate::util::units::bytes(need)
         )),
     }
     if !req.inference {

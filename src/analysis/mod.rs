@@ -173,6 +173,26 @@ fn scalar_constant_size(attr: Option<&Attr>) -> Option<(u64, u64)> {
     })
 }
 
+/// Loads and analyses a model file for `nnlint mem` (an ONNX graph, or a weights file), with a
+/// training plan for `--train`.
+pub fn analyze_path(
+    path: &std::path::Path,
+    bindings: &Bindings,
+    train: Option<&training::TrainConfig>,
+) -> Result<MemReport> {
+    match crate::load::load(path)? {
+        crate::load::Loaded::Onnx(model) => analyze(&model, bindings, train),
+        crate::load::Loaded::Weights(w) => {
+            let mut r = weights::analyze(&w);
+            if bindings.batch.is_some() || !bindings.dims.is_empty() {
+                r.notes
+                    .push("--batch and --dim have no effect on a weights-only file".into());
+            }
+            Ok(r)
+        }
+    }
+}
+
 /// Analyses an ONNX model: shapes, costs, stored tensors and the inference peak, and with a
 /// training plan, the memory of a training step.
 pub fn analyze(

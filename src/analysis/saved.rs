@@ -26,20 +26,18 @@ use super::fact::Fact;
 use super::storage::{self, Role};
 use crate::ir::{DType, Graph, Node, NodeId, ValueId};
 
-/// Numeric precision of training.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Precision {
-    /// Everything in fp32.
-    Fp32,
-    /// `torch.autocast(dtype=float16)` with fp32 weights (and a GradScaler).
-    AmpFp16,
-    /// `torch.autocast(dtype=bfloat16)` with fp32 weights.
-    AmpBf16,
-    /// The model cast to bfloat16 (weights, gradients, optimizer state and activations).
-    Bf16,
+crate::named_enum! {
+    /// Numeric precision of training.
+    pub enum Precision {
+        /// Everything in fp32.
+        Fp32 = "fp32",
+        /// `torch.autocast(dtype=float16)` with fp32 weights (and a GradScaler).
+        AmpFp16 = "amp-fp16",
+        /// `torch.autocast(dtype=bfloat16)` with fp32 weights.
+        AmpBf16 = "amp-bf16",
+        /// The model cast to bfloat16 (weights, gradients, optimizer state and activations).
+        Bf16 = "bf16",
+    }
 }
 
 impl Precision {
@@ -56,14 +54,14 @@ impl Precision {
     }
 }
 
-/// Which device's autograd behaviour to model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Device {
-    /// CUDA: dropout saves a bool mask; autocast runs norms, softmax and reductions in fp32.
-    Cuda,
-    /// CPU: dropout saves its scaled noise; autocast lowers only conv/linear/matmul.
-    Cpu,
+crate::named_enum! {
+    /// Which device's autograd behaviour to model.
+    pub enum Device {
+        /// CUDA: dropout saves a bool mask; autocast runs norms, softmax and reductions in fp32.
+        Cuda = "cuda",
+        /// CPU: dropout saves its scaled noise; autocast lowers only conv/linear/matmul.
+        Cpu = "cpu",
+    }
 }
 
 /// A storage held for backward.

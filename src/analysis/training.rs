@@ -28,20 +28,18 @@ use super::saved::{self, Device, Precision, Saved};
 use super::storage::{self, Role};
 use crate::ir::{Dim, Graph, NodeId, ValueId};
 
-/// Optimizers and the state they keep per parameter.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Optimizer {
-    /// Plain SGD: no state.
-    Sgd,
-    /// SGD with momentum: one buffer.
-    Momentum,
-    /// Adam: two moments.
-    Adam,
-    /// AdamW: two moments (decoupled weight decay needs no extra state).
-    Adamw,
+crate::named_enum! {
+    /// Optimizers and the state they keep per parameter.
+    pub enum Optimizer {
+        /// Plain SGD: no state.
+        Sgd = "sgd",
+        /// SGD with momentum: one buffer.
+        Momentum = "momentum",
+        /// Adam: two moments.
+        Adam = "adam",
+        /// AdamW: two moments (decoupled weight decay needs no extra state).
+        Adamw = "adamw",
+    }
 }
 
 impl Optimizer {
@@ -55,22 +53,22 @@ impl Optimizer {
     }
 }
 
-/// Data-parallel and sharding strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Shard {
-    /// One GPU, or plain data parallel without gradient buckets.
-    None,
-    /// DistributedDataParallel: a full replica plus gradient buckets.
-    Ddp,
-    /// ZeRO stage 1: optimizer state sharded.
-    Zero1,
-    /// ZeRO stage 2: optimizer state and gradients sharded.
-    Zero2,
-    /// ZeRO stage 3: optimizer state, gradients and parameters sharded.
-    Zero3,
-    /// PyTorch FSDP, full shard.
-    Fsdp,
+crate::named_enum! {
+    /// Data-parallel and sharding strategies.
+    pub enum Shard {
+        /// One GPU, or plain data parallel without gradient buckets.
+        None = "none",
+        /// DistributedDataParallel: a full replica plus gradient buckets.
+        Ddp = "ddp",
+        /// ZeRO stage 1: optimizer state sharded.
+        Zero1 = "zero1",
+        /// ZeRO stage 2: optimizer state and gradients sharded.
+        Zero2 = "zero2",
+        /// ZeRO stage 3: optimizer state, gradients and parameters sharded.
+        Zero3 = "zero3",
+        /// PyTorch FSDP, full shard.
+        Fsdp = "fsdp",
+    }
 }
 
 /// Gradient checkpointing.

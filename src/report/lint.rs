@@ -8,14 +8,20 @@ use serde::Serialize;
 use super::units::{bytes, count};
 use crate::rules::{Finding, Severity};
 
-/// Output formats of `nnlint lint`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum LintFormat {
-    Human,
-    Json,
-    Sarif,
-    Github,
-    Markdown,
+crate::named_enum! {
+    /// Output formats of `nnlint lint`.
+    pub enum LintFormat {
+        /// Diagnostics for a terminal.
+        Human = "human",
+        /// JSON findings.
+        Json = "json",
+        /// SARIF 2.1.0, for code scanning.
+        Sarif = "sarif",
+        /// GitHub Actions workflow annotations.
+        Github = "github",
+        /// A Markdown summary.
+        Markdown = "markdown",
+    }
 }
 
 /// The result of linting one model.

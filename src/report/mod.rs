@@ -13,20 +13,28 @@ pub mod units;
 use crate::analysis::{Layer, MemReport};
 use crate::ir::Dim;
 
-/// Output formats of `nnlint mem`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MemFormat {
-    Table,
-    Json,
-    Csv,
-    Markdown,
+crate::named_enum! {
+    /// Output formats of `nnlint mem`.
+    pub enum MemFormat {
+        /// Aligned text.
+        Table = "table",
+        /// The JSON contract (docs/mem.schema.json).
+        Json = "json",
+        /// One row per layer, raw numbers.
+        Csv = "csv",
+        /// A Markdown table and summary.
+        Markdown = "markdown",
+    }
 }
 
-/// Output formats of `nnlint fit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum FitFormat {
-    Table,
-    Json,
+crate::named_enum! {
+    /// Output formats of `nnlint fit`.
+    pub enum FitFormat {
+        /// Aligned text.
+        Table = "table",
+        /// JSON.
+        Json = "json",
+    }
 }
 
 /// Renders a fit report.
@@ -41,12 +49,16 @@ pub fn render_fit(r: &crate::analysis::fit::FitReport, format: FitFormat) -> Str
     }
 }
 
-/// What to sort layers by.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SortKey {
-    Params,
-    Activations,
-    Macs,
+crate::named_enum! {
+    /// What to sort layers by.
+    pub enum SortKey {
+        /// Parameters.
+        Params = "params",
+        /// Output bytes.
+        Activations = "activations",
+        /// Multiply-accumulates.
+        Macs = "macs",
+    }
 }
 
 impl SortKey {

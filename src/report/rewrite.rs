@@ -11,11 +11,14 @@ use crate::ir::{Graph, Model, NodeId};
 use crate::rewrite::{Kind, Planned, Safety, Skipped};
 use crate::verify::{Check, Verification, WholeModel};
 
-/// Output formats of `nnlint rewrite` and `nnlint verify`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RewriteFormat {
-    Table,
-    Json,
+crate::named_enum! {
+    /// Output formats of `nnlint rewrite` and `nnlint verify`.
+    pub enum RewriteFormat {
+        /// Aligned text.
+        Table = "table",
+        /// JSON.
+        Json = "json",
+    }
 }
 
 /// A quantity before and after.
@@ -305,11 +308,6 @@ pub fn build(
     })
 }
 
-fn value_name<T: clap::ValueEnum>(v: &T) -> String {
-    v.to_possible_value()
-        .map_or_else(String::new, |p| p.get_name().to_string())
-}
-
 fn sci(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{v:.1e}"))
 }
@@ -421,8 +419,8 @@ pub fn table(r: &RewriteReport) -> String {
         out.push_str(&format!(
             "training peak   {} ({}, {})\n",
             p.text(bytes),
-            value_name(&t.training.precision),
-            value_name(&t.training.optimizer)
+            t.training.precision,
+            t.training.optimizer
         ));
     }
     if let Some(w) = &r.whole_model {

@@ -5,7 +5,8 @@
 use serde_json::{json, Value};
 
 use super::lint::LintRun;
-use crate::rules::{self, fingerprint, Severity};
+use crate::rules::baseline::fingerprint;
+use crate::rules::{self, Severity};
 
 fn level(s: Severity) -> &'static str {
     match s {

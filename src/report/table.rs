@@ -103,11 +103,10 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
             "optimizer state".into(),
             bytes(p.optimizer_bytes),
             format!(
-                "{:?}, {} state tensor(s) per parameter",
+                "{}, {} state tensor(s) per parameter",
                 c.optimizer,
                 c.optimizer.states()
-            )
-            .to_lowercase(),
+            ),
         ),
         (
             "saved activations".into(),
@@ -158,7 +157,7 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
         out.push((
             "data parallel".into(),
             bytes(p.parallel_bytes),
-            format!("{:?} buffers", c.shard).to_lowercase(),
+            format!("{} buffers", c.shard),
         ));
     }
     out.push((
@@ -206,19 +205,13 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
     out
 }
 
-/// The command-line spelling of an option value.
-fn value_name(v: impl clap::ValueEnum) -> String {
-    v.to_possible_value()
-        .map_or_else(String::new, |p| p.get_name().to_string())
-}
-
 fn training_heading(r: &MemReport) -> Option<String> {
     let t = r.training.as_ref()?;
     let c = &t.config;
     Some(format!(
         "training step: {}, {}, micro-batch {}{}, {} GPU{}{}, checkpoint {}, {} semantics",
-        value_name(c.optimizer),
-        value_name(c.precision),
+        c.optimizer,
+        c.precision,
         t.micro_batch.map_or("?".into(), |b| b.to_string()),
         match t.effective_batch {
             Some(e) if Some(e) != t.micro_batch => format!(" (effective {e})"),
@@ -229,10 +222,10 @@ fn training_heading(r: &MemReport) -> Option<String> {
         if c.shard == crate::analysis::training::Shard::None {
             String::new()
         } else {
-            format!(" {}", value_name(c.shard))
+            format!(" {}", c.shard)
         },
         c.checkpoint,
-        value_name(c.device),
+        c.device,
     ))
 }
 

@@ -7,12 +7,12 @@
 //! `j` and `c` gives back `Σ_c M_c ⋆ x_c`, the original convolution, exactly when
 //! `r = min(C_out, k)` (Guo et al., "Network Decoupling", 2018); `r = 1` is the MobileNet block.
 
-use super::svd::{self, Want};
 use super::{
     attr_int, attr_ints, copy_attrs, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored,
     Kind, RankChoice,
 };
 use crate::ir::{Dim, NodeId};
+use crate::util::svd::{self, Par, Want};
 
 pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let node = &cx.graph().nodes[n];
@@ -43,14 +43,12 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
 
     // one SVD per input channel (small: C_out x k), all singular values kept for the rank choice
     // (sequential: threads cost more than these tiny decompositions)
-    let factors: Vec<svd::Factors> = svd::sequential(|| {
-        (0..ci)
-            .map(|c| {
-                let m = faer::Mat::<f64>::from_fn(co, k, |o, t| w_vals[(o * ci + c) * k + t]);
-                svd::truncated(&m, Want::Rank(full), 0)
-            })
-            .collect::<Result<_, _>>()
-    })?;
+    let factors: Vec<svd::Factors> = (0..ci)
+        .map(|c| {
+            let m = faer::Mat::<f64>::from_fn(co, k, |o, t| w_vals[(o * ci + c) * k + t]);
+            svd::truncated(&m, Want::Rank(full), 0, Par::Seq)
+        })
+        .collect::<Result<_, _>>()?;
     let total: f64 = factors.iter().map(|f| f.total_energy).sum();
     let energy_at = |r: usize| -> f64 {
         if total <= 0.0 {

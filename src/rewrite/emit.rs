@@ -23,6 +23,8 @@ use crate::error::{Error, Result};
 use crate::load::onnx::{resolve_location, Located};
 use crate::load::onnx_pb as pb;
 use crate::load::skim::{read_exact_at, SELF_LOCATION};
+use crate::util::fs::AtomicFile;
+use crate::util::progress::Progress;
 
 /// Smallest initializer written to the external data file (onnx's default `size_threshold`).
 pub const EXTERNAL_MIN: u64 = 1024;
@@ -256,6 +258,7 @@ pub fn write(
     input: &Path,
     out: &Path,
     external: bool,
+    progress: &dyn Progress,
 ) -> Result<Written> {
     let dir = input
         .parent()
@@ -381,12 +384,13 @@ pub fn write(
     }
 
     // the data file first, then the model, each through a temporary sibling
+    let payload_bytes: u64 = payloads.iter().map(Payload::len).sum();
+    progress.start("writing", payload_bytes >> 20);
     let mut written_data = None;
     if let Some(dpath) = &data {
-        let tmp = temp_path(dpath);
-        let result = (|| -> Result<()> {
-            let f = File::create(&tmp).map_err(|e| Error::io(dpath, e))?;
-            let mut w = BufWriter::with_capacity(1 << 20, f);
+        let mut file = AtomicFile::create(dpath).map_err(|e| Error::io(dpath, e))?;
+        {
+            let mut w = BufWriter::with_capacity(1 << 20, file.file());
             let mut pos = 0u64;
             for p in &payloads {
                 if matches!(p, Payload::Kept) {
@@ -394,25 +398,24 @@ pub fn write(
                 }
                 let offset = pos.div_ceil(ALIGN) * ALIGN;
                 w.write_all(&vec![0u8; (offset - pos) as usize])
-                    .map_err(|e| Error::io(&tmp, e))?;
-                write_payload(&mut sources, p, &mut w, &tmp)?;
+                    .map_err(|e| Error::io(dpath, e))?;
+                write_payload(&mut sources, p, &mut w, dpath)?;
+                progress.advance(p.len() >> 20);
                 pos = offset + p.len();
             }
-            w.flush().map_err(|e| Error::io(&tmp, e))?;
-            Ok(())
-        })();
-        finish(result, &tmp, dpath)?;
+            w.flush().map_err(|e| Error::io(dpath, e))?;
+        }
+        file.commit().map_err(|e| Error::io(dpath, e))?;
         written_data = Some(dpath.clone());
     }
-    let tmp = temp_path(out);
-    let result = (|| -> Result<()> {
-        let f = File::create(&tmp).map_err(|e| Error::io(out, e))?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
+    let mut file = AtomicFile::create(out).map_err(|e| Error::io(out, e))?;
+    {
+        let mut w = BufWriter::with_capacity(1 << 20, file.file());
         let mut head = model_rest;
         encode_key(7, WireType::LengthDelimited, &mut head);
         encode_varint(graph_len, &mut head);
         head.extend_from_slice(&graph_rest);
-        w.write_all(&head).map_err(|e| Error::io(&tmp, e))?;
+        w.write_all(&head).map_err(|e| Error::io(out, e))?;
         let mut buf = Vec::new();
         for ((t, p), &body) in inits.iter().zip(&payloads).zip(&bodies) {
             buf.clear();
@@ -422,16 +425,17 @@ pub fn write(
             if !external && !matches!(p, Payload::Kept) {
                 encode_key(9, WireType::LengthDelimited, &mut buf);
                 encode_varint(p.len(), &mut buf);
-                w.write_all(&buf).map_err(|e| Error::io(&tmp, e))?;
-                write_payload(&mut sources, p, &mut w, &tmp)?;
+                w.write_all(&buf).map_err(|e| Error::io(out, e))?;
+                write_payload(&mut sources, p, &mut w, out)?;
+                progress.advance(p.len() >> 20);
             } else {
-                w.write_all(&buf).map_err(|e| Error::io(&tmp, e))?;
+                w.write_all(&buf).map_err(|e| Error::io(out, e))?;
             }
         }
-        w.flush().map_err(|e| Error::io(&tmp, e))?;
-        Ok(())
-    })();
-    finish(result, &tmp, out)?;
+        w.flush().map_err(|e| Error::io(out, e))?;
+    }
+    file.commit().map_err(|e| Error::io(out, e))?;
+    progress.finish();
     Ok(Written {
         model: out.to_path_buf(),
         data: written_data,
@@ -445,23 +449,5 @@ fn write_payload(sources: &mut Sources, p: &Payload, w: &mut impl Write, to: &Pa
         Payload::Kept => Ok(()),
         Payload::Memory(b) => w.write_all(b).map_err(|e| Error::io(to, e)),
         Payload::Range { path, offset, len } => sources.copy(path, *offset, *len, w, to),
-    }
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map_or("out".into(), |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.nnlint-{}.tmp", std::process::id()))
-}
-
-/// Renames a finished temporary file into place, or removes it after a failure.
-fn finish(result: Result<()>, tmp: &Path, to: &Path) -> Result<()> {
-    match result.and_then(|()| std::fs::rename(tmp, to).map_err(|e| Error::io(to, e))) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(tmp);
-            Err(e)
-        }
     }
 }

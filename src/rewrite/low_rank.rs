@@ -4,12 +4,12 @@
 //! original's bias, `alpha` and `beta`. A Gemm that stores its weight transposed (`transB = 1`, as
 //! PyTorch's Linear exports) gets both new weights transposed too.
 
-use super::svd::{self, Want};
 use super::{
     attr_float, attr_int, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored, Kind,
     RankChoice,
 };
 use crate::ir::{Dim, NodeId};
+use crate::util::svd::{self, Par, Want};
 
 pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let node = &cx.graph().nodes[n];
@@ -56,7 +56,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         // what oversized-linear proposes: half the break-even rank
         RankChoice::Default => Want::Rank(((k64 * n64 / (k64 + n64)) / 2).max(1) as usize),
     };
-    let f = svd::truncated(&b, want, cx.options.seed)?;
+    let f = svd::truncated(&b, want, cx.options.seed, Par::rayon(0))?;
     let r = f.rank();
     // B1 = U √S (K x r), B2 = √S Vᵀ (r x N), stored transposed under transB
     let roots: Vec<f64> = f.s.iter().map(|s| s.max(0.0).sqrt()).collect();

@@ -18,7 +18,6 @@ pub mod depthwise;
 pub mod emit;
 pub mod gap_head;
 pub mod low_rank;
-pub mod svd;
 pub mod text;
 
 use std::collections::{HashMap, HashSet};
@@ -333,7 +332,7 @@ pub fn plan_all(
     findings: &[crate::rules::Finding],
     nodes: &[String],
     options: &Options,
-    progress: &indicatif::ProgressBar,
+    progress: &dyn crate::util::progress::Progress,
 ) -> (Vec<Planned>, Vec<Skipped>) {
     let g = &model.graph;
     let mut names = Names::of(g);
@@ -346,7 +345,11 @@ pub fn plan_all(
         else {
             continue;
         };
-        if !nodes.is_empty() && !nodes.iter().any(|p| crate::config::glob_match(p, &f.node)) {
+        if !nodes.is_empty()
+            && !nodes
+                .iter()
+                .any(|p| crate::util::glob::glob_match(p, &f.node))
+        {
             continue;
         }
         match g.nodes.iter().position(|n| n.name == f.node) {
@@ -359,18 +362,18 @@ pub fn plan_all(
         }
     }
     todo.sort_by_key(|(k, _, n)| (*k != Kind::GapHead, *n));
-    progress.set_length(todo.len() as u64);
+    progress.start("planning", todo.len() as u64);
     let mut plans: Vec<Planned> = Vec::new();
     let mut touched: HashMap<NodeId, Kind> = HashMap::new();
     for (kind, f, n) in todo {
-        progress.set_message(f.node.clone());
+        progress.message(&f.node);
         if let Some(by) = touched.get(&n) {
             skipped.push(Skipped {
                 rule: f.code.to_string(),
                 node: f.node.clone(),
                 reason: format!("already rewritten by {}", by.as_str()),
             });
-            progress.inc(1);
+            progress.advance(1);
             continue;
         }
         let mut cx = Cx {
@@ -397,9 +400,9 @@ pub fn plan_all(
                 reason,
             }),
         }
-        progress.inc(1);
+        progress.advance(1);
     }
-    progress.finish_and_clear();
+    progress.finish();
     (plans, skipped)
 }
 

@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use super::heavy_conv::round4;
 use super::{options, Finding, LintContext, Rule, Saving};
-use crate::report::units::bytes;
+use crate::util::units::bytes;
 
 pub struct ActivationHotspot;
 

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{options, Finding, LintContext, Rule, Saving};
 use crate::ir::{DType, Tensor, TensorData, TypedData};
-use crate::report::units::bytes;
+use crate::util::units::bytes;
 
 pub struct DuplicateInitializer;
 

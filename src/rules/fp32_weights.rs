@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::{options, Finding, LintContext, Rule, Saving};
 use crate::analysis::storage::{self, Role};
 use crate::ir::DType;
-use crate::report::units::bytes;
+use crate::util::units::bytes;
 
 pub struct Fp32Weights;
 

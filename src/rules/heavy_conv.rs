@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::{options, Finding, LintContext, Rule, Saving};
-use crate::report::units::count;
+use crate::util::units::count;
 
 pub struct HeavyConv;
 

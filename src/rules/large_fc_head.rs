@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::heavy_conv::round4;
 use super::{options, Finding, LintContext, Rule, Saving};
 use crate::ir::ValueId;
-use crate::report::units::count;
+use crate::util::units::count;
 
 pub struct LargeFcHead;
 

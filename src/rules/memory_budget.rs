@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::{options, Finding, LintContext, Rule, Saving};
 use crate::analysis::fit::{self, FitRequest, Gpu};
-use crate::report::units::bytes;
+use crate::util::units::bytes;
 
 pub struct MemoryBudget;
 

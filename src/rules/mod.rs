@@ -5,6 +5,7 @@
 //! help and docs/rules.md come from one source.
 
 mod activation_hotspot;
+pub mod baseline;
 mod context;
 mod dead_node;
 mod duplicate_initializer;
@@ -22,35 +23,50 @@ pub use context::{LintContext, Settings};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// How serious a finding is.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
+use crate::util::suggest::{suggest, unknown_key};
+
+crate::named_enum! {
+    /// How serious a finding is (ordered: info < warning < error).
+    #[derive(PartialOrd, Ord)]
+    pub enum Severity {
+        /// Worth knowing.
+        Info = "info",
+        /// Worth fixing.
+        Warning = "warning",
+        /// Must be fixed.
+        Error = "error",
+    }
 }
 
 impl Severity {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
+        self.name()
     }
+}
+
+/// A rule's settings from the configuration file.
+#[derive(Clone, Debug, Default)]
+pub struct RuleSettings {
+    pub enabled: Option<bool>,
+    pub severity: Option<Severity>,
+    pub ignore_nodes: Vec<String>,
+    pub options: toml::Table,
+}
+
+/// Which rules run and how, as the application resolved it from the command line and the
+/// configuration file.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// Selectors of the rules to run; every rule when `None`.
+    pub select: Option<Vec<String>>,
+    /// Selectors of rules not to run.
+    pub ignore: Vec<String>,
+    /// Node-name globs no rule reports.
+    pub ignore_nodes: Vec<String>,
+    /// Per-rule settings, by rule name.
+    pub rules: std::collections::BTreeMap<String, RuleSettings>,
+    /// The configuration file the settings came from, for messages.
+    pub source: Option<std::path::PathBuf>,
 }
 
 /// A rule's metadata and documentation, from its file under `rules/`.
@@ -259,36 +275,6 @@ pub fn no_options(meta: &RuleMeta, user: &toml::Table) -> Result<(), String> {
     }
 }
 
-/// The key serde complains about in an "unknown field `x`" message.
-pub fn unknown_key(msg: &str) -> Option<String> {
-    let rest = msg.split("unknown field `").nth(1)?;
-    Some(rest.split('`').next()?.to_string())
-}
-
-/// Appends "did you mean 'x'?" when a known name is close to the given one.
-pub fn suggest(message: &str, given: &str, known: &[&str]) -> String {
-    // close spelling, or every word of the given name in a known one (`heavy-conv`)
-    let words_in = |k: &str| {
-        given
-            .split(['-', '_'])
-            .all(|w| !w.is_empty() && k.split('-').any(|x| x.eq_ignore_ascii_case(w)))
-    };
-    let best = known
-        .iter()
-        .map(|k| {
-            (
-                strsim::jaro_winkler(given, k).max(if words_in(k) { 0.85 } else { 0.0 }),
-                *k,
-            )
-        })
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((_, k)) => format!("{message}: did you mean '{k}'?"),
-        None => message.to_string(),
-    }
-}
-
 /// Renders a rule's documentation (for `nnlint explain` and, one level down, the catalog).
 pub fn explain(meta: &RuleMeta) -> String {
     explain_at(meta, 1)
@@ -416,22 +402,6 @@ mod tests {
             assert!(!selects(s, m), "{s}");
         }
     }
-
-    #[test]
-    fn suggestions() {
-        assert_eq!(
-            suggest(
-                "unknown option 'min-savng'",
-                "min-savng",
-                &["min-saving", "min-macs"]
-            ),
-            "unknown option 'min-savng': did you mean 'min-saving'?"
-        );
-        assert_eq!(
-            suggest("unknown option 'zzz'", "zzz", &["min-saving"]),
-            "unknown option 'zzz'"
-        );
-    }
 }
 
 /// Findings of one model, and the configured node ignores that matched nothing.
@@ -446,25 +416,14 @@ pub struct Outcome {
 /// Rules that need memory estimates, so every input dimension bound.
 const NEEDS_SIZES: &[&str] = &["memory-budget", "activation-hotspot"];
 
-/// Whether a rule runs under the configuration and the command line's `--select` / `--ignore`.
-pub fn enabled(
-    meta: &RuleMeta,
-    config: &crate::config::Config,
-    select: &[String],
-    ignore: &[String],
-) -> bool {
-    let selected = if !select.is_empty() {
-        select.iter().any(|s| selects(s, meta))
-    } else if let Some(sel) = &config.select {
-        sel.iter().any(|s| selects(s, meta))
-    } else {
-        true
+/// Whether a rule runs under a selection.
+pub fn enabled(meta: &RuleMeta, selection: &Selection) -> bool {
+    let selected = match &selection.select {
+        Some(sel) => sel.iter().any(|s| selects(s, meta)),
+        None => true,
     };
-    let ignored = ignore
-        .iter()
-        .chain(&config.ignore)
-        .any(|s| selects(s, meta));
-    let rule_on = config
+    let ignored = selection.ignore.iter().any(|s| selects(s, meta));
+    let rule_on = selection
         .rules
         .get(&meta.name)
         .and_then(|r| r.enabled)
@@ -476,9 +435,7 @@ pub fn enabled(
 pub fn lint(
     model: &crate::ir::Model,
     settings: &Settings,
-    config: &crate::config::Config,
-    select: &[String],
-    ignore: &[String],
+    config: &Selection,
 ) -> crate::Result<Outcome> {
     let cx = LintContext::new(model, settings)?;
     let mut out = Outcome::default();
@@ -486,7 +443,7 @@ pub fn lint(
     let mut used_globs: std::collections::HashSet<String> = std::collections::HashSet::new();
     for rule in RULES {
         let meta = rule.meta();
-        if !enabled(meta, config, select, ignore) {
+        if !enabled(meta, config) {
             continue;
         }
         if let (Some(why), true) = (&cx.unbound, NEEDS_SIZES.contains(&meta.name.as_str())) {
@@ -506,7 +463,7 @@ pub fn lint(
                 .chain(&config.ignore_nodes);
             let mut skip = false;
             for g in globs {
-                if crate::config::glob_match(g, &f.node) {
+                if crate::util::glob::glob_match(g, &f.node) {
                     used_globs.insert(g.clone());
                     skip = true;
                 }
@@ -531,18 +488,4 @@ pub fn lint(
     out.unused_ignores.sort();
     out.unused_ignores.dedup();
     Ok(out)
-}
-
-/// A stable fingerprint of a finding: rule, model file name and node (not the message, whose numbers
-/// change with thresholds).
-pub fn fingerprint(model: &str, f: &Finding) -> String {
-    let file = std::path::Path::new(model)
-        .file_name()
-        .map_or(model.into(), |n| n.to_string_lossy().into_owned());
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("{}\u{0}{file}\u{0}{}", f.code, f.node).bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
 }

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use super::heavy_conv::round4;
 use super::{options, Finding, LintContext, Rule, Saving};
 use crate::ir::{Tensor, Values};
-use crate::report::units::count;
+use crate::util::svd;
+use crate::util::units::count;
 
 pub struct OversizedLinear;
 
@@ -36,10 +37,11 @@ fn singular_values(t: &Tensor) -> Option<Vec<f64>> {
     let Values::Float(w) = t.read_values(u64::MAX)? else {
         return None;
     };
-    let mat = faer::Mat::<f64>::from_fn(m, n, |i, j| w[i * n + j]);
-    let mut s = mat.singular_values().ok()?;
-    s.sort_by(|a, b| b.total_cmp(a));
-    Some(s)
+    if Some(w.len()) != m.checked_mul(n) {
+        return None;
+    }
+    let mat = svd::matrix(&w, m, n);
+    svd::singular_values(mat.as_ref(), svd::Par::rayon(0)).ok()
 }
 
 /// The smallest rank whose squared singular values reach `energy` of the total.
@@ -48,14 +50,7 @@ fn rank_for_energy(s: &[f64], energy: f64) -> usize {
     if total <= 0.0 {
         return 0;
     }
-    let mut acc = 0.0;
-    for (i, x) in s.iter().enumerate() {
-        acc += x * x;
-        if acc >= energy * total {
-            return i + 1;
-        }
-    }
-    s.len()
+    svd::rank_for_energy(s, total, energy).unwrap_or(s.len())
 }
 
 impl Rule for OversizedLinear {

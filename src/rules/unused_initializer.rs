@@ -1,7 +1,7 @@
 //! `unused-initializer` (NL301): initializers no node reads.
 
 use super::{Finding, LintContext, Rule, Saving};
-use crate::report::units::bytes;
+use crate::util::units::bytes;
 
 pub struct UnusedInitializer;
 

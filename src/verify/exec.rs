@@ -247,7 +247,7 @@ pub fn seeded_normal(shape: &[usize], seed: u64) -> CTensor {
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .expect("the element count of the shape overflows usize");
-    let data = crate::rewrite::svd::normals(seed, n);
+    let data = crate::util::rng::normals(seed, n);
     CTensor::from_vec(data, shape, &Device::Cpu).expect("the data has the shape's element count")
 }
 

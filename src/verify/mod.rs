@@ -95,6 +95,17 @@ pub struct Request<'a> {
     pub whole: bool,
     /// Write the whole-model inputs and outputs as .npy files here.
     pub dump: Option<&'a Path>,
+    /// Where the checks report progress (one step per rewrite, one for the whole model).
+    pub progress: &'a dyn crate::util::progress::Progress,
+}
+
+impl Verification {
+    /// Whether an exact rewrite is off by more than f32 round-off: what `nnlint verify` fails on.
+    pub fn failed(&self) -> bool {
+        self.checks.iter().any(|c| {
+            c.safety == Safety::Exact && c.max_rel_error.is_some_and(|e| e >= EXACT_TOLERANCE)
+        })
+    }
 }
 
 /// Runs the per-rewrite checks (from the rewritten model's records) and the whole-model comparison.
@@ -118,7 +129,10 @@ pub fn verify(req: &Request) -> Result<Verification> {
     let mut exec_a = Executor::new(&req.original.graph);
     let mut exec_b = Executor::new(&req.rewritten.graph);
     let mut checks = Vec::new();
+    req.progress
+        .start("verifying", records.len() as u64 + u64::from(req.whole));
     for (i, r) in records.iter().enumerate() {
+        req.progress.message(&r.node);
         let mut check = Check {
             rule: r.rule.clone(),
             kind: r.kind,
@@ -143,8 +157,10 @@ pub fn verify(req: &Request) -> Result<Verification> {
             Err(why) => check.skipped = Some(why),
         }
         checks.push(check);
+        req.progress.advance(1);
     }
     let whole_model = if req.whole {
+        req.progress.message("whole model");
         whole(req, &inf_a.facts, &mut exec_a, &mut exec_b)?
     } else {
         WholeModel {
@@ -153,6 +169,7 @@ pub fn verify(req: &Request) -> Result<Verification> {
             outputs: Vec::new(),
         }
     };
+    req.progress.finish();
     Ok(Verification {
         original: req.original.path.display().to_string(),
         rewritten: req.rewritten.path.display().to_string(),
@@ -430,7 +447,7 @@ fn dump(
             let file = format!("{key}_{i}.npy");
             let path = dir.join(&file);
             let data = npy(t).map_err(|e| Error::Usage(format!("dumping '{name}': {e}")))?;
-            crate::write_atomically(&path, &data)?;
+            crate::util::fs::write_atomically(&path, &data).map_err(|e| Error::io(&path, e))?;
             list.push(serde_json::json!({"name": name, "file": file, "shape": t.dims()}));
         }
         manifest.insert(
@@ -447,7 +464,9 @@ fn dump(
     write_all("original", outputs.iter().zip(ya).collect())?;
     write_all("rewritten", outputs.iter().zip(yb).collect())?;
     let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
-    crate::write_atomically(&dir.join("manifest.json"), text.as_bytes())
+    let manifest = dir.join("manifest.json");
+    crate::util::fs::write_atomically(&manifest, text.as_bytes())
+        .map_err(|e| Error::io(&manifest, e))
 }
 
 /// A float64 C-order .npy file (format version 1.0).

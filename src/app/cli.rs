@@ -1,14 +1,32 @@
-//! The command line (clap derive).
+//! The command line (clap derive): the only module that knows clap. Enum-valued options take their
+//! names and help from the library's [`Named`] enums through [`named`], so the spelling users type
+//! is the one reports print.
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
+use super::config::FailOn;
+use crate::analysis::fit::Gpu;
 use crate::analysis::saved::{Device, Precision};
-use crate::analysis::training::{
-    Checkpoint, HostPipeline, Optimizer, Overhead, Shard, TrainConfig,
-};
-use crate::report::{MemFormat, SortKey};
+use crate::analysis::training::{Checkpoint, Optimizer, Shard};
+use crate::report::lint::LintFormat;
+use crate::report::rewrite::RewriteFormat;
+use crate::report::{FitFormat, MemFormat, SortKey};
+use crate::rewrite::RankChoice;
+use crate::util::names::Named;
+use crate::util::units::parse_size;
+
+/// A clap value parser for a [`Named`] enum: its names, their help, and the value itself.
+pub fn named<T: Named + Clone>() -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        T::ALL
+            .iter()
+            .map(|v| PossibleValue::new(v.name()).help(v.help())),
+    )
+    .try_map(|s: String| T::from_name(&s).ok_or_else(|| format!("'{s}' is not a valid value")))
+}
 
 /// Reads exported neural-network models and tells where the memory goes and how to cut it.
 #[derive(Debug, Parser)]
@@ -40,17 +58,24 @@ pub enum Command {
     },
 }
 
-#[derive(Debug, Args)]
-pub struct LintArgs {
-    /// ONNX models to lint (in parallel; one report).
-    #[arg(required = true)]
-    pub models: Vec<PathBuf>,
+/// Where rule thresholds come from, for the commands that run the rules.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConfigArgs {
     /// Configuration file [default: nnlint.toml in the working directory or above].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Ignore any nnlint.toml.
     #[arg(long, conflicts_with = "config")]
     pub no_config: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// ONNX models to lint (in parallel; one report).
+    #[arg(required = true)]
+    pub models: Vec<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
     /// Rules to run: codes, code prefixes, names or categories (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "RULES")]
     pub select: Vec<String>,
@@ -58,11 +83,11 @@ pub struct LintArgs {
     #[arg(long, value_delimiter = ',', value_name = "RULES")]
     pub ignore: Vec<String>,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "human")]
-    pub format: crate::report::lint::LintFormat,
+    #[arg(long, short = 'f', value_parser = named::<LintFormat>(), default_value = "human")]
+    pub format: LintFormat,
     /// Lowest severity that makes the run fail with exit code 1 [default: error].
-    #[arg(long, value_enum)]
-    pub fail_on: Option<crate::config::FailOn>,
+    #[arg(long, value_parser = named::<FailOn>())]
+    pub fail_on: Option<FailOn>,
     /// Report only findings not in this baseline file.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
@@ -79,8 +104,8 @@ pub struct LintArgs {
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
     /// Training precision for the memory rules [default: the config's, else fp32].
-    #[arg(long, value_enum)]
-    pub precision: Option<crate::analysis::saved::Precision>,
+    #[arg(long, value_parser = named::<Precision>())]
+    pub precision: Option<Precision>,
 }
 
 #[derive(Debug, Args)]
@@ -98,9 +123,9 @@ pub struct RewriteArgs {
     #[arg(long = "node", value_name = "GLOB")]
     pub nodes: Vec<String>,
     /// Rank of the factorisations: a number, or `full` for the exact decomposition [default: 1 for
-    /// convolutions (the MobileNet block), half the break-even rank for linear layers].
+    /// convolutions (the MobileNet block), the rule's proposal for linear layers].
     #[arg(long, value_name = "N|full", value_parser = parse_rank, conflicts_with = "energy")]
-    pub rank: Option<crate::rewrite::RankChoice>,
+    pub rank: Option<RankChoice>,
     /// Keep the smallest rank whose squared singular values hold this share of the total (0-1].
     #[arg(long, value_name = "E", value_parser = parse_energy)]
     pub energy: Option<f64>,
@@ -116,28 +141,23 @@ pub struct RewriteArgs {
     /// Seed of the random inputs and of the randomized SVD.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Configuration file for the rules' thresholds [default: nnlint.toml in the working directory
-    /// or above].
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Ignore any nnlint.toml.
-    #[arg(long, conflicts_with = "config")]
-    pub no_config: bool,
+    #[command(flatten)]
+    pub config: ConfigArgs,
     #[command(flatten)]
     pub dims: DimArgs,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: crate::report::rewrite::RewriteFormat,
+    #[arg(long, short = 'f', value_parser = named::<RewriteFormat>(), default_value = "table")]
+    pub format: RewriteFormat,
     #[command(flatten)]
     pub plan: TrainArgs,
 }
 
-fn parse_rank(s: &str) -> Result<crate::rewrite::RankChoice, String> {
+fn parse_rank(s: &str) -> Result<RankChoice, String> {
     if s.eq_ignore_ascii_case("full") {
-        return Ok(crate::rewrite::RankChoice::Full);
+        return Ok(RankChoice::Full);
     }
     match s.parse::<u64>() {
-        Ok(r) if r >= 1 => Ok(crate::rewrite::RankChoice::Fixed(r)),
+        Ok(r) if r >= 1 => Ok(RankChoice::Fixed(r)),
         _ => Err(format!("'{s}' is not a rank (a number from 1, or 'full')")),
     }
 }
@@ -165,22 +185,27 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "DIR")]
     pub dump: Option<PathBuf>,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: crate::report::rewrite::RewriteFormat,
+    #[arg(long, short = 'f', value_parser = named::<RewriteFormat>(), default_value = "table")]
+    pub format: RewriteFormat,
 }
 
 #[derive(Debug, Args)]
 pub struct RulesArgs {
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    #[arg(long, short = 'f', value_parser = named::<RulesFormat>(), default_value = "table")]
     pub format: RulesFormat,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RulesFormat {
-    Table,
-    Json,
-    Markdown,
+crate::named_enum! {
+    /// Output formats of `nnlint rules`.
+    pub enum RulesFormat {
+        /// One line per rule.
+        Table = "table",
+        /// The rules' metadata and documentation.
+        Json = "json",
+        /// The rule catalog (docs/rules.md).
+        Markdown = "markdown",
+    }
 }
 
 #[derive(Debug, Args)]
@@ -190,7 +215,7 @@ pub struct FitArgs {
     /// The GPU: a memory size (16GiB) or a card (T4, V100-16GB, V100-32GB, A10, L4, RTX-3090,
     /// RTX-4090, A100-40GB, L40S, A100-80GB, H100-80GB, H200).
     #[arg(long, value_parser = crate::analysis::fit::parse_gpu)]
-    pub gpu: crate::analysis::fit::Gpu,
+    pub gpu: Gpu,
     /// The batch per optimizer step to keep, with accumulation where a plan needs it.
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub effective_batch: u64,
@@ -201,8 +226,8 @@ pub struct FitArgs {
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: crate::report::FitFormat,
+    #[arg(long, short = 'f', value_parser = named::<FitFormat>(), default_value = "table")]
+    pub format: FitFormat,
     #[command(flatten)]
     pub plan: TrainArgs,
 }
@@ -240,13 +265,13 @@ pub struct MemArgs {
     #[command(flatten)]
     pub dims: DimArgs,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    #[arg(long, short = 'f', value_parser = named::<MemFormat>(), default_value = "table")]
     pub format: MemFormat,
     /// Show only the K largest layers (by --sort, or by parameters).
     #[arg(long, value_name = "K")]
     pub top: Option<usize>,
     /// Sort layers, largest first (default: graph order).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = named::<SortKey>())]
     pub sort: Option<SortKey>,
     /// Also show shape-computation nodes whose outputs fold to constants.
     #[arg(long)]
@@ -258,15 +283,15 @@ pub struct MemArgs {
     pub plan: TrainArgs,
 }
 
-/// A training plan (`mem --train`, `fit`).
+/// A training plan (`mem --train`, `fit`, and the training lines of `rewrite`).
 #[derive(Debug, Args, Clone)]
 pub struct TrainArgs {
-    /// Optimizer, for the state it keeps per parameter.
-    #[arg(long, value_enum, default_value = "adam", help_heading = "Training")]
-    pub optimizer: Optimizer,
-    /// Numeric precision.
-    #[arg(long, value_enum, default_value = "fp32", help_heading = "Training")]
-    pub precision: Precision,
+    /// Optimizer, for the state it keeps per parameter [default: adam].
+    #[arg(long, value_parser = named::<Optimizer>(), help_heading = "Training")]
+    pub optimizer: Option<Optimizer>,
+    /// Numeric precision [default: fp32].
+    #[arg(long, value_parser = named::<Precision>(), help_heading = "Training")]
+    pub precision: Option<Precision>,
     /// Gradient checkpointing: none, sqrt (sqrt(n) segments), or every:K layers.
     #[arg(
         long,
@@ -287,10 +312,10 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1, help_heading = "Training")]
     pub gpus: u32,
     /// Data parallelism and sharding over the GPUs.
-    #[arg(long, value_enum, default_value = "none", help_heading = "Training")]
+    #[arg(long, value_parser = named::<Shard>(), default_value = "none", help_heading = "Training")]
     pub shard: Shard,
     /// Whose autograd behaviour to model (dropout masks, autocast's fp32 ops).
-    #[arg(long, value_enum, default_value = "cuda", help_heading = "Training")]
+    #[arg(long, value_parser = named::<Device>(), default_value = "cuda", help_heading = "Training")]
     pub device: Device,
     /// CUDA context size [default: 512MiB].
     #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Overhead")]
@@ -312,80 +337,34 @@ pub struct TrainArgs {
     pub no_pin: bool,
 }
 
-impl TrainArgs {
-    pub fn config(&self) -> Result<TrainConfig, String> {
-        let d = Overhead::default();
-        let fragmentation = self.fragmentation.unwrap_or(d.fragmentation);
-        if !(0.0..=10.0).contains(&fragmentation) {
-            return Err(format!("--fragmentation {fragmentation} is not a fraction"));
-        }
-        if self.gpus == 0 || self.accumulate == 0 {
-            return Err("--gpus and --accumulate must be at least 1".into());
-        }
-        Ok(TrainConfig {
-            optimizer: self.optimizer,
-            precision: self.precision,
-            checkpoint: self.checkpoint,
-            accumulate: self.accumulate,
-            gpus: self.gpus,
-            shard: self.shard,
-            device: self.device,
-            overhead: Overhead {
-                cuda_context: self.overhead_context.unwrap_or(d.cuda_context),
-                workspace: self.overhead_workspace.unwrap_or(d.workspace),
-                fragmentation,
-            },
-            host: HostPipeline {
-                workers: self.workers,
-                prefetch: self.prefetch,
-                pinned: !self.no_pin,
-            },
-        })
-    }
-}
-
-/// Parses `16GiB`, `512MiB`, `1.5GB`, `80G`, `1024` (bytes). Binary units for `Ki/Mi/Gi/Ti` and for a
-/// bare `K/M/G/T` (GPU memory is sold in binary gigabytes); decimal for `KB/MB/GB/TB`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 16GiB, 512MiB)"))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tib" => 1024.0_f64.powi(4),
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        other => return Err(format!("unknown size unit '{other}' in '{s}'")),
-    };
-    let bytes = v * mult;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("'{s}' is out of range"));
-    }
-    Ok(bytes as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
-    fn sizes() {
-        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
-        assert_eq!(parse_size("16G"), Ok(16 << 30));
-        assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
-        assert_eq!(parse_size("40GB"), Ok(40_000_000_000));
-        assert_eq!(parse_size("1024"), Ok(1024));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("3 parsecs").is_err());
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn enum_options_take_the_enum_names() {
+        let cli = Cli::try_parse_from([
+            "nnlint",
+            "mem",
+            "m.onnx",
+            "--train",
+            "--precision",
+            "amp-bf16",
+            "--sort",
+            "macs",
+        ])
+        .unwrap();
+        let Command::Mem(m) = cli.command else {
+            panic!("mem")
+        };
+        assert_eq!(m.plan.precision, Some(Precision::AmpBf16));
+        assert_eq!(m.sort, Some(SortKey::Macs));
+        assert!(Cli::try_parse_from(["nnlint", "mem", "m.onnx", "--sort", "size"]).is_err());
     }
 }

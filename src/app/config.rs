@@ -28,18 +28,23 @@ use serde::Deserialize;
 use crate::analysis::saved::Precision;
 use crate::analysis::training::Optimizer;
 use crate::error::{Error, Result};
-use crate::rules::{self, Severity};
+use crate::rules::{self, RuleSettings, Severity};
+use crate::util::suggest::{suggest, unknown_key};
 
 pub const FILE_NAME: &str = "nnlint.toml";
 
-/// When a lint run fails (exit code 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum FailOn {
-    Error,
-    Warning,
-    Info,
-    Never,
+crate::named_enum! {
+    /// When a lint run fails (exit code 1).
+    pub enum FailOn {
+        /// A finding of severity error.
+        Error = "error",
+        /// A warning or an error.
+        Warning = "warning",
+        /// Any finding.
+        Info = "info",
+        /// Never: report only.
+        Never = "never",
+    }
 }
 
 impl FailOn {
@@ -85,15 +90,6 @@ struct RawConfig {
     ignore_nodes: Vec<String>,
     /// Per-rule settings, by rule name or code.
     rules: BTreeMap<String, toml::Table>,
-}
-
-/// A rule's settings from the file.
-#[derive(Clone, Debug, Default)]
-pub struct RuleSettings {
-    pub enabled: Option<bool>,
-    pub severity: Option<Severity>,
-    pub ignore_nodes: Vec<String>,
-    pub options: toml::Table,
 }
 
 /// The resolved configuration.
@@ -161,10 +157,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Config> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| {
         let msg = e.message().to_string();
         let at = line_of(text, e.span());
-        match rules::unknown_key(&msg) {
+        match unknown_key(&msg) {
             Some(key) => bad(format!(
                 "{at}{}",
-                rules::suggest(&format!("unknown key '{key}'"), &key, TOP_KEYS)
+                suggest(&format!("unknown key '{key}'"), &key, TOP_KEYS)
             )),
             None => bad(format!("{at}{}", msg.trim())),
         }
@@ -173,7 +169,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config> {
         None => None,
         Some(Size::Bytes(b)) => Some(b),
         Some(Size::Text(s)) => {
-            Some(crate::cli::parse_size(&s).map_err(|e| bad(format!("budget: {e}")))?)
+            Some(crate::util::units::parse_size(&s).map_err(|e| bad(format!("budget: {e}")))?)
         }
     };
     for sel in raw.select.iter().flatten().chain(&raw.ignore) {
@@ -183,7 +179,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config> {
     for (key, table) in raw.rules {
         let rule = rules::find(&key).ok_or_else(|| {
             let names: Vec<&str> = rules::all_meta().iter().map(|m| m.name.as_str()).collect();
-            bad(rules::suggest(
+            bad(suggest(
                 &format!("[rules.{key}]: unknown rule '{key}'"),
                 &key,
                 &names,
@@ -237,38 +233,7 @@ pub fn check_selector(sel: &str) -> std::result::Result<(), String> {
         return Ok(());
     }
     let names: Vec<&str> = rules::all_meta().iter().map(|m| m.name.as_str()).collect();
-    Err(rules::suggest(
-        &format!("'{sel}' selects no rule"),
-        sel,
-        &names,
-    ))
-}
-
-/// `*` matches any run of characters (`/` included: node names are not paths), `?` one character.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
+    Err(suggest(&format!("'{sel}' selects no rule"), sel, &names))
 }
 
 #[cfg(test)]
@@ -338,16 +303,6 @@ enabled = false
         assert!(e.contains("'NL9' selects no rule"), "{e}");
         let e = err("[rules.dead-node]\nthreshold = 3\n");
         assert!(e.contains("dead-node has no options"), "{e}");
-    }
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("/features/*", "/features/features.0/Conv"));
-        assert!(glob_match("*Conv", "/a/b/Conv"));
-        assert!(glob_match("/a/?/Conv", "/a/b/Conv"));
-        assert!(!glob_match("/a/?/Conv", "/a/bc/Conv"));
-        assert!(glob_match("exact", "exact"));
-        assert!(!glob_match("exact", "exactly"));
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! Truncated singular value decompositions for the rewrites, in f64 (faer's f32 SVD of rectangular
-//! matrices returned wrong small singular values in our measurements).
+//! Singular value decompositions in f64 (faer's f32 SVD of rectangular matrices returned wrong
+//! small singular values in our measurements), with the parallelism passed explicitly to every
+//! faer call: lint runs rules on several threads at once, so nothing here touches faer's
+//! process-wide parallelism setting. faer returns singular values in nonincreasing order, which
+//! everything below relies on.
 //!
 //! Small matrices get a full thin SVD. Large ones, when only a low rank is wanted, get a
 //! randomized SVD (Halko, Martinsson & Tropp 2011: a Gaussian sketch with 20 columns of
@@ -7,7 +10,13 @@
 //! cubic decomposition. The energy a rank keeps is measured against the Frobenius norm, which is
 //! exact whichever way the singular values were found.
 
-use faer::Mat;
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::svd::ComputeSvdVectors;
+use faer::{Accum, Mat, MatRef};
+
+pub use faer::Par;
+
+use super::rng::normals;
 
 /// Which rank to keep.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,6 +51,16 @@ impl Factors {
         }
         (self.s.iter().map(|x| x * x).sum::<f64>() / self.total_energy).min(1.0)
     }
+
+    fn keep(self, r: usize) -> Factors {
+        let r = r.min(self.s.len());
+        Factors {
+            u: self.u.subcols(0, r).to_owned(),
+            s: self.s[..r].to_vec(),
+            v: self.v.subcols(0, r).to_owned(),
+            total_energy: self.total_energy,
+        }
+    }
 }
 
 /// Oversampling and power iterations of the randomized SVD.
@@ -49,16 +68,6 @@ const OVERSAMPLE: usize = 20;
 const POWER_ITERS: usize = 2;
 /// Below this smaller side, a full SVD is cheap enough.
 const FULL_SVD_MAX: usize = 256;
-
-/// Runs `f` with faer's global parallelism turned off, then restores it: thread hand-offs cost
-/// more than many tiny decompositions (rewrites run on one thread, so nothing else sees the switch).
-pub fn sequential<T>(f: impl FnOnce() -> T) -> T {
-    let before = faer::get_global_parallelism();
-    faer::set_global_parallelism(faer::Par::Seq);
-    let out = f();
-    faer::set_global_parallelism(before);
-    out
-}
 
 /// A row-major `m × n` slice as a faer matrix.
 pub fn matrix(data: &[f64], m: usize, n: usize) -> Mat<f64> {
@@ -81,8 +90,33 @@ pub fn rank_for_energy(s: &[f64], total: f64, energy: f64) -> Option<usize> {
     None
 }
 
+/// Every singular value of `a`, largest first.
+pub fn singular_values(a: MatRef<'_, f64>, par: Par) -> Result<Vec<f64>, String> {
+    let (m, n) = a.shape();
+    let mut s = faer::diag::Diag::<f64>::zeros(m.min(n));
+    let mut mem = MemBuffer::new(faer::linalg::svd::svd_scratch::<f64>(
+        m,
+        n,
+        ComputeSvdVectors::No,
+        ComputeSvdVectors::No,
+        par,
+        Default::default(),
+    ));
+    faer::linalg::svd::svd(
+        a,
+        s.as_mut(),
+        None,
+        None,
+        par,
+        MemStack::new(&mut mem),
+        Default::default(),
+    )
+    .map_err(|e| format!("the SVD did not converge ({e:?})"))?;
+    Ok(s.column_vector().iter().copied().collect())
+}
+
 /// Truncated SVD of `a` at the wanted rank.
-pub fn truncated(a: &Mat<f64>, want: Want, seed: u64) -> Result<Factors, String> {
+pub fn truncated(a: &Mat<f64>, want: Want, seed: u64, par: Par) -> Result<Factors, String> {
     let (m, n) = (a.nrows(), a.ncols());
     let full = m.min(n);
     if full == 0 {
@@ -97,14 +131,14 @@ pub fn truncated(a: &Mat<f64>, want: Want, seed: u64) -> Result<Factors, String>
         Want::Rank(r) => {
             let r = r.clamp(1, full);
             if small || r + OVERSAMPLE >= full / 2 {
-                exact(a, total).map(|f| f.keep(r))
+                exact(a.as_ref(), total, par).map(|f| f.keep(r))
             } else {
-                randomized(a, r, total, seed).map(|f| f.keep(r))
+                randomized(a, r, total, seed, par).map(|f| f.keep(r))
             }
         }
         Want::Energy(e) => {
             if small {
-                let f = exact(a, total)?;
+                let f = exact(a.as_ref(), total, par)?;
                 let r = rank_for_energy(&f.s, total, e).unwrap_or(f.rank());
                 return Ok(f.keep(r));
             }
@@ -112,11 +146,11 @@ pub fn truncated(a: &Mat<f64>, want: Want, seed: u64) -> Result<Factors, String>
             let mut k = 64.min(full);
             loop {
                 if k + OVERSAMPLE >= full / 2 {
-                    let f = exact(a, total)?;
+                    let f = exact(a.as_ref(), total, par)?;
                     let r = rank_for_energy(&f.s, total, e).unwrap_or(f.rank());
                     return Ok(f.keep(r));
                 }
-                let f = randomized(a, k, total, seed)?;
+                let f = randomized(a, k, total, seed, par)?;
                 if let Some(r) = rank_for_energy(&f.s, total, e) {
                     if r <= k {
                         return Ok(f.keep(r));
@@ -128,102 +162,100 @@ pub fn truncated(a: &Mat<f64>, want: Want, seed: u64) -> Result<Factors, String>
     }
 }
 
-impl Factors {
-    fn keep(self, r: usize) -> Factors {
-        let r = r.min(self.s.len());
-        Factors {
-            u: self.u.subcols(0, r).to_owned(),
-            s: self.s[..r].to_vec(),
-            v: self.v.subcols(0, r).to_owned(),
-            total_energy: self.total_energy,
-        }
-    }
-}
-
-/// Full thin SVD, singular values sorted largest first.
-fn exact(a: &Mat<f64>, total: f64) -> Result<Factors, String> {
-    let svd = a
-        .thin_svd()
-        .map_err(|e| format!("the SVD did not converge ({e:?})"))?;
-    Ok(sorted(
-        svd.U().to_owned(),
-        svd.S().column_vector().iter().copied().collect(),
-        svd.V().to_owned(),
-        total,
-    ))
-}
-
-fn sorted(u: Mat<f64>, s: Vec<f64>, v: Mat<f64>, total: f64) -> Factors {
-    let mut order: Vec<usize> = (0..s.len()).collect();
-    order.sort_by(|&i, &j| s[j].total_cmp(&s[i]));
-    if order.iter().enumerate().all(|(i, &j)| i == j) {
-        return Factors {
-            u,
-            s,
-            v,
-            total_energy: total,
-        };
-    }
-    Factors {
-        u: Mat::from_fn(u.nrows(), order.len(), |i, j| u[(i, order[j])]),
-        s: order.iter().map(|&j| s[j]).collect(),
-        v: Mat::from_fn(v.nrows(), order.len(), |i, j| v[(i, order[j])]),
+/// Full thin SVD (faer sorts the singular values largest first).
+fn exact(a: MatRef<'_, f64>, total: f64, par: Par) -> Result<Factors, String> {
+    let (m, n) = a.shape();
+    let k = m.min(n);
+    let mut s = faer::diag::Diag::<f64>::zeros(k);
+    let mut u = Mat::<f64>::zeros(m, k);
+    let mut v = Mat::<f64>::zeros(n, k);
+    let mut mem = MemBuffer::new(faer::linalg::svd::svd_scratch::<f64>(
+        m,
+        n,
+        ComputeSvdVectors::Thin,
+        ComputeSvdVectors::Thin,
+        par,
+        Default::default(),
+    ));
+    faer::linalg::svd::svd(
+        a,
+        s.as_mut(),
+        Some(u.as_mut()),
+        Some(v.as_mut()),
+        par,
+        MemStack::new(&mut mem),
+        Default::default(),
+    )
+    .map_err(|e| format!("the SVD did not converge ({e:?})"))?;
+    Ok(Factors {
+        u,
+        s: s.column_vector().iter().copied().collect(),
+        v,
         total_energy: total,
-    }
+    })
+}
+
+/// `a × b`.
+fn mul(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let mut out = Mat::<f64>::zeros(a.nrows(), b.ncols());
+    faer::linalg::matmul::matmul(out.as_mut(), Accum::Replace, a, b, 1.0, par);
+    out
+}
+
+/// An orthonormal basis of the columns of `y` (the thin Q of its QR decomposition).
+fn orthonormal(y: Mat<f64>, par: Par) -> Mat<f64> {
+    use faer::linalg::{householder, qr::no_pivoting::factor};
+    let (m, n) = y.shape();
+    let size = m.min(n);
+    let block = factor::recommended_block_size::<f64>(m, n);
+    let mut qr = y;
+    let mut coeff = Mat::<f64>::zeros(block, size);
+    let mut mem = MemBuffer::new(factor::qr_in_place_scratch::<f64>(
+        m,
+        n,
+        block,
+        par,
+        Default::default(),
+    ));
+    factor::qr_in_place(
+        qr.as_mut(),
+        coeff.as_mut(),
+        par,
+        MemStack::new(&mut mem),
+        Default::default(),
+    );
+    let mut q = Mat::<f64>::identity(m, size);
+    let mut mem = MemBuffer::new(
+        householder::apply_block_householder_sequence_on_the_left_in_place_scratch::<f64>(
+            m, block, size,
+        ),
+    );
+    householder::apply_block_householder_sequence_on_the_left_in_place_with_conj(
+        qr.as_ref(),
+        coeff.as_ref(),
+        faer::Conj::No,
+        q.as_mut(),
+        par,
+        MemStack::new(&mut mem),
+    );
+    q
 }
 
 /// Randomized SVD keeping `k` singular triplets (Halko et al. 2011, algorithms 4.4 and 5.1).
-fn randomized(a: &Mat<f64>, k: usize, total: f64, seed: u64) -> Result<Factors, String> {
+fn randomized(a: &Mat<f64>, k: usize, total: f64, seed: u64, par: Par) -> Result<Factors, String> {
     let (m, n) = (a.nrows(), a.ncols());
     let l = (k + OVERSAMPLE).min(m.min(n));
     let g = normals(seed, n * l);
     let omega = Mat::from_fn(n, l, |i, j| g[i * l + j]);
-    let mut q = orthonormal(&(a * &omega));
+    let mut q = orthonormal(mul(a.as_ref(), omega.as_ref(), par), par);
     for _ in 0..POWER_ITERS {
-        let z = orthonormal(&(a.transpose() * &q));
-        q = orthonormal(&(a * &z));
+        let z = orthonormal(mul(a.transpose(), q.as_ref(), par), par);
+        q = orthonormal(mul(a.as_ref(), z.as_ref(), par), par);
     }
-    let b = q.transpose() * a; // l × n
-    let svd = b
-        .thin_svd()
-        .map_err(|e| format!("the SVD did not converge ({e:?})"))?;
-    let u = &q * svd.U();
-    let f = sorted(
-        u,
-        svd.S().column_vector().iter().copied().collect(),
-        svd.V().to_owned(),
-        total,
-    );
-    Ok(f.keep(k))
-}
-
-fn orthonormal(y: &Mat<f64>) -> Mat<f64> {
-    y.qr().compute_thin_Q()
-}
-
-/// Deterministic standard normal samples (splitmix64 and Box–Muller), the same on every platform
-/// and independent of any crate's generator.
-pub fn normals(seed: u64, n: usize) -> Vec<f64> {
-    let mut state = seed;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    let mut out = Vec::with_capacity(n + 1);
-    while out.len() < n {
-        // uniform in (0, 1]
-        let u1 = ((next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        let u2 = (next() >> 11) as f64 / (1u64 << 53) as f64;
-        let r = (-2.0 * u1.ln()).sqrt();
-        let t = std::f64::consts::TAU * u2;
-        out.push(r * t.cos());
-        out.push(r * t.sin());
-    }
-    out.truncate(n);
-    out
+    let b = mul(q.transpose(), a.as_ref(), par); // l × n
+    let f = exact(b.as_ref(), total, par)?;
+    let u = mul(q.as_ref(), f.u.as_ref(), par);
+    Ok(Factors { u, ..f }.keep(k))
 }
 
 #[cfg(test)]
@@ -233,8 +265,14 @@ mod tests {
     /// A matrix with known singular values: U diag(s) Vᵀ from orthonormal factors.
     fn with_spectrum(m: usize, n: usize, s: &[f64]) -> Mat<f64> {
         let (gu, gv) = (normals(1, m * s.len()), normals(2, n * s.len()));
-        let qu = orthonormal(&Mat::from_fn(m, s.len(), |i, j| gu[i * s.len() + j]));
-        let qv = orthonormal(&Mat::from_fn(n, s.len(), |i, j| gv[i * s.len() + j]));
+        let qu = orthonormal(
+            Mat::from_fn(m, s.len(), |i, j| gu[i * s.len() + j]),
+            Par::Seq,
+        );
+        let qv = orthonormal(
+            Mat::from_fn(n, s.len(), |i, j| gv[i * s.len() + j]),
+            Par::Seq,
+        );
         let d = Mat::from_fn(s.len(), s.len(), |i, j| if i == j { s[i] } else { 0.0 });
         &qu * &d * qv.transpose()
     }
@@ -249,13 +287,15 @@ mod tests {
     #[test]
     fn full_rank_reconstructs() {
         let a = with_spectrum(12, 7, &[5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.1]);
-        let f = truncated(&a, Want::Rank(7), 0).unwrap();
+        let f = truncated(&a, Want::Rank(7), 0, Par::Seq).unwrap();
         let d = Mat::from_fn(7, 7, |i, j| if i == j { f.s[i] } else { 0.0 });
         let back = &f.u * &d * f.v.transpose();
         let err = (&back - &a).norm_max();
         assert!(err < 1e-12, "{err}");
         assert!((f.s[0] - 5.0).abs() < 1e-12 && (f.s[6] - 0.1).abs() < 1e-12);
         assert!((f.kept_energy() - 1.0).abs() < 1e-12);
+        let s = singular_values(a.as_ref(), Par::Seq).unwrap();
+        assert!((s[0] - 5.0).abs() < 1e-12 && (s[6] - 0.1).abs() < 1e-12);
     }
 
     #[test]
@@ -263,7 +303,7 @@ mod tests {
         // 400 x 300 with a decaying spectrum: the rank-10 truncation's error is the 11th value
         let s: Vec<f64> = (0..300).map(|i| 0.8f64.powi(i)).collect();
         let a = with_spectrum(400, 300, &s);
-        let f = randomized(&a, 10, a.squared_norm_l2(), 7).unwrap();
+        let f = randomized(&a, 10, a.squared_norm_l2(), 7, Par::rayon(0)).unwrap();
         for i in 0..10 {
             assert!(
                 (f.s[i] - s[i]).abs() < 1e-9 * s[0],
@@ -282,20 +322,8 @@ mod tests {
     fn energy_through_the_sketch() {
         let s: Vec<f64> = (0..300).map(|i| 0.9f64.powi(i)).collect();
         let a = with_spectrum(400, 300, &s);
-        let f = truncated(&a, Want::Energy(0.99), 3).unwrap();
+        let f = truncated(&a, Want::Energy(0.99), 3, Par::Seq).unwrap();
         let total: f64 = s.iter().map(|x| x * x).sum();
         assert_eq!(Some(f.rank()), rank_for_energy(&s, total, 0.99));
-    }
-
-    #[test]
-    fn normals_are_standard() {
-        let x = normals(42, 100_000);
-        let mean = x.iter().sum::<f64>() / x.len() as f64;
-        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / x.len() as f64;
-        assert!(
-            mean.abs() < 0.01 && (var - 1.0).abs() < 0.02,
-            "{mean} {var}"
-        );
-        assert_eq!(normals(42, 3), normals(42, 5)[..3]);
     }
 }

@@ -1,0 +1,29 @@
+//! `nnlint mem`: per-layer parameters, activations and MACs, the inference peak, and with
+//! `--train` the memory of a training step.
+
+use super::super::cli::MemArgs;
+use super::super::settings::{Inputs, Settings};
+use super::super::Outcome;
+use crate::error::Result;
+use crate::{analysis, report};
+
+pub fn run(args: &MemArgs) -> Result<Outcome> {
+    let s = Settings::resolve(Inputs {
+        batch: args.dims.batch,
+        dims: &args.dims.dims,
+        plan: Some(&args.plan),
+        ..Inputs::default()
+    })?;
+    let train = args.train.then_some(&s.train);
+    let report = analysis::analyze_path(&args.model, &s.bindings, train)?;
+    let view = report::ViewOptions {
+        sort: args.sort,
+        top: args.top,
+        all: args.all,
+    };
+    Ok(Outcome::clean(report::render_mem(
+        &report,
+        args.format,
+        view,
+    )))
+}

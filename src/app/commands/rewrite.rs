@@ -1,0 +1,168 @@
+//! `nnlint rewrite`: applies the fixes the rules' findings carry, writes the new model, and checks
+//! it numerically against the original.
+
+use std::path::{Path, PathBuf};
+
+use super::super::cli::RewriteArgs;
+use super::super::progress::progress;
+use super::super::settings::{Inputs, Settings};
+use super::super::Outcome;
+use crate::analysis::Bindings;
+use crate::error::{Error, Result};
+use crate::report::rewrite::RewriteFormat;
+use crate::util::suggest::suggest;
+use crate::{analysis, ir, load, report, rewrite, rules, verify};
+
+/// The codes of the rules whose rewrites `--rule` selects, checked: a selector that names no
+/// rewrite is an error.
+fn rewrite_rules(selectors: &[String]) -> Result<Vec<String>> {
+    let with_rewrite: Vec<&rules::RuleMeta> = rules::all_meta()
+        .iter()
+        .filter(|m| m.rewrite.is_some())
+        .collect();
+    let picks = |s: &str, m: &rules::RuleMeta| {
+        s.eq_ignore_ascii_case(&m.code)
+            || s.eq_ignore_ascii_case(&m.name)
+            || m.rewrite
+                .as_deref()
+                .is_some_and(|r| s.eq_ignore_ascii_case(r))
+    };
+    for s in selectors {
+        if !with_rewrite.iter().any(|m| picks(s, m)) {
+            let mut names: Vec<&str> = Vec::new();
+            let mut codes: Vec<&str> = Vec::new();
+            for m in &with_rewrite {
+                names.extend([m.code.as_str(), m.name.as_str()]);
+                names.extend(m.rewrite.as_deref());
+                codes.push(m.code.as_str());
+            }
+            return Err(Error::Usage(suggest(
+                &format!(
+                    "--rule {s}: no rule with a rewrite is called that (rules with a rewrite: {})",
+                    codes.join(", ")
+                ),
+                s,
+                &names,
+            )));
+        }
+    }
+    Ok(with_rewrite
+        .iter()
+        .filter(|m| selectors.is_empty() || selectors.iter().any(|s| picks(s, m)))
+        .map(|m| m.code.clone())
+        .collect())
+}
+
+/// `MODEL-rewritten.onnx` beside the input.
+fn derived_output(input: &Path) -> PathBuf {
+    let stem = input
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+    input.with_file_name(format!("{stem}-rewritten.onnx"))
+}
+
+pub fn run(args: &RewriteArgs) -> Result<Outcome> {
+    if args.model == Path::new("-") {
+        return Err(Error::Usage(
+            "rewrite needs a model file (its weights are copied from it), not standard input"
+                .into(),
+        ));
+    }
+    let codes = rewrite_rules(&args.rule)?;
+    let s = Settings::resolve(Inputs {
+        config: Some(&args.config),
+        batch: args.dims.batch,
+        dims: &args.dims.dims,
+        plan: Some(&args.plan),
+        select: &codes,
+        ..Inputs::default()
+    })?;
+    let model = load::onnx::load(&args.model)?;
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| derived_output(&args.model));
+    let analysis_settings = rules::Settings {
+        bindings: s.bindings.clone(),
+        train: s.train,
+        budget: None,
+    };
+    let outcome = rules::lint(&model, &analysis_settings, &s.selection)?;
+    // new values keep the model's symbolic dimensions in value_info
+    let symbolic = analysis::shape::infer_symbolic(
+        &model,
+        &Bindings {
+            batch: None,
+            dims: s.bindings.dims.clone(),
+        },
+    )?;
+    let options = rewrite::Options {
+        rank: match (args.rank, args.energy) {
+            (Some(r), _) => r,
+            (None, Some(e)) => rewrite::RankChoice::Energy(e),
+            (None, None) => rewrite::RankChoice::Default,
+        },
+        seed: args.seed,
+    };
+    let bar = progress();
+    let (plans, skipped) = rewrite::plan_all(
+        &model,
+        &symbolic.facts,
+        &outcome.findings,
+        &args.nodes,
+        &options,
+        bar.as_ref(),
+    );
+    if plans.is_empty() {
+        let mut text = format!(
+            "{}: nothing to rewrite ({} finding{} with a rewrite)\n",
+            args.model.display(),
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" }
+        );
+        for s in &skipped {
+            text.push_str(&format!("skipped {} ({}): {}\n", s.node, s.rule, s.reason));
+        }
+        return Ok(Outcome::clean(text));
+    }
+    let mut proto = load::onnx::load_proto(&args.model)?;
+    rewrite::apply(&mut proto, &model, &plans)?;
+    let external = args.external_data
+        || model
+            .graph
+            .initializers()
+            .any(|(_, t)| matches!(&t.data, ir::TensorData::External(e) if e.path != model.path));
+    let written = rewrite::emit::write(proto, &args.model, &out, external, bar.as_ref())?;
+    let rewritten = load::onnx::load(&out)?;
+    let verification = if args.no_verify {
+        None
+    } else {
+        Some(verify::verify(&verify::Request {
+            original: &model,
+            rewritten: &rewritten,
+            bindings: s.bindings.clone(),
+            seed: args.seed,
+            whole: true,
+            dump: None,
+            progress: bar.as_ref(),
+        })?)
+    };
+    let report = report::rewrite::build(
+        &model,
+        &rewritten,
+        &plans,
+        skipped,
+        &s.bindings,
+        &s.train,
+        verification,
+        written.data.as_ref().map(|d| d.display().to_string()),
+    )?;
+    let mut text = match args.format {
+        RewriteFormat::Table => report::rewrite::table(&report),
+        RewriteFormat::Json => report::rewrite::json(&report),
+    };
+    if args.diff {
+        text.push_str(&rewrite::text::diff(&model, &rewritten));
+    }
+    Ok(Outcome::clean(text))
+}

@@ -1,0 +1,39 @@
+//! `nnlint verify`: re-runs the numeric check of a rewritten model against its original.
+
+use super::super::cli::VerifyArgs;
+use super::super::progress::progress;
+use super::super::settings::{Inputs, Settings};
+use super::super::{Outcome, Verdict};
+use crate::error::Result;
+use crate::report::rewrite::{self, RewriteFormat};
+use crate::{load, verify};
+
+pub fn run(args: &VerifyArgs) -> Result<Outcome> {
+    let s = Settings::resolve(Inputs {
+        batch: args.dims.batch,
+        dims: &args.dims.dims,
+        ..Inputs::default()
+    })?;
+    let original = load::onnx::load(&args.original)?;
+    let rewritten = load::onnx::load(&args.rewritten)?;
+    let bar = progress();
+    let v = verify::verify(&verify::Request {
+        original: &original,
+        rewritten: &rewritten,
+        bindings: s.bindings,
+        seed: args.seed,
+        whole: true,
+        dump: args.dump.as_deref(),
+        progress: bar.as_ref(),
+    })?;
+    let text = match args.format {
+        RewriteFormat::Table => rewrite::verify_table(&v),
+        RewriteFormat::Json => rewrite::json(&v),
+    };
+    let verdict = if v.failed() {
+        Verdict::CheckFailed
+    } else {
+        Verdict::Clean
+    };
+    Ok(Outcome::new(text, verdict))
+}

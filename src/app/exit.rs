@@ -1,0 +1,75 @@
+//! Exit statuses, as a type: what a command found ([`Verdict`]) decides the status in one place.
+
+/// The process exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// 0: the command did what was asked and found nothing that fails it.
+    Success,
+    /// 1: lint findings at `--fail-on` or above, or a `verify` whose check failed.
+    Failure,
+    /// 2: a tool error (an unreadable, malformed or hostile file, a bad argument).
+    Error,
+}
+
+impl ExitStatus {
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::Failure => 1,
+            ExitStatus::Error => 2,
+        }
+    }
+}
+
+impl From<ExitStatus> for std::process::ExitCode {
+    fn from(s: ExitStatus) -> Self {
+        std::process::ExitCode::from(s.code())
+    }
+}
+
+/// What a command found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing that fails the run.
+    Clean,
+    /// Lint findings at or above `--fail-on`.
+    Findings,
+    /// A numeric check failed (`verify`).
+    CheckFailed,
+    /// Some input could not be processed although the command went on (a file `lint` could not
+    /// read among others).
+    InputErrors,
+}
+
+impl From<Verdict> for ExitStatus {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Clean => ExitStatus::Success,
+            Verdict::Findings | Verdict::CheckFailed => ExitStatus::Failure,
+            Verdict::InputErrors => ExitStatus::Error,
+        }
+    }
+}
+
+/// A command's result: the text for standard output, lines for standard error, and its verdict.
+#[derive(Debug)]
+pub struct Outcome {
+    pub text: String,
+    pub stderr: Vec<String>,
+    pub verdict: Verdict,
+}
+
+impl Outcome {
+    pub fn new(text: String, verdict: Verdict) -> Outcome {
+        Outcome {
+            text,
+            stderr: Vec::new(),
+            verdict,
+        }
+    }
+
+    /// Output and nothing that fails.
+    pub fn clean(text: String) -> Outcome {
+        Outcome::new(text, Verdict::Clean)
+    }
+}

@@ -1,0 +1,58 @@
+//! The application layer: the command line ([`cli`]), `nnlint.toml` ([`config`]), their resolution
+//! into one [`Settings`](settings::Settings) value, and one handler per command under `commands/`.
+//! A handler computes and renders; it neither prints nor picks an exit code. [`run`] prints what
+//! it returns and maps what happened ([`Verdict`]) to the [`ExitStatus`].
+
+pub mod cli;
+mod commands;
+pub mod config;
+mod exit;
+mod progress;
+mod settings;
+
+use std::io::Write;
+
+pub use exit::{ExitStatus, Outcome, Verdict};
+
+use cli::{Cli, Command};
+
+/// Runs a parsed command line: prints its output on standard output, warnings and errors on
+/// standard error, and returns the exit status.
+pub fn run(cli: Cli) -> ExitStatus {
+    let result = match &cli.command {
+        Command::Mem(args) => commands::mem::run(args),
+        Command::Fit(args) => commands::fit::run(args),
+        Command::Lint(args) => commands::lint::run(args),
+        Command::Rewrite(args) => commands::rewrite::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Rules(args) => commands::rules::list(args),
+        Command::Explain { rule } => commands::rules::explain(rule),
+    };
+    match result {
+        Ok(outcome) => {
+            for line in &outcome.stderr {
+                eprintln!("{line}");
+            }
+            match emit(&outcome.text) {
+                Ok(()) => ExitStatus::from(outcome.verdict),
+                Err(e) => {
+                    eprintln!("nnlint: error: writing output: {e}");
+                    ExitStatus::Error
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("nnlint: error: {e}");
+            ExitStatus::Error
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe (`nnlint mem m.onnx | head`) is a normal end.
+fn emit(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}

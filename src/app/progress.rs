@@ -1,0 +1,44 @@
+//! Progress bars with indicatif, on standard error and only when it is a terminal: the
+//! application's implementation of the library's [`Progress`].
+
+use std::io::IsTerminal;
+
+use crate::util::progress::{Progress, Silent};
+
+/// A bar on a terminal.
+struct Bar(indicatif::ProgressBar);
+
+impl Progress for Bar {
+    fn start(&self, stage: &str, total: u64) {
+        self.0.reset();
+        self.0.set_length(total);
+        self.0.set_prefix(stage.to_string());
+    }
+
+    fn message(&self, text: &str) {
+        self.0.set_message(text.to_string());
+    }
+
+    fn advance(&self, n: u64) {
+        self.0.inc(n);
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// A progress bar on standard error when it is a terminal (and `--quiet` is not given), nothing
+/// otherwise.
+pub fn progress() -> Box<dyn Progress> {
+    if !std::io::stderr().is_terminal() {
+        return Box::new(Silent);
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {wide_msg}")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    Box::new(Bar(bar))
+}

@@ -1,0 +1,189 @@
+//! The one text-table renderer behind every table nnlint prints (`mem`, `fit`, `rewrite`, `rules`)
+//! and the label/value/detail summaries under them: columns two spaces apart, each left- or
+//! right-aligned, widths counted in characters, no trailing spaces; and the same cells as a
+//! Markdown table.
+
+/// How a column aligns its cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// A table: optional headers, one alignment per column, rows of text cells.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    headers: Option<Vec<String>>,
+    align: Vec<Align>,
+    rows: Vec<Vec<String>>,
+    /// The column to shorten (from its end, with `…`) when the table must fit a width.
+    squeeze: Option<usize>,
+}
+
+impl Table {
+    /// A table with a header line and a rule under it.
+    pub fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
+        let (headers, align): (Vec<String>, Vec<Align>) =
+            columns.into_iter().map(|(h, a)| (h.into(), a)).unzip();
+        Table {
+            headers: Some(headers),
+            align,
+            ..Table::default()
+        }
+    }
+
+    /// A table without headers (aligned summary lines).
+    pub fn plain(align: &[Align]) -> Table {
+        Table {
+            align: align.to_vec(),
+            ..Table::default()
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// Which column gives up width first when [`Table::render_within`] must shorten the table.
+    pub fn squeeze_column(mut self, column: usize) -> Table {
+        self.squeeze = Some(column);
+        self
+    }
+
+    fn widths(&self) -> Vec<usize> {
+        let n = self.align.len();
+        let mut w = vec![0usize; n];
+        for row in self.headers.iter().chain(&self.rows) {
+            for (i, c) in row.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        w
+    }
+
+    fn line(&self, cells: &[String], width: &[usize]) -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate().take(width.len()) {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let len = c.chars().count();
+            let text: String = if len > width[i] {
+                let mut t: String = c.chars().take(width[i].saturating_sub(1)).collect();
+                t.push('…');
+                t
+            } else {
+                c.clone()
+            };
+            let pad = " ".repeat(width[i].saturating_sub(text.chars().count()));
+            match self.align[i] {
+                Align::Left => {
+                    s.push_str(&text);
+                    s.push_str(&pad);
+                }
+                Align::Right => {
+                    s.push_str(&pad);
+                    s.push_str(&text);
+                }
+            }
+        }
+        let mut s = s.trim_end().to_string();
+        s.push('\n');
+        s
+    }
+
+    /// Aligned text.
+    pub fn render(&self) -> String {
+        self.render_with(self.widths())
+    }
+
+    /// Aligned text no wider than `max` characters where the squeezed column can give way (it keeps
+    /// at least 8 characters); the other columns, the numbers, are never cut.
+    pub fn render_within(&self, max: usize) -> String {
+        let mut w = self.widths();
+        if let Some(col) = self.squeeze.filter(|&c| c < w.len()) {
+            let total: usize = w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
+            if total > max {
+                let excess = total - max;
+                w[col] = w[col].saturating_sub(excess).max(8.min(w[col]));
+            }
+        }
+        self.render_with(w)
+    }
+
+    fn render_with(&self, w: Vec<usize>) -> String {
+        let mut out = String::new();
+        if let Some(h) = &self.headers {
+            out.push_str(&self.line(h, &w));
+            let rule: Vec<String> = w.iter().map(|n| "-".repeat(*n)).collect();
+            out.push_str(&self.line(&rule, &w));
+        }
+        for row in &self.rows {
+            out.push_str(&self.line(row, &w));
+        }
+        out
+    }
+
+    /// A Markdown table (cells as given: the caller escapes and quotes them).
+    pub fn render_markdown(&self) -> String {
+        let mut out = String::new();
+        let headers = self
+            .headers
+            .clone()
+            .unwrap_or_else(|| vec![String::new(); self.align.len()]);
+        out.push_str(&format!("| {} |\n", headers.join(" | ")));
+        let marks: Vec<&str> = self
+            .align
+            .iter()
+            .map(|a| match a {
+                Align::Left => "---",
+                Align::Right => "---:",
+            })
+            .collect();
+        out.push_str(&format!("|{}|\n", marks.join("|")));
+        for row in &self.rows {
+            out.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligns_counts_characters_and_trims() {
+        let mut t = Table::new([("name", Align::Left), ("bytes", Align::Right)]);
+        t.push(vec!["a·b".into(), "1 KiB".into()]);
+        t.push(vec!["longer".into(), "2".into()]);
+        assert_eq!(
+            t.render(),
+            "name    bytes\n------  -----\na·b     1 KiB\nlonger      2\n"
+        );
+    }
+
+    #[test]
+    fn plain_tables_have_no_header() {
+        let mut t = Table::plain(&[Align::Left, Align::Right, Align::Left]);
+        t.push(vec!["params".into(), "11.7M".into(), "44.6 MiB".into()]);
+        t.push(vec!["MACs".into(), "1.8G".into(), String::new()]);
+        assert_eq!(t.render(), "params  11.7M  44.6 MiB\nMACs     1.8G\n");
+    }
+
+    #[test]
+    fn squeezing_cuts_one_column_only() {
+        let mut t = Table::new([("layer", Align::Left), ("MACs", Align::Right)]).squeeze_column(0);
+        t.push(vec!["/a/very/long/layer/name/Conv".into(), "118M".into()]);
+        let s = t.render_within(20);
+        assert!(s.lines().all(|l| l.chars().count() <= 20), "{s}");
+        assert!(s.contains("118M") && s.contains('…'), "{s}");
+    }
+
+    #[test]
+    fn markdown_marks_alignment() {
+        let mut t = Table::new([("a", Align::Left), ("b", Align::Right)]);
+        t.push(vec!["x".into(), "1".into()]);
+        assert_eq!(t.render_markdown(), "| a | b |\n|---|---:|\n| x | 1 |\n");
+    }
+}

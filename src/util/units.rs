@@ -1,0 +1,132 @@
+//! Human units: bytes in KiB/MiB/GiB, counts as 25.6M, shares as percentages, and sizes typed by
+//! users (`16GiB`).
+
+/// `0 B`, `512 B`, `1.5 KiB`, `97.5 MiB`, `1.21 GiB` (three significant digits).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut unit = "B";
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{} {unit}", sig3(v))
+}
+
+/// `0`, `999`, `1.5K`, `25.6M`, `138M`, `4.09G` (three significant digits, SI steps).
+pub fn count(n: u64) -> String {
+    if n < 1000 {
+        return n.to_string();
+    }
+    let mut v = n as f64;
+    let mut unit = "";
+    for u in ["K", "M", "G", "T", "P", "E"] {
+        if v < 1000.0 {
+            break;
+        }
+        v /= 1000.0;
+        unit = u;
+    }
+    format!("{}{unit}", sig3(v))
+}
+
+/// Three significant digits, without trailing zeros after the point.
+fn sig3(v: f64) -> String {
+    let s = if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A percentage with one decimal, `<0.1%` for tiny non-zero shares.
+pub fn percent(part: f64, total: f64) -> String {
+    if total <= 0.0 {
+        return "-".into();
+    }
+    let p = 100.0 * part / total;
+    if p > 0.0 && p < 0.05 {
+        "<0.1%".into()
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// Parses `16GiB`, `512MiB`, `1.5GB`, `80G`, `1024` (bytes). Binary units for `Ki/Mi/Gi/Ti` and for a
+/// bare `K/M/G/T` (GPU memory is sold in binary gigabytes); decimal for `KB/MB/GB/TB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 16GiB, 512MiB)"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0_f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => return Err(format!("unknown size unit '{other}' in '{s}'")),
+    };
+    let bytes = v * mult;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1024), "1 KiB");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(102_236_160), "97.5 MiB");
+        assert_eq!(bytes(553_433_881), "528 MiB");
+        assert_eq!(bytes(1_300_000_000), "1.21 GiB");
+    }
+
+    #[test]
+    fn count_units() {
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1500), "1.5K");
+        assert_eq!(count(25_557_032), "25.6M");
+        assert_eq!(count(138_357_544), "138M");
+        assert_eq!(count(4_089_184_256), "4.09G");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
+        assert_eq!(parse_size("16G"), Ok(16 << 30));
+        assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
+        assert_eq!(parse_size("40GB"), Ok(40_000_000_000));
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3 parsecs").is_err());
+    }
+}
