@@ -103,6 +103,28 @@ expected/<model path relative to models/, '/' -> '__'>.json
     "torch": params = sum(p.numel() for p in model.parameters()), buffers =
     total elements of buffers named running_mean/running_var, param_tensors =
     number of parameters.
+
+ort/<same key as expected/>.json  (gen_ort_values; `generate.py --ort-values-only` writes only
+these, from the models already on disk, importing no torch)
+    onnxruntime's VALUES of the inputs and of every node output, for models/ops/*.onnx,
+    models/conv3x3_64_128.onnx and models/rewrite/*.onnx, so a test can run nnlint's checker
+    (src/verify) on the same inputs and compare op by op:
+    {
+      "model": "models/ops/conv_basic.onnx",
+      "source": "onnxruntime 1.32.0",
+      "dims": {"N": 2},
+      "inputs":  [{"name": "X", "dtype": "float32", "shape": [2, 3, 16, 16], "values": [...]}],
+      "outputs": [{"name": "Y", "dtype": "float32", "shape": [2, 8, 16, 16], "values": [...]}],
+      "skipped": [{"name": ..., "dtype": ..., "shape": [...], "reason": "...", "kind": "input"|"output"}]
+    }
+    inputs: graph inputs that are not initializers, the same seeded feeds as expected/ (make_feeds,
+    same seed and integer bounds).  outputs: every node output of the main graph in graph order,
+    from a copy with all of them as graph outputs, optimisations disabled, one thread.  values:
+    flat, row-major; floats as the float64 equal to the value (Python repr, round-trips exactly;
+    float16/float32 -> float64 is exact), NaN/inf as "nan"/"inf"/"-inf"; bool as 0/1.  A tensor of
+    more than ORT_MAX_ELEMENTS (65,536) elements is listed in "skipped" instead; a model gets no file
+    when its external data is missing, onnxruntime cannot run it or the file would exceed
+    ORT_MAX_FILE_BYTES (300,000 bytes); the reason is printed.  Stale files are removed.
 """
 import copy
 import hashlib
@@ -725,6 +747,10 @@ def set_output_ranks(m, feed_high, seed):
             shape.dim.add()
 
 
+ZOO_SEED0 = 1000  # op zoo case i runs on make_feeds(..., seed=ZOO_SEED0 + i)
+CONV3X3_SEED = 7
+
+
 def gen_zoo():
     out = os.path.join(MODELS, "ops")
     os.makedirs(out, exist_ok=True)
@@ -736,11 +762,11 @@ def gen_zoo():
             os.remove(os.path.join(out, f))
     for i, c in enumerate(cases):
         m = build_case(c)
-        set_output_ranks(m, c.feed_high, 1000 + i)
+        set_output_ranks(m, c.feed_high, ZOO_SEED0 + i)
         path = os.path.join(out, c.name + ".onnx")
         onnx.save_model(m, path)
         check(path)
-        write_expected(path, m, feed_high=c.feed_high, seed=1000 + i)
+        write_expected(path, m, feed_high=c.feed_high, seed=ZOO_SEED0 + i)
     print(f"op zoo: {len(cases)} models")
 
 
@@ -750,11 +776,11 @@ def gen_conv3x3():
                         [node("Conv", ["input", "weight", "bias"], ["output"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
                         [("input", F, ["N", 64, 56, 56])], ["output"],
                         {"weight": W(rng, 128, 64, 3, 3), "bias": W(rng, 128)}))
-    set_output_ranks(m, {}, 7)
+    set_output_ranks(m, {}, CONV3X3_SEED)
     path = os.path.join(MODELS, "conv3x3_64_128.onnx")
     onnx.save_model(m, path)
     check(path)
-    exp = write_expected(path, m, seed=7)
+    exp = write_expected(path, m, seed=CONV3X3_SEED)
     assert exp["initializers"]["elements"] == 73856
 
 
@@ -1239,6 +1265,7 @@ def gen_rules():
 
 REWRITE_DIR = os.path.join(MODELS, "rewrite")
 REWRITE_META = {"source": "testdata/generate.py"}
+REWRITE_SEEDS = {"vgg_like.onnx": 41, "resnet_like.onnx": 42, "resnet_like_ext.onnx": 42}  # make_feeds seeds
 
 
 def he(rng, *shape):
@@ -1421,18 +1448,201 @@ def gen_rewrite():
     torch): vgg_like.onnx, resnet_like.onnx, resnet_like_ext.onnx (+ .onnx.data: the same model
     with tensors of 1 KiB and more stored externally) and an nnlint.toml that lowers NL101/NL103
     thresholds so the rules fire on these small models at batch 1."""
-    out, size = save_rewrite_model(vgg_like_model(), "vgg_like.onnx", seed=41)
+    out, size = save_rewrite_model(vgg_like_model(), "vgg_like.onnx", seed=REWRITE_SEEDS["vgg_like.onnx"])
     print(f"rewrite/vgg_like: {size} bytes, max |logits| {np.abs(out).max():.3f}")
     resnet = resnet_like_model()
-    out, size = save_rewrite_model(resnet, "resnet_like.onnx", seed=42)
+    out, size = save_rewrite_model(resnet, "resnet_like.onnx", seed=REWRITE_SEEDS["resnet_like.onnx"])
     print(f"rewrite/resnet_like: {size} bytes, max |logits| {np.abs(out).max():.3f}")
-    out_ext, size = save_rewrite_model(resnet, "resnet_like_ext.onnx", external=True, seed=42)
+    out_ext, size = save_rewrite_model(resnet, "resnet_like_ext.onnx", external=True,
+                                       seed=REWRITE_SEEDS["resnet_like_ext.onnx"])
     assert np.array_equal(out, out_ext)
     print(f"rewrite/resnet_like_ext: {size} bytes with its .data file")
     with open(os.path.join(REWRITE_DIR, "nnlint.toml"), "w") as f:
         f.write("# testdata/models/rewrite and tests/interop: thresholds small enough for these models\n"
                 "[rules.heavy-standard-conv]\nmin-macs = 100_000\n\n"
                 "[rules.oversized-linear]\nmin-params = 10_000\n")
+
+
+# --------------------------------------------------------------------------
+# f) onnxruntime output values: testdata/ort/
+# --------------------------------------------------------------------------
+
+ORT_DIR = os.path.join(HERE, "ort")
+ORT_MAX_ELEMENTS = 65_536      # a bigger tensor is listed in "skipped" instead of written
+ORT_MAX_FILE_BYTES = 300_000   # a model whose file would be bigger gets no file at all
+
+
+def ort_value_models():
+    """The models testdata/ort/ covers, in a fixed order: models/ops/*.onnx,
+    models/conv3x3_64_128.onnx, models/rewrite/*.onnx (whatever is on disk)."""
+    ops = os.path.join(MODELS, "ops")
+    rewrite = os.path.join(MODELS, "rewrite")
+    paths = [os.path.join(ops, f) for f in sorted(os.listdir(ops)) if f.endswith(".onnx")]
+    paths.append(os.path.join(MODELS, "conv3x3_64_128.onnx"))
+    if os.path.isdir(rewrite):
+        paths += [os.path.join(rewrite, f) for f in sorted(os.listdir(rewrite)) if f.endswith(".onnx")]
+    return [p for p in paths if os.path.exists(p)]
+
+
+def ort_feed_params():
+    """Model path relative to models/ -> (feed_high, seed): the make_feeds arguments the generator
+    itself uses for that model, so integer inputs are valid indices and the inputs are the same
+    as those behind expected/*.json."""
+    params = {f"ops/{c.name}.onnx": (c.feed_high, ZOO_SEED0 + i) for i, c in enumerate(zoo_cases())}
+    params["conv3x3_64_128.onnx"] = ({}, CONV3X3_SEED)
+    for file, seed in REWRITE_SEEDS.items():
+        params[f"rewrite/{file}"] = ({}, seed)
+    return params
+
+
+def missing_external_data(path):
+    """Why the external data of the model at `path` cannot be loaded, or None."""
+    m = onnx.load(path, load_external_data=False)
+    ends = {}
+    for t in m.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        ends[info["location"]] = max(ends.get(info["location"], 0), end)
+    for file, end in sorted(ends.items()):
+        data = os.path.join(os.path.dirname(path), file)
+        if not os.path.exists(data):
+            return f"external data {file} is missing"
+        if os.path.getsize(data) < end:
+            return f"external data {file} is shorter than {end} bytes"
+    return None
+
+
+def ort_run_all_outputs(model, feeds):
+    """Every node output of the main graph (graph order, each name once) and its value,
+    from onnxruntime on a copy of the model with all of them as graph outputs, graph
+    optimisations disabled, one thread (reproducible)."""
+    import onnxruntime as ort
+    m = copy.deepcopy(model)
+    node_outputs = []
+    for n in m.graph.node:
+        for o in n.output:
+            if o and o not in node_outputs:
+                node_outputs.append(o)
+    existing = {o.name for o in m.graph.output}
+    for o in node_outputs:
+        if o not in existing:
+            m.graph.output.append(helper.make_empty_tensor_value_info(o))
+            existing.add(o)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    got = dict(zip(names, sess.run(names, feeds)))
+    return [(o, got[o]) for o in node_outputs]
+
+
+def json_number(v):
+    """A float64 (exactly the tensor's value) as JSON: Python float repr, which round-trips;
+    NaN and infinities as the strings "nan", "inf", "-inf"."""
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def ort_tensor(name, arr):
+    """(tensor entry, None) or (None, skipped entry) for testdata/ort/."""
+    a = np.asarray(arr)
+    head = {"name": name, "dtype": a.dtype.name, "shape": [int(d) for d in a.shape]}
+    if a.size > ORT_MAX_ELEMENTS:
+        return None, dict(head, reason=f"{a.size} elements (more than {ORT_MAX_ELEMENTS})")
+    if a.dtype == np.bool_:
+        values = a.astype(np.int64).ravel().tolist()
+    elif np.issubdtype(a.dtype, np.integer):
+        values = a.ravel().tolist()
+    elif a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        # float16/float32/bfloat16 -> float64 is exact
+        values = [json_number(v) for v in a.astype(np.float64).ravel().tolist()]
+    else:
+        return None, dict(head, reason=f"dtype {a.dtype.name} not supported")
+    return dict(head, values=values), None
+
+
+def ort_values_json(doc):
+    """The file layout: top-level keys one per line, one tensor per line."""
+    lines = ["{"]
+    keys = list(doc)
+    for k in keys:
+        v = doc[k]
+        comma = "," if k != keys[-1] else ""
+        if isinstance(v, list) and v:
+            lines.append(f"  {json.dumps(k)}: [")
+            lines += [f"    {json.dumps(t, allow_nan=False)}" + ("," if i + 1 < len(v) else "")
+                      for i, t in enumerate(v)]
+            lines.append("  ]" + comma)
+        else:
+            lines.append(f"  {json.dumps(k)}: {json.dumps(v, allow_nan=False)}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def gen_ort_values():
+    """testdata/ort/<key>.json: input and every node output VALUE measured by onnxruntime, for
+    the models of ort_value_models(), on the same random inputs as expected/<key>.json.  Reads
+    the models already on disk and writes nothing else; needs onnx, onnxruntime, numpy only."""
+    import onnxruntime as ort
+    params = ort_feed_params()
+    os.makedirs(ORT_DIR, exist_ok=True)
+    written, total, skipped_models = set(), 0, []
+    for path in ort_value_models():
+        key = os.path.basename(expected_path(path))
+        r = os.path.relpath(path, MODELS).replace(os.sep, "/")
+
+        def skip(why):
+            skipped_models.append(f"{rel(path)}: {why}")
+            note(f"ort values: {rel(path)} skipped: {why}")
+
+        why = missing_external_data(path)
+        if why:
+            skip(why)
+            continue
+        if r not in params:
+            note(f"ort values: {rel(path)} is not a known fixture; inputs from seed 0")
+        feed_high, seed = params.get(r, ({}, 0))
+        model = onnx.load(path)
+        dims = resolve_dims(model)
+        feeds = make_feeds(model, dims, feed_high, seed)
+        try:
+            outs = ort_run_all_outputs(model, feeds)
+        except Exception as e:
+            skip("onnxruntime failed: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:300])
+            continue
+        doc = {"model": rel(path), "source": f"onnxruntime {ort.__version__}", "dims": dims,
+               "inputs": [], "outputs": [], "skipped": []}
+        for part, pairs in (("inputs", feeds.items()), ("outputs", outs)):
+            for name, arr in pairs:
+                t, s = ort_tensor(name, arr)
+                if t is not None:
+                    doc[part].append(t)
+                else:
+                    doc["skipped"].append(dict(s, kind=part[:-1]))
+        text = ort_values_json(doc)
+        size = len(text.encode())
+        if size > ORT_MAX_FILE_BYTES:
+            skip(f"its file would be {size} bytes (more than {ORT_MAX_FILE_BYTES})")
+            continue
+        with open(os.path.join(ORT_DIR, key), "w") as f:
+            f.write(text)
+        written.add(key)
+        total += size
+    for f in sorted(os.listdir(ORT_DIR)):  # files of models removed or now skipped
+        if f.endswith(".json") and f not in written:
+            os.remove(os.path.join(ORT_DIR, f))
+    print(f"ort values: {len(written)} files, {total} bytes; {len(skipped_models)} models skipped")
+    for s in skipped_models:
+        print("  skipped", s)
 
 
 def main():
@@ -1443,10 +1653,15 @@ def main():
     if "--rewrite-only" in sys.argv:  # only models/rewrite/ (no torch)
         gen_rewrite()
         return
+    if "--ort-values-only" in sys.argv:  # only testdata/ort/, from the models on disk (no torch)
+        gen_ort_values()
+        print("\n".join(["", "notes:"] + NOTES) if NOTES else "\nno notes")
+        return
     gen_zoo()
     gen_conv3x3()
     gen_rules()
     gen_rewrite()
+    gen_ort_values()
     if "--no-torch" not in sys.argv:
         gen_torch()
     print("\n".join(["", "notes:"] + NOTES) if NOTES else "\nno notes")
