@@ -2,6 +2,7 @@
 
 use super::units::{bytes, count};
 use crate::analysis::fit::FitReport;
+use crate::util::table::{Align, Table};
 
 pub fn render(r: &FitReport) -> String {
     let mut out = format!(
@@ -60,32 +61,16 @@ pub fn render(r: &FitReport) -> String {
             ]
         })
         .collect();
-    let mut width: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (i, c) in row.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| -> String {
-        let parts: Vec<String> = cells
+    let mut t = Table::new(
+        headers
             .iter()
             .enumerate()
-            .map(|(i, c)| {
-                let pad = " ".repeat(width[i] - c.chars().count());
-                if i == 1 {
-                    format!("{c}{pad}")
-                } else {
-                    format!("{pad}{c}")
-                }
-            })
-            .collect();
-        parts.join("  ").trim_end().to_string() + "\n"
-    };
-    out.push_str(&line(headers.iter().map(|h| h.to_string()).collect()));
-    out.push_str(&line(width.iter().map(|w| "-".repeat(*w)).collect()));
+            .map(|(i, h)| (*h, if i == 1 { Align::Left } else { Align::Right })),
+    );
     for row in rows {
-        out.push_str(&line(row));
+        t.push(row);
     }
+    out.push_str(&t.render());
     if r.mode == "training" {
         out.push_str("\npeak/GPU is at the plan's micro-batch (batch 1 when it does not fit); recompute is the extra compute of a step.\n");
     }

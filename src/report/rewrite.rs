@@ -9,6 +9,7 @@ use crate::analysis::training::TrainConfig;
 use crate::analysis::{self, Bindings, MemReport};
 use crate::ir::{Graph, Model, NodeId};
 use crate::rewrite::{Kind, Planned, Safety, Skipped};
+use crate::util::table::{Align, Table};
 use crate::verify::{Check, Verification, WholeModel};
 
 crate::named_enum! {
@@ -343,9 +344,11 @@ pub fn table(r: &RewriteReport) -> String {
         "MACs",
         "rel. error",
     ];
-    let mut cells: Vec<[String; 7]> = vec![head.map(String::from)];
+    // the header is the first row: this table has no rule under it
+    let mut table = Table::plain(&[Align::Left; 7]);
+    table.push(head.iter().map(|h| h.to_string()).collect());
     for row in &r.rewrites {
-        cells.push([
+        table.push(vec![
             row.node.clone(),
             row.kind.as_str().to_string(),
             row.rank.map_or("-".into(), |k| k.to_string()),
@@ -361,24 +364,7 @@ pub fn table(r: &RewriteReport) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|i| {
-            cells
-                .iter()
-                .map(|c| c[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for c in &cells {
-        let line: Vec<String> = c
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    out.push_str(&table.render());
     for row in &r.rewrites {
         if let Some(n) = &row.note {
             out.push_str(&format!("  {}: {n}\n", row.node));

@@ -3,6 +3,7 @@
 use super::units::{bytes, count, dim_bytes, dim_count, percent};
 use super::{shapes_text, MemView};
 use crate::analysis::{Format, MemReport};
+use crate::util::table::{Align, Table};
 
 const HEADERS: [&str; 7] = [
     "layer",
@@ -366,42 +367,25 @@ fn trailer(view: &MemView, out: &mut String, bullet: &str) {
     }
 }
 
+/// The layer table: name, op and shape left-aligned, the numbers right-aligned.
+fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
+    let mut t = Table::new(
+        headers
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| (h, if i < 3 { Align::Left } else { Align::Right })),
+    )
+    .squeeze_column(0);
+    for row in cells(view) {
+        t.push(row);
+    }
+    t
+}
+
 /// Aligned text for a terminal.
 pub fn render(view: &MemView) -> String {
-    let headers = headers(view);
-    let rows = cells(view);
-    let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (i, c) in row.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = width[i] - c.chars().count();
-            if i >= 3 {
-                s.push_str(&" ".repeat(pad));
-                s.push_str(c);
-            } else {
-                s.push_str(c);
-                if i + 1 < cells.len() {
-                    s.push_str(&" ".repeat(pad));
-                }
-            }
-            if i + 1 < cells.len() {
-                s.push_str("  ");
-            }
-        }
-        s.trim_end().to_string() + "\n"
-    };
     let mut out = format!("{}\n\n", heading(view.report));
-    out.push_str(&line(&headers));
-    let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
-    out.push_str(&line(&rule));
-    for row in &rows {
-        out.push_str(&line(row));
-    }
+    out.push_str(&layer_table(view, headers(view)).render());
     out.push('\n');
     out.push_str(&aligned(&totals_lines(view.report)));
     if let Some(h) = training_heading(view.report) {
@@ -424,15 +408,11 @@ pub fn render(view: &MemView) -> String {
 
 /// `label  value  detail` lines with labels left- and values right-aligned.
 fn aligned(lines: &[(String, String, String)]) -> String {
-    let lw = lines.iter().map(|t| t.0.len()).max().unwrap_or(0);
-    let vw = lines.iter().map(|t| t.1.chars().count()).max().unwrap_or(0);
-    let mut out = String::new();
+    let mut t = Table::plain(&[Align::Left, Align::Right, Align::Left]);
     for (label, value, detail) in lines {
-        let pad = vw - value.chars().count();
-        out.push_str(format!("{label:<lw$}  {}{value}  {detail}", " ".repeat(pad)).trim_end());
-        out.push('\n');
+        t.push(vec![label.clone(), value.clone(), detail.clone()]);
     }
-    out
+    t.render()
 }
 
 fn md_escape(s: &str) -> String {
@@ -442,26 +422,27 @@ fn md_escape(s: &str) -> String {
 /// A Markdown table and summary (pull-request comments, `$GITHUB_STEP_SUMMARY`).
 pub fn render_markdown(view: &MemView) -> String {
     let mut out = format!("### nnlint mem: `{}`\n\n", md_escape(&heading(view.report)));
-    let headers: Vec<String> = headers(view).iter().map(|h| md_escape(h)).collect();
-    out.push_str(&format!("| {} |\n", headers.join(" | ")));
-    out.push_str(&format!(
-        "|---|---|---|{}\n",
-        "---:|".repeat(headers.len() - 3)
-    ));
+    let headers: Vec<(String, Align)> = headers(view)
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (md_escape(h), if i < 3 { Align::Left } else { Align::Right }))
+        .collect();
+    let mut t = Table::new(headers);
     for row in cells(view) {
-        let row: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i < 3 {
-                    format!("`{}`", md_escape(c))
-                } else {
-                    md_escape(c)
-                }
-            })
-            .collect();
-        out.push_str(&format!("| {} |\n", row.join(" | ")));
+        t.push(
+            row.iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i < 3 {
+                        format!("`{}`", md_escape(c))
+                    } else {
+                        md_escape(c)
+                    }
+                })
+                .collect(),
+        );
     }
+    out.push_str(&t.render_markdown());
     out.push_str("\n| total | | |\n|---|---:|---|\n");
     for (label, value, detail) in totals_lines(view.report) {
         out.push_str(&format!(
