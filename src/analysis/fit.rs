@@ -167,7 +167,7 @@ fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) ->
         dims: req.dims.clone(),
     };
     let inf = shape::infer(model, &b)?;
-    Ok(training::estimate(&model.graph, &inf.facts, &inf.macs, Some(batch), cfg).total_bytes)
+    Ok(training::estimate(&model.graph, &inf, cfg).total_bytes)
 }
 
 fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result<u64> {
@@ -365,9 +365,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
             let inf = shape::infer(model, &b)?;
             let est = training::estimate(
                 &model.graph,
-                &inf.facts,
-                &inf.macs,
-                Some(at),
+                &inf,
                 &TrainConfig {
                     accumulate: steps as u32,
                     ..cfg

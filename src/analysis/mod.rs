@@ -277,8 +277,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         }
     }
 
-    let training =
-        train.map(|cfg| training::estimate(graph, &inf.facts, &inf.macs, inf.batch, cfg));
+    let training = train.map(|cfg| training::estimate(graph, inf, cfg));
     if let Some(t) = &training {
         for (n, row) in rows.iter_mut().enumerate() {
             if let Some(row) = row {

@@ -23,6 +23,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::fact::Fact;
+use super::ops::{movement::PadMode, Autocast, Op, OpDef, SlotRole, View};
 use super::storage::{self, Role};
 use crate::ir::{DType, Graph, Node, NodeId, ValueId};
 
@@ -95,8 +96,9 @@ pub struct Saved {
     pub total: u64,
 }
 
-/// What a rule asks to keep.
-enum Save {
+/// What an op's rule asks to keep.
+#[derive(Clone, Debug)]
+pub enum Save {
     /// The storage behind a value (alias resolution applies).
     Value(ValueId),
     /// A new storage with this value's elements, in the given dtype (casts, contiguous copies).
@@ -108,9 +110,10 @@ enum Save {
 }
 
 /// Per-value facts the rules need.
-struct Flow<'a> {
+pub struct Flow<'a> {
     graph: &'a Graph,
     facts: &'a [Fact],
+    ops: &'a [Op],
     /// Storage each value lives in (itself for non-views).
     base: Vec<ValueId>,
     contiguous: Vec<bool>,
@@ -128,66 +131,11 @@ fn numel(f: &Fact) -> u64 {
     f.numel().and_then(|d| d.as_u64()).unwrap_or(0)
 }
 
-const LOWERED: &[&str] = &[
-    "Conv",
-    "ConvTranspose",
-    "Gemm",
-    "MatMul",
-    "PRelu",
-    "Einsum",
-    "LSTM",
-    "GRU",
-    "RNN",
-];
-const CUDA_FP32: &[&str] = &[
-    "LayerNormalization",
-    "GroupNormalization",
-    "Softmax",
-    "LogSoftmax",
-    "Resize",
-    "Upsample",
-    "ReduceSum",
-    "CumSum",
-    "ReduceProd",
-    "Exp",
-    "Log",
-    "Pow",
-];
-const GRAD_STOPPERS: &[&str] = &[
-    "Shape",
-    "Size",
-    "Equal",
-    "Less",
-    "LessOrEqual",
-    "Greater",
-    "GreaterOrEqual",
-    "Not",
-    "And",
-    "Or",
-    "Xor",
-    "ArgMax",
-    "ArgMin",
-    "NonZero",
-    "RandomNormal",
-    "RandomNormalLike",
-    "RandomUniform",
-    "RandomUniformLike",
-    "Bernoulli",
-    "Multinomial",
-    "ConstantOfShape",
-    "Range",
-    "IsNaN",
-    "IsInf",
-    "Floor",
-    "Ceil",
-    "Round",
-    "Sign",
-];
-
 impl<'a> Flow<'a> {
     fn new(
         graph: &'a Graph,
         facts: &'a [Fact],
+        ops: &'a [Op],
         precision: Precision,
         device: Device,
         head_major: HashSet<ValueId>,
@@ -197,6 +145,7 @@ impl<'a> Flow<'a> {
         let mut f = Flow {
             graph,
             facts,
+            ops,
             base: (0..n).collect(),
             contiguous: vec![true; n],
             grad: vec![false; n],
@@ -213,8 +162,8 @@ impl<'a> Flow<'a> {
                 f.dtype[id] = Some(DType::BF16);
             }
         }
-        for node in &graph.nodes {
-            f.visit(node);
+        for (n, node) in graph.nodes.iter().enumerate() {
+            f.visit(node, &ops[n]);
         }
         f
     }
@@ -228,35 +177,38 @@ impl<'a> Flow<'a> {
         self.stored[v]
     }
 
-    fn visit(&mut self, node: &Node) {
-        let op = node.op_type.as_str();
+    fn visit(&mut self, node: &Node, op: &Op) {
+        let def = op.def();
         let data_inputs: Vec<ValueId> = node
             .inputs
             .iter()
             .enumerate()
-            .filter(|(slot, _)| !storage_is_config(op, *slot))
+            .filter(|(slot, _)| def.is_none_or(|d| d.slots.role(*slot) != SlotRole::Config))
             .filter_map(|(_, v)| *v)
             .collect();
-        let grad = !GRAD_STOPPERS.contains(&op) && data_inputs.iter().any(|&v| self.grad[v]);
+        let passes = def.is_none_or(|d| d.grad);
+        let grad = passes && data_inputs.iter().any(|&v| self.grad[v]);
         let all_stored = node.inputs.iter().flatten().next().is_some()
             && node.inputs.iter().flatten().all(|&v| self.stored[v]);
         let x = node.input(0);
         let in_dtype = x.and_then(|v| self.dtype[v]);
-        let out_dtype = self.out_dtype(node, in_dtype);
+        let out_dtype = self.out_dtype(node, op, def, in_dtype);
         for (slot, out) in node.outputs.iter().enumerate() {
             let Some(o) = *out else { continue };
             self.grad[o] = grad && self.facts[o].dtype.is_some_and(DType::is_float);
-            self.stored[o] = all_stored || op == "Constant";
-            if self.facts[o].dtype.is_some_and(DType::is_float) && !(op == "MaxPool" && slot == 1) {
+            self.stored[o] = all_stored || matches!(op, Op::Constant(_));
+            let indices = matches!(op, Op::MaxPool(_)) && slot == 1;
+            if self.facts[o].dtype.is_some_and(DType::is_float) && !indices {
                 self.dtype[o] = out_dtype.or(self.facts[o].dtype);
             }
             let Some(x) = x else { continue };
-            let (alias, contiguous) = self.view(node, x);
+            let view = def.map_or(View::No, |d| d.view);
+            let (alias, contiguous) = self.view(node, op, view, x);
             if alias {
                 self.base[o] = self.base[x];
                 self.contiguous[o] = contiguous;
                 self.dtype[o] = self.dtype[x];
-            } else if matches!(op, "Reshape" | "Flatten") {
+            } else if view == View::Reshape {
                 // a reshape that cannot be a view copies into a new, contiguous storage
                 self.contiguous[o] = true;
             }
@@ -264,8 +216,13 @@ impl<'a> Flow<'a> {
     }
 
     /// The dtype an op produces in training.
-    fn out_dtype(&self, node: &Node, arriving: Option<DType>) -> Option<DType> {
-        let op = node.op_type.as_str();
+    fn out_dtype(
+        &self,
+        node: &Node,
+        op: &Op,
+        def: Option<&OpDef>,
+        arriving: Option<DType>,
+    ) -> Option<DType> {
         let p = self.precision;
         if p == Precision::Fp32 {
             return None;
@@ -276,24 +233,33 @@ impl<'a> Flow<'a> {
                 .map(|_| DType::BF16)
                 .or(arriving);
         }
-        if op == "Cast" {
-            return node.attrs.dtype_opt("to").ok().flatten();
+        match def.map_or(Autocast::Follow, |d| d.autocast) {
+            Autocast::Follow => arriving,
+            Autocast::CastTo => match op {
+                Op::Cast(c) => Some(c.to),
+                _ => arriving,
+            },
+            Autocast::Lower => Some(p.half()),
+            Autocast::Fp32OnCuda if self.device == Device::Cuda => Some(DType::F32),
+            Autocast::Fp32OnCuda => arriving,
+            Autocast::Pad => match op {
+                Op::Pad(pad) if pad.mode != PadMode::Constant => Some(DType::F32),
+                _ => arriving,
+            },
+            Autocast::Embedding if node.input(0).is_some_and(|v| self.is_stored(v)) => {
+                Some(DType::F32)
+            }
+            Autocast::Embedding => arriving,
+            Autocast::Promote => self.promoted(node, op, arriving),
         }
-        if LOWERED.contains(&op) {
-            return Some(p.half());
-        }
-        if self.device == Device::Cuda && CUDA_FP32.contains(&op) {
-            return Some(DType::F32);
-        }
-        if op == "Pad" && self.pad_mode(node) != "constant" {
-            return Some(DType::F32);
-        }
-        if op == "Gather" && node.input(0).is_some_and(|v| self.is_stored(v)) {
-            return Some(DType::F32);
-        }
-        if is_promoting(op) {
+    }
+
+    /// A binary op's type under autocast: its widest non-scalar float operand.
+    fn promoted(&self, node: &Node, op: &Op, arriving: Option<DType>) -> Option<DType> {
+        {
+            let p = self.precision;
             // a Linear's bias add stays in the half type
-            if op == "Add" && self.is_bias_add(node) {
+            if matches!(op, Op::Add) && self.is_bias_add(node) {
                 return Some(p.half());
             }
             let widest = node
@@ -305,9 +271,8 @@ impl<'a> Flow<'a> {
                 })
                 .filter_map(|&v| self.dtype[v])
                 .max_by_key(|d| d.bits());
-            return widest.or(arriving);
+            widest.or(arriving)
         }
-        arriving
     }
 
     /// `MatMul → Add(1-D weight)`: the bias inside `addmm`.
@@ -316,39 +281,36 @@ impl<'a> Flow<'a> {
             return false;
         };
         let from_matmul = |v: ValueId| {
-            self.graph.values[v].producer.is_some_and(|(p, _)| {
-                matches!(self.graph.nodes[p].op_type.as_str(), "MatMul" | "Gemm")
-            })
+            self.graph.values[v]
+                .producer
+                .is_some_and(|(p, _)| matches!(self.ops[p], Op::MatMul | Op::Gemm(_)))
         };
         let is_bias =
             |v: ValueId| self.graph.values[v].init.is_some() && self.facts[v].rank() == Some(1);
         (from_matmul(a) && is_bias(b)) || (from_matmul(b) && is_bias(a))
     }
 
-    fn pad_mode(&self, node: &Node) -> String {
-        node.attrs
-            .string_opt("mode")
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| "constant".into())
-    }
-
-    /// Whether output `slot` of `node` is a view of input `x`, and whether that view is contiguous.
-    fn view(&self, node: &Node, x: ValueId) -> (bool, bool) {
+    /// Whether the outputs of `node` are views of input `x`, and whether they are contiguous.
+    fn view(&self, node: &Node, op: &Op, view: View, x: ValueId) -> (bool, bool) {
         let c = self.contiguous[x];
         let shape = self.facts[x].shape.as_deref().unwrap_or(&[]);
         let first_big = shape
             .iter()
             .position(|d| d.as_i64() != Some(1))
             .unwrap_or(0);
-        match node.op_type.as_str() {
-            "Reshape" | "Flatten" => (c, true),
-            "Squeeze" | "Unsqueeze" | "Identity" => (true, c),
-            "Dropout" if self.dropout_ratio(node) == Some(0.0) => (true, c),
+        match view {
+            View::Reshape => (c, true),
+            View::Alias => (true, c),
+            View::Dropout if self.dropout_ratio(node, op) == Some(0.0) => (true, c),
+            View::Dropout => (false, true),
             // the attention kernel writes [B,L,h,D] and returns it as [B,h,L,D]: undoing that is free
-            "Transpose" if self.head_major.contains(&x) => (true, true),
-            "Transpose" => {
-                let perm: Vec<usize> = match node.attrs.ints_opt("perm").ok().flatten() {
+            View::Transpose if self.head_major.contains(&x) => (true, true),
+            View::Transpose => {
+                let perm_attr = match op {
+                    Op::Transpose(t) => t.perm.as_deref(),
+                    _ => None,
+                };
+                let perm: Vec<usize> = match perm_attr {
                     Some(p) => p
                         .iter()
                         .map(|&a| a.rem_euclid(shape.len().max(1) as i64) as usize)
@@ -363,37 +325,35 @@ impl<'a> Flow<'a> {
                     .collect();
                 (true, c && big.windows(2).all(|w| w[0] < w[1]))
             }
-            "Expand" => (true, false),
-            "Slice" => {
-                let axes = self.slice_axes(node, shape.len());
+            View::Expand => (true, false),
+            View::Slice => {
+                let axes = self.slice_axes(node, op, shape.len());
                 (true, c && axes.iter().all(|&a| a <= first_big))
             }
-            "Split" => (true, c && axis_attr(node, shape.len()) <= first_big),
-            "Gather" => {
+            View::Split => (true, c && axis_of(op, shape.len()) <= first_big),
+            View::Gather => {
                 let scalar_index = node
                     .input(1)
                     .is_some_and(|i| self.facts[i].rank() == Some(0));
                 if scalar_index && !self.is_stored(x) {
-                    (true, c && axis_attr(node, shape.len()) <= first_big)
+                    (true, c && axis_of(op, shape.len()) <= first_big)
                 } else {
                     (false, true)
                 }
             }
-            _ => (false, true),
+            View::No => (false, true),
         }
     }
 
-    fn slice_axes(&self, node: &Node, rank: usize) -> Vec<usize> {
+    fn slice_axes(&self, node: &Node, op: &Op, rank: usize) -> Vec<usize> {
+        let attr = match op {
+            Op::Slice(s) => s.axes.clone(),
+            _ => None,
+        };
         let axes = node
             .input(3)
             .and_then(|a| self.facts[a].value.as_ref()?.as_i64s())
-            .or_else(|| {
-                node.attrs
-                    .ints_opt("axes")
-                    .ok()
-                    .flatten()
-                    .map(<[i64]>::to_vec)
-            });
+            .or(attr);
         match axes {
             Some(a) => a
                 .iter()
@@ -409,11 +369,14 @@ impl<'a> Flow<'a> {
         }
     }
 
-    fn dropout_ratio(&self, node: &Node) -> Option<f64> {
+    fn dropout_ratio(&self, node: &Node, op: &Op) -> Option<f64> {
         if let Some(r) = node.input(1) {
             return self.facts[r].value.as_ref()?.as_f64s()?.first().copied();
         }
-        Some(node.attrs.float_or("ratio", 0.5).ok()? as f64)
+        match op {
+            Op::Dropout(d) => Some(d.ratio.unwrap_or(0.5) as f64),
+            _ => None,
+        }
     }
 
     /// Bytes of a value's storage (its base), in its training dtype.
@@ -428,24 +391,14 @@ impl<'a> Flow<'a> {
     }
 }
 
-/// A node's `axis` attribute (default 0), normalised against a rank.
-fn axis_attr(node: &Node, rank: usize) -> usize {
-    node.attrs
-        .int_or("axis", 0)
-        .unwrap_or(0)
-        .rem_euclid(rank.max(1) as i64) as usize
-}
-
-fn storage_is_config(op: &str, slot: usize) -> bool {
-    // Gather's indices and Where's condition carry no gradient
-    super::storage::is_config_slot(op, slot) || (op == "Where" && slot == 0)
-}
-
-fn is_promoting(op: &str) -> bool {
-    matches!(
-        op,
-        "Add" | "Sub" | "Mul" | "Div" | "Concat" | "Where" | "Max" | "Min" | "Sum" | "Mean"
-    )
+/// The `axis` of a Split or Gather, normalised against a rank.
+fn axis_of(op: &Op, rank: usize) -> usize {
+    let a = match op {
+        Op::Split(s) => s.axis,
+        Op::Gather(g) => g.axis,
+        _ => 0,
+    };
+    a.rem_euclid(rank.max(1) as i64) as usize
 }
 
 /// Nodes that matched a multi-node pattern: the node that carries the pattern's saved tensors, and
@@ -484,27 +437,27 @@ fn match_patterns(flow: &Flow) -> Patterns {
         attention_outputs: HashSet::new(),
     };
     for (n, node) in g.nodes.iter().enumerate() {
-        match node.op_type.as_str() {
+        match &flow.ops[n] {
             // SiLU: y = x * sigmoid(x)
-            "Sigmoid" => {
+            Op::Sigmoid => {
                 let (Some(x), Some(s)) = (node.input(0), node.output(0)) else {
                     continue;
                 };
                 if let Some((m, mul)) = single_consumer(g, s) {
-                    if mul.op_type == "Mul" && other_input(mul, s) == Some(x) {
+                    if matches!(flow.ops[m], Op::Mul) && other_input(mul, s) == Some(x) {
                         p.absorbed.insert(n);
                         p.replace.insert(m, vec![Save::Value(x)]);
                     }
                 }
             }
-            "Erf" | "Tanh" => {
+            Op::Erf | Op::Tanh => {
                 if let Some((region, last, x)) = gelu_region(flow, n) {
                     p.absorbed.extend(region.iter().copied());
                     p.absorbed.remove(&last);
                     p.replace.insert(last, vec![Save::Value(x)]);
                 }
             }
-            "Softmax" => {
+            Op::Softmax(_) => {
                 if let Some((region, last, saves)) = sdpa(flow, n) {
                     p.attention_outputs.extend(g.nodes[last].output(0));
                     p.absorbed.extend(region.iter().copied());
@@ -512,25 +465,25 @@ fn match_patterns(flow: &Flow) -> Patterns {
                     p.replace.insert(last, saves);
                 }
             }
-            "InstanceNormalization" => {
+            Op::InstanceNormalization(_) => {
                 // GroupNorm: Reshape → InstanceNormalization → Reshape → Mul(γ) → Add(β)
                 let Some(out) = node.output(0) else { continue };
                 let Some((r, reshape)) = single_consumer(g, out) else {
                     continue;
                 };
-                if reshape.op_type != "Reshape" {
+                if !matches!(flow.ops[r], Op::Reshape(_)) {
                     continue;
                 }
                 let Some((m, mul)) = reshape.output(0).and_then(|v| single_consumer(g, v)) else {
                     continue;
                 };
-                if mul.op_type != "Mul" {
+                if !matches!(flow.ops[m], Op::Mul) {
                     continue;
                 }
                 p.absorbed.insert(r);
                 p.absorbed.insert(m);
-                if let Some((a, add)) = mul.output(0).and_then(|v| single_consumer(g, v)) {
-                    if add.op_type == "Add" {
+                if let Some((a, _)) = mul.output(0).and_then(|v| single_consumer(g, v)) {
+                    if matches!(flow.ops[a], Op::Add) {
                         p.absorbed.insert(a);
                     }
                 }
@@ -546,14 +499,19 @@ fn match_patterns(flow: &Flow) -> Patterns {
 /// A hand-written GELU (`x * 0.5` computed first) is left to the per-op rules, as PyTorch saves more.
 fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, ValueId)> {
     let g = flow.graph;
-    let elementwise = |op: &str| matches!(op, "Mul" | "Div" | "Add" | "Pow" | "Erf" | "Tanh");
+    let elementwise = |n: NodeId| {
+        matches!(
+            flow.ops[n],
+            Op::Mul | Op::Div | Op::Add | Op::Pow | Op::Erf | Op::Tanh
+        )
+    };
     let is_const = |v: ValueId| flow.is_stored(v) && flow.is_scalar(v);
     // walk back from the center to x
     let mut region = vec![center];
     let mut v = g.nodes[center].input(0)?;
     let x = loop {
         let (p, node) = producer(g, v)?;
-        if !elementwise(&node.op_type) || region.len() > 8 {
+        if !elementwise(p) || region.len() > 8 {
             break v;
         }
         let ins: Vec<ValueId> = node
@@ -579,7 +537,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                 match (pa, pb) {
                     (Some((ia, na)), _)
                         if na.inputs.iter().flatten().all(|&i| i == *b || is_const(i))
-                            && elementwise(&na.op_type) =>
+                            && elementwise(ia) =>
                     {
                         region.push(p);
                         region.push(ia);
@@ -587,7 +545,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                     }
                     (_, Some((ib, nb)))
                         if nb.inputs.iter().flatten().all(|&i| i == *a || is_const(i))
-                            && elementwise(&nb.op_type) =>
+                            && elementwise(ib) =>
                     {
                         region.push(p);
                         region.push(ib);
@@ -604,7 +562,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
     let mut last = None;
     for _ in 0..4 {
         let (c, node) = single_consumer(g, cur)?;
-        if !elementwise(&node.op_type) {
+        if !elementwise(c) {
             return None;
         }
         region.push(c);
@@ -626,7 +584,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
         if last.is_some() {
             // a final constant scaling (legacy nn.GELU: (x * (1 + erf)) * 0.5)
             if let Some((c2, n2)) = single_consumer(g, cur) {
-                let only_const = n2.op_type == "Mul"
+                let only_const = matches!(flow.ops[c2], Op::Mul)
                     && n2.inputs.iter().flatten().all(|&i| i == cur || is_const(i));
                 if only_const {
                     region.push(c2);
@@ -650,25 +608,23 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
     let mut region = vec![softmax];
     let mut v = g.nodes[softmax].input(0)?;
     let (mut p, mut node) = producer(g, v)?;
-    if node.op_type == "Add" {
+    if matches!(flow.ops[p], Op::Add) {
         region.push(p);
-        let scores = node
-            .inputs
-            .iter()
-            .flatten()
-            .copied()
-            .find(|&i| producer(g, i).is_some_and(|(_, n)| n.op_type == "MatMul"))?;
+        let scores =
+            node.inputs.iter().flatten().copied().find(|&i| {
+                producer(g, i).is_some_and(|(pi, _)| matches!(flow.ops[pi], Op::MatMul))
+            })?;
         v = scores;
         (p, node) = producer(g, v)?;
     }
-    if node.op_type != "MatMul" {
+    if !matches!(flow.ops[p], Op::MatMul) {
         return None;
     }
     region.push(p);
     let mut qk = Vec::new();
     for i in [node.input(0)?, node.input(1)?] {
         let (pm, mul) = producer(g, i)?;
-        if mul.op_type != "Mul" {
+        if !matches!(flow.ops[pm], Op::Mul) {
             return None;
         }
         let ins: Vec<ValueId> = mul.inputs.iter().flatten().copied().collect();
@@ -685,7 +641,7 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
     }
     let probs = g.nodes[softmax].output(0)?;
     let (m2, mm2) = single_consumer(g, probs)?;
-    if mm2.op_type != "MatMul" || mm2.input(0) != Some(probs) {
+    if !matches!(flow.ops[m2], Op::MatMul) || mm2.input(0) != Some(probs) {
         return None;
     }
     let value = mm2.input(1)?;
@@ -700,165 +656,181 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
     Some((region, m2, saves))
 }
 
-/// The tensors node `n` saves under its own rule.
-fn rule(flow: &Flow, node: &Node) -> Option<Vec<Save>> {
-    let g = flow.graph;
-    let grad = |v: Option<ValueId>| v.is_some_and(|v| flow.grad[v]);
-    let out_grad = node.outputs.iter().flatten().any(|&o| flow.grad[o]);
-    let x = node.input(0);
-    let y = node.output(0);
-    let val = |v: Option<ValueId>| v.map(Save::Value);
-    let mut s: Vec<Save> = Vec::new();
-    let op = node.op_type.as_str();
-    let stat_bytes = |count: u64| Save::Own(2 * count * 4);
-    match op {
-        "Conv" | "ConvTranspose" => {
-            if out_grad {
-                s.extend(val(x));
-            }
-        }
-        "Gemm" | "MatMul" | "Einsum" => {
-            let (a, b) = (node.input(0)?, node.input(1)?);
-            if flow.grad[b] {
-                s.push(operand(flow, a));
-            }
-            if flow.grad[a] {
-                s.push(operand(flow, b));
-            }
-        }
-        "BatchNormalization" | "InstanceNormalization" | "GroupNormalization" => {
-            if out_grad {
-                let shape = flow.facts[x?].shape.as_ref()?;
-                let n0 = shape.first()?.as_u64()?;
-                let c = shape.get(1).and_then(|d| d.as_u64()).unwrap_or(1);
-                if op == "BatchNormalization" {
-                    s.extend(
-                        [node.input(3), node.input(4)]
-                            .into_iter()
-                            .flatten()
-                            .map(Save::Buffer),
-                    );
-                }
-                let stats = match op {
-                    "BatchNormalization" => c,
-                    "InstanceNormalization" => n0 * c,
-                    _ => n0 * node.attrs.int_or("num_groups", 1).ok()?.max(1) as u64,
-                };
-                s.extend(val(x));
-                s.push(stat_bytes(stats));
-            }
-        }
-        "LayerNormalization" => {
-            if out_grad {
-                let f = &flow.facts[x?];
-                let shape = f.shape.as_ref()?;
-                let axis = node
-                    .attrs
-                    .int_or("axis", -1)
-                    .ok()?
-                    .rem_euclid(shape.len().max(1) as i64) as usize;
-                let rows: u64 = shape[..axis]
-                    .iter()
-                    .map(|d| d.as_u64().unwrap_or(0))
-                    .product();
-                s.extend(val(x));
-                s.push(stat_bytes(rows));
-            }
-        }
-        "Relu" | "Sigmoid" | "Tanh" | "Softmax" | "LogSoftmax" | "Exp" | "Sqrt" | "Reciprocal" => {
-            if grad(x) {
-                s.extend(val(y));
-            }
-        }
-        "Clip" | "HardSwish" | "HardSigmoid" | "LeakyRelu" | "Elu" | "Selu" | "Celu" | "Gelu"
-        | "Erf" | "Softplus" | "Mish" | "Log" | "Sin" | "Cos" | "Abs" | "Softsign"
-        | "ThresholdedRelu" | "Shrink" | "PRelu" | "Pow" | "Atan" | "Asin" | "Acos" | "Tan"
-        | "Sinh" | "Cosh" | "LpNormalization" => {
-            if grad(x) {
-                s.extend(val(x));
-            }
-        }
-        "Mul" => {
-            let (a, b) = (node.input(0)?, node.input(1)?);
-            if flow.grad[b] {
-                s.push(Save::Value(a));
-            }
-            if flow.grad[a] {
-                s.push(Save::Value(b));
-            }
-        }
-        "Div" => {
-            let (a, b) = (node.input(0)?, node.input(1)?);
-            if flow.grad[b] {
-                s.push(Save::Value(a));
-                s.push(Save::Value(b));
-            } else if flow.grad[a] {
-                s.push(Save::Value(b));
-            }
-        }
-        "Max" | "Min" => {
-            if out_grad {
-                s.extend(node.inputs.iter().flatten().map(|&v| Save::Value(v)));
-            }
-        }
-        "Where" => {
-            if out_grad {
-                s.extend(val(x));
-            }
-        }
-        "MaxPool" | "GlobalMaxPool" | "ReduceMax" | "ReduceMin" => {
-            if grad(x) {
-                s.extend(val(x));
-                s.push(Save::Own(8 * numel(&flow.facts[y?])));
-            }
-        }
-        "AveragePool" | "LpPool" | "GlobalLpPool" => {
-            if grad(x) {
-                s.extend(val(x));
-            }
-        }
-        "Dropout" => {
-            let ratio = flow.dropout_ratio(node).unwrap_or(0.5);
-            if grad(x) && ratio > 0.0 {
-                let n = numel(&flow.facts[x?]);
-                s.push(match flow.device {
-                    Device::Cuda => Save::Own(n),
-                    Device::Cpu => Save::Own(flow.bytes_as(x?, flow.dtype[x?])),
-                });
-            }
-        }
-        "Gather" => {
-            // an embedding lookup keeps its int64 indices
-            if x.is_some_and(|v| flow.grad[v] && g.values[v].init.is_some()) {
-                s.extend(val(node.input(1)));
-            }
-        }
-        "Pad" => {
-            if grad(x) && flow.pad_mode(node) != "constant" {
-                s.extend(val(x));
-            }
-        }
-        "LSTM" | "GRU" | "RNN" => {
-            // input plus every gate activation of every step (approximate: gates × output size)
-            if out_grad {
-                s.extend(val(x));
-                let gates = match op {
-                    "LSTM" => 5,
-                    "GRU" => 4,
-                    _ => 1,
-                };
-                let yb = flow.bytes_as(y?, flow.dtype[y?]);
-                s.push(Save::Own(gates * yb));
-            }
-        }
-        "TopK" => {
-            if grad(x) {
-                s.extend(val(node.output(1)));
-            }
-        }
-        _ => return None,
+/// What an op's save rule sees: the forward flow, the node and its typed op.
+pub struct SaveCx<'a> {
+    flow: &'a Flow<'a>,
+    pub node: &'a Node,
+    pub op: &'a Op,
+}
+
+impl SaveCx<'_> {
+    /// Whether value `v` requires grad.
+    pub fn grad(&self, v: Option<ValueId>) -> bool {
+        v.is_some_and(|v| self.flow.grad[v])
+    }
+
+    /// Whether some output requires grad.
+    pub fn out_grad(&self) -> bool {
+        self.node
+            .outputs
+            .iter()
+            .flatten()
+            .any(|&o| self.flow.grad[o])
+    }
+
+    pub fn fact(&self, v: ValueId) -> &Fact {
+        &self.flow.facts[v]
+    }
+
+    /// The element type of `v` in training (autocast changes it).
+    pub fn dtype(&self, v: ValueId) -> Option<DType> {
+        self.flow.dtype[v]
+    }
+
+    /// Bytes of `v`'s elements in `dtype`.
+    pub fn bytes_as(&self, v: ValueId, dtype: Option<DType>) -> u64 {
+        self.flow.bytes_as(v, dtype)
+    }
+
+    pub fn device(&self) -> Device {
+        self.flow.device
+    }
+
+    /// Whether `v` is a stored tensor or computed from stored tensors only.
+    pub fn stored(&self, v: ValueId) -> bool {
+        self.flow.is_stored(v)
+    }
+
+    pub fn is_initializer(&self, v: ValueId) -> bool {
+        self.flow.graph.values[v].init.is_some()
+    }
+}
+
+/// The signature of an op's save rule; `None` means "cannot say" (a shape is unknown).
+pub type SaveFn = fn(&SaveCx) -> Option<Vec<Save>>;
+
+/// Saves nothing (views, concatenation, additions, constant padding...).
+pub fn nothing(_: &SaveCx) -> Option<Vec<Save>> {
+    Some(Vec::new())
+}
+
+/// Activations whose backward needs their input (ReLU6, Hardswish, GELU, LeakyReLU, log, sin...).
+pub fn input_if_grad(cx: &SaveCx) -> Option<Vec<Save>> {
+    let x = cx.node.input(0);
+    Some(if cx.grad(x) {
+        x.map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// Activations whose backward needs their output (ReLU, sigmoid, tanh, softmax, exp, sqrt).
+pub fn output_if_grad(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.grad(cx.node.input(0)) {
+        cx.node.output(0).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// Matrix products save each operand the other one needs for its gradient.
+pub fn operands(cx: &SaveCx) -> Option<Vec<Save>> {
+    let (a, b) = (cx.node.input(0)?, cx.node.input(1)?);
+    let mut s = Vec::new();
+    if cx.flow.grad[b] {
+        s.push(operand(cx.flow, a));
+    }
+    if cx.flow.grad[a] {
+        s.push(operand(cx.flow, b));
     }
     Some(s)
+}
+
+/// `a * b` saves the operand the other's gradient needs.
+pub fn mul(cx: &SaveCx) -> Option<Vec<Save>> {
+    let (a, b) = (cx.node.input(0)?, cx.node.input(1)?);
+    let mut s = Vec::new();
+    if cx.flow.grad[b] {
+        s.push(Save::Value(a));
+    }
+    if cx.flow.grad[a] {
+        s.push(Save::Value(b));
+    }
+    Some(s)
+}
+
+/// `a / b` saves the divisor, and the dividend too when the divisor needs a gradient.
+pub fn div(cx: &SaveCx) -> Option<Vec<Save>> {
+    let (a, b) = (cx.node.input(0)?, cx.node.input(1)?);
+    Some(if cx.flow.grad[b] {
+        vec![Save::Value(a), Save::Value(b)]
+    } else if cx.flow.grad[a] {
+        vec![Save::Value(b)]
+    } else {
+        Vec::new()
+    })
+}
+
+/// `Max` and `Min` keep every input to route the gradient.
+pub fn all_inputs(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        cx.node
+            .inputs
+            .iter()
+            .flatten()
+            .map(|&v| Save::Value(v))
+            .collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// `Where` keeps its condition.
+pub fn condition(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        cx.node.input(0).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// Max pooling and max/min reductions keep their input and int64 indices of the output's size.
+pub fn input_and_indices(cx: &SaveCx) -> Option<Vec<Save>> {
+    let x = cx.node.input(0);
+    if !cx.grad(x) {
+        return Some(Vec::new());
+    }
+    let y = cx.node.output(0)?;
+    let mut s: Vec<Save> = x.map(Save::Value).into_iter().collect();
+    s.push(Save::Own(numel(cx.fact(y)).saturating_mul(8)));
+    Some(s)
+}
+
+/// Dropout with p > 0 keeps a full-size tensor: a bool mask on CUDA, the scaled noise in the
+/// input's dtype on CPU.
+pub fn dropout(cx: &SaveCx) -> Option<Vec<Save>> {
+    let ratio = cx.flow.dropout_ratio(cx.node, cx.op).unwrap_or(0.5);
+    let x = cx.node.input(0);
+    if !cx.grad(x) || ratio <= 0.0 {
+        return Some(Vec::new());
+    }
+    let x = x?;
+    Some(vec![match cx.device() {
+        Device::Cuda => Save::Own(numel(cx.fact(x))),
+        Device::Cpu => Save::Own(cx.bytes_as(x, cx.dtype(x))),
+    }])
+}
+
+/// An embedding lookup (a `Gather` from a trainable table) keeps its int64 indices.
+pub fn embedding_indices(cx: &SaveCx) -> Option<Vec<Save>> {
+    let table = cx.node.input(0);
+    Some(
+        if table.is_some_and(|v| cx.flow.grad[v] && cx.is_initializer(v)) {
+            cx.node.input(1).map(Save::Value).into_iter().collect()
+        } else {
+            Vec::new()
+        },
+    )
 }
 
 /// What a matrix product keeps of operand `v`: the operand itself (a strided 2-D view is used as
@@ -874,14 +846,21 @@ fn operand(flow: &Flow, v: ValueId) -> Save {
 }
 
 /// Computes the saved tensors of one training forward pass.
-pub fn saved_tensors(graph: &Graph, facts: &[Fact], precision: Precision, device: Device) -> Saved {
-    let mut flow = Flow::new(graph, facts, precision, device, HashSet::new());
+pub fn saved_tensors(
+    graph: &Graph,
+    facts: &[Fact],
+    ops: &[Op],
+    precision: Precision,
+    device: Device,
+) -> Saved {
+    let mut flow = Flow::new(graph, facts, ops, precision, device, HashSet::new());
     let mut patterns = match_patterns(&flow);
     if !patterns.attention_outputs.is_empty() {
         // the layout of attention outputs changes which later reshapes are views: flow again
         flow = Flow::new(
             graph,
             facts,
+            ops,
             precision,
             device,
             patterns.attention_outputs.clone(),
@@ -898,20 +877,24 @@ pub fn saved_tensors(graph: &Graph, facts: &[Fact], precision: Precision, device
         if patterns.absorbed.contains(&n) {
             continue;
         }
-        let saves = match patterns.replace.get(&n) {
-            Some(s) => Some(s.iter().map(clone_save).collect()),
-            None => rule(&flow, node),
-        };
-        let Some(saves) = saves else {
-            if super::ops::lookup(node).is_none() && node.op_type != "Constant" {
-                out.unmodelled.push(n);
-            }
+        let op = &ops[n];
+        let Some(def) = op.def() else {
+            out.unmodelled.push(n);
             continue;
         };
-        let lowered = precision.is_autocast() && LOWERED.contains(&node.op_type.as_str());
+        let saves = match patterns.replace.get(&n) {
+            Some(s) => Some(s.clone()),
+            None => (def.saves)(&SaveCx {
+                flow: &flow,
+                node,
+                op,
+            }),
+        };
+        let Some(saves) = saves else { continue };
+        let lowered = precision.is_autocast() && def.autocast == Autocast::Lower;
         let fp32_on_cuda = precision.is_autocast()
             && device == Device::Cuda
-            && CUDA_FP32.contains(&node.op_type.as_str());
+            && def.autocast == Autocast::Fp32OnCuda;
         let mut own = 0u8;
         for save in saves {
             let (key, bytes) = match save {
@@ -970,14 +953,14 @@ pub fn saved_tensors(graph: &Graph, facts: &[Fact], precision: Precision, device
             out.total += bytes;
         }
         // autocast's half copies of conv/linear weights, cached once per weight
-        if precision.is_autocast() && LOWERED.contains(&node.op_type.as_str()) {
+        if lowered {
             for (slot, w) in node.inputs.iter().enumerate() {
                 let Some(w) = *w else { continue };
                 let is_weight = graph.values[w].init.is_some()
                     && flow.grad[w]
                     && flow.facts[w].rank().unwrap_or(0) >= 2;
-                let needed = match node.op_type.as_str() {
-                    "Conv" | "ConvTranspose" => slot == 1,
+                let needed = match op {
+                    Op::Conv(_) | Op::ConvTranspose(_) => slot == 1,
                     _ => node
                         .inputs
                         .iter()
@@ -995,13 +978,4 @@ pub fn saved_tensors(graph: &Graph, facts: &[Fact], precision: Precision, device
         }
     }
     out
-}
-
-fn clone_save(s: &Save) -> Save {
-    match s {
-        Save::Value(v) => Save::Value(*v),
-        Save::CopyOf(v, d) => Save::CopyOf(*v, *d),
-        Save::Own(b) => Save::Own(*b),
-        Save::Buffer(v) => Save::Buffer(*v),
-    }
 }

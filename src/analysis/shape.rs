@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::fact::Fact;
-use super::ops::{self, InferError, OpCx};
+use super::ops::{self, InferError, Op, OpCx};
 use crate::error::{Error, Result};
 use crate::ir::{shape_to_string, Dim, Graph, Model, NodeId, TypeDecl};
 
@@ -21,6 +21,8 @@ pub struct Bindings {
 /// The outcome of shape inference on the main graph.
 #[derive(Clone, Debug)]
 pub struct Inference {
+    /// Every node's op with its typed attributes, parsed once.
+    pub ops: Vec<Op>,
     /// Facts per value of the main graph.
     pub facts: Vec<Fact>,
     /// MACs per node: zero for ops that are not counted, `None` when not computable (unknown
@@ -308,24 +310,28 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
             facts[v] = f;
         }
     }
+    let op_list = ops::parse_graph(graph, opset);
     let mut macs = vec![None; graph.nodes.len()];
     let mut opaque = Vec::new();
     let mut invalid = Vec::new();
     let mut mismatches = Vec::new();
     for (n, node) in graph.nodes.iter().enumerate() {
         let inputs: Vec<Option<&Fact>> = node.inputs.iter().map(|v| v.map(|v| &facts[v])).collect();
+        let op = &op_list[n];
         let cx = OpCx {
             node,
+            op,
             inputs,
             opset,
         };
-        let (outs, cost) = match ops::lookup(node) {
-            Some(def) => match (def.infer)(&cx) {
+        let (outs, cost) = match (op, op.def()) {
+            (Op::Malformed(m), _) => {
+                invalid.push((n, m.clone()));
+                (Vec::new(), None)
+            }
+            (_, Some(def)) => match (def.infer)(&cx) {
                 Ok(outs) => {
-                    let cost = match def.macs {
-                        Some(f) => f(&cx, &outs),
-                        None => Some(Dim::ZERO),
-                    };
+                    let cost = (def.macs)(&cx, &outs);
                     (outs, cost)
                 }
                 Err(InferError::Unknown) => (Vec::new(), None),
@@ -334,7 +340,7 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
                     (Vec::new(), None)
                 }
             },
-            None => {
+            (_, None) => {
                 opaque.push(n);
                 (Vec::new(), None)
             }
@@ -353,6 +359,7 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
         }
     }
     Ok(Inference {
+        ops: op_list,
         facts,
         macs,
         opaque,

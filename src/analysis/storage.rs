@@ -6,6 +6,7 @@
 //! unless it feeds a BatchNorm's mean or variance (a buffer) or only feeds inputs that are never
 //! weights (a reshape target, resize scales, clip bounds...). Everything else is a constant.
 
+use super::ops::{lookup, SlotRole};
 use crate::ir::{DType, Graph, ValueId};
 
 /// The role of a stored tensor.
@@ -16,27 +17,10 @@ pub enum Role {
     Constant,
 }
 
-/// Input slots that hold configuration, never weights.
-pub fn is_config_slot(op: &str, slot: usize) -> bool {
-    match op {
-        "Reshape" | "Expand" | "Tile" | "Squeeze" | "Unsqueeze" | "Split" | "TopK" | "CastLike" => {
-            slot >= 1
-        }
-        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
-        | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare" => slot >= 1,
-        "Slice" | "Pad" | "Resize" | "Upsample" | "Clip" | "Dropout" | "OneHot" | "Trilu"
-        | "CumSum" => slot >= 1,
-        "ConstantOfShape" | "Range" | "Shape" | "Size" => true,
-        "Gather" | "GatherElements" | "GatherND" | "ScatterND" | "ScatterElements" => slot == 1,
-        "Where" => slot == 0,
-        "QuantizeLinear" | "DequantizeLinear" => slot >= 1,
-        _ => false,
-    }
-}
-
-/// BatchNormalization's running statistics (inputs 3 and 4).
-fn is_buffer_slot(op: &str, slot: usize) -> bool {
-    op == "BatchNormalization" && (slot == 3 || slot == 4)
+/// The role the registry gives input `slot` of a node (unknown ops: data).
+fn slot_role(graph: &Graph, node: usize, slot: usize) -> SlotRole {
+    let n = &graph.nodes[node];
+    lookup(&n.domain, &n.op_type).map_or(SlotRole::Data, |d| d.slots.role(slot))
 }
 
 /// Classifies the stored tensor (initializer or `Constant` output) of value `id`, of the given
@@ -45,7 +29,7 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     let uses = &graph.values[id].consumers;
     if uses
         .iter()
-        .any(|&(n, slot)| is_buffer_slot(&graph.nodes[n].op_type, slot))
+        .any(|&(n, slot)| slot_role(graph, n, slot) == SlotRole::Buffer)
     {
         return Role::Buffer;
     }
@@ -55,7 +39,7 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     if !uses.is_empty()
         && uses
             .iter()
-            .all(|&(n, slot)| is_config_slot(&graph.nodes[n].op_type, slot))
+            .all(|&(n, slot)| slot_role(graph, n, slot) == SlotRole::Config)
     {
         return Role::Constant;
     }

@@ -25,6 +25,7 @@
 
 use super::fact::Fact;
 use super::saved::{self, Device, Precision, Saved};
+use super::shape::Inference;
 use super::storage::{self, Role};
 use crate::ir::{Dim, Graph, NodeId, ValueId};
 
@@ -414,23 +415,19 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) ->
     elems * elem
 }
 
-/// Estimates one training step.
-pub fn estimate(
-    graph: &Graph,
-    facts: &[Fact],
-    macs: &[Option<Dim>],
-    batch: Option<u64>,
-    cfg: &TrainConfig,
-) -> Training {
+/// Estimates one training step from a shape inference at the micro-batch.
+pub fn estimate(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Training {
+    let (facts, batch) = (&inf.facts[..], inf.batch);
     let mut notes = Vec::new();
-    let saved = saved::saved_tensors(graph, facts, cfg.precision, cfg.device);
+    let saved = saved::saved_tensors(graph, facts, &inf.ops, cfg.precision, cfg.device);
     if !saved.unmodelled.is_empty() {
         notes.push(format!(
             "{} nodes of unknown ops: what they save for backward is not counted",
             saved.unmodelled.len()
         ));
     }
-    let macs: Vec<u64> = macs
+    let macs: Vec<u64> = inf
+        .macs
         .iter()
         .map(|m| m.as_ref().and_then(Dim::as_u64).unwrap_or(0))
         .collect();

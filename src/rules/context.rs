@@ -4,8 +4,9 @@
 use std::sync::OnceLock;
 
 use crate::analysis::fact::Fact;
+use crate::analysis::ops::Op;
 use crate::analysis::training::{self, TrainConfig, Training};
-use crate::analysis::{self, Bindings, MemReport};
+use crate::analysis::{self, Bindings, Inference, MemReport};
 use crate::error::Result;
 use crate::ir::{Graph, Model, Node, NodeId, ValueId};
 
@@ -23,6 +24,8 @@ pub struct LintContext<'a> {
     pub model: &'a Model,
     pub settings: &'a Settings,
     pub report: MemReport,
+    /// Shapes, typed ops and MACs at the configured batch.
+    pub inf: Inference,
     pub facts: Vec<Fact>,
     pub macs: Vec<u64>,
     /// Why memory estimates cannot be made (input dimensions left unbound), if so.
@@ -47,7 +50,8 @@ impl<'a> LintContext<'a> {
             model,
             settings,
             report,
-            facts: inf.facts,
+            facts: inf.facts.clone(),
+            inf,
             macs,
             unbound,
             training: OnceLock::new(),
@@ -60,20 +64,13 @@ impl<'a> LintContext<'a> {
 
     /// The training estimate at the configured batch and plan.
     pub fn training(&self) -> &Training {
-        self.training.get_or_init(|| {
-            let macs: Vec<Option<crate::ir::Dim>> = self
-                .macs
-                .iter()
-                .map(|&m| Some(crate::ir::Dim::known(m as i64)))
-                .collect();
-            training::estimate(
-                self.graph(),
-                &self.facts,
-                &macs,
-                self.report.batch,
-                &self.settings.train,
-            )
-        })
+        self.training
+            .get_or_init(|| training::estimate(self.graph(), &self.inf, &self.settings.train))
+    }
+
+    /// The typed op of node `n`.
+    pub fn op(&self, n: NodeId) -> &Op {
+        &self.inf.ops[n]
     }
 
     /// A value's shape as numbers, if fully known.

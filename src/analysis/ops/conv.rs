@@ -1,24 +1,105 @@
-//! Convolutions: `Conv` and `ConvTranspose`, and the spatial arithmetic pooling shares.
+//! Convolutions: `Conv` and `ConvTranspose`, and the window arithmetic pooling shares. The window
+//! ([`Window`]) is the one description of kernel, strides, dilations and padding: shape inference,
+//! the checker's kernels and the rewrites all size outputs and pads with it.
 //!
 //! MACs: a `Conv` output element costs `C_in/group × k₁×…×kₙ` multiply-accumulates, so the total is
 //! `numel(Y) × W[1] × prod(kernel)`. A `ConvTranspose` input element scatters into
 //! `C_out/group × prod(kernel)` outputs: `numel(X) × W[1] × prod(kernel)`.
+//!
+//! Backward: a convolution saves its input (and its weight, a parameter) when its output needs a
+//! gradient, whether or not the input does.
 
-use super::{invalid, ovf, InferError, InferResult, OpCx};
+use super::{attrs, invalid, ovf, AttrReader, FromAttrs, InferError, InferResult, Op, OpCx};
 use crate::analysis::fact::Fact;
-use crate::ir::Dim;
+use crate::analysis::saved::{Save, SaveCx};
+use crate::ir::{Attrs, Dim};
 
-/// How spatial padding is chosen (`auto_pad`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum AutoPad {
-    NotSet,
-    SameUpper,
-    SameLower,
-    Valid,
+crate::named_enum! {
+    /// How spatial padding is chosen (`auto_pad`).
+    pub enum AutoPad {
+        /// Explicit `pads`.
+        NotSet = "NOTSET",
+        /// Pad so that the output is `ceil(input / stride)`, the extra cell at the end.
+        SameUpper = "SAME_UPPER",
+        /// The same, the extra cell at the beginning.
+        SameLower = "SAME_LOWER",
+        /// No padding.
+        Valid = "VALID",
+    }
 }
 
-/// Window parameters of a conv or pool over `n` spatial axes.
-pub(crate) struct Window {
+/// The window attributes of a conv or pool as the node states them (lists may be absent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowAttrs {
+    pub kernel_shape: Option<Vec<i64>>,
+    pub strides: Option<Vec<i64>>,
+    pub dilations: Option<Vec<i64>>,
+    /// Begin pads then end pads.
+    pub pads: Option<Vec<i64>>,
+    pub auto_pad: AutoPad,
+    pub ceil_mode: bool,
+}
+
+impl FromAttrs for WindowAttrs {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let auto_pad = match r.string("auto_pad")?.as_deref() {
+            None | Some("") => AutoPad::NotSet,
+            Some(s) => s
+                .parse()
+                .map_err(|_| format!("attribute 'auto_pad': unknown value '{s}'"))?,
+        };
+        Ok(WindowAttrs {
+            kernel_shape: r.ints("kernel_shape")?,
+            strides: r.ints("strides")?,
+            dilations: r.ints("dilations")?,
+            pads: r.ints("pads")?,
+            auto_pad,
+            ceil_mode: r.flag("ceil_mode", false)?,
+        })
+    }
+}
+
+impl WindowAttrs {
+    /// The window over `kernel.len()` spatial axes, with defaults filled in and values checked.
+    pub fn window(&self, kernel: Vec<i64>) -> Result<Window, String> {
+        let n = kernel.len();
+        let list = |name: &str, v: &Option<Vec<i64>>, default: i64, len: usize| match v {
+            None => Ok(vec![default; len]),
+            Some(v) if v.len() == len => Ok(v.clone()),
+            Some(v) => Err(format!(
+                "attribute '{name}' has {} values, expected {len}",
+                v.len()
+            )),
+        };
+        let strides = list("strides", &self.strides, 1, n)?;
+        let dilations = list("dilations", &self.dilations, 1, n)?;
+        let pads = list("pads", &self.pads, 0, 2 * n)?;
+        if let Some(bad) = strides.iter().chain(&dilations).find(|&&v| v < 1) {
+            return Err(format!(
+                "strides and dilations must be positive, found {bad}"
+            ));
+        }
+        if let Some(bad) = pads.iter().find(|&&v| v < 0) {
+            return Err(format!("pads must not be negative, found {bad}"));
+        }
+        if let Some(bad) = kernel.iter().find(|&&v| v < 1) {
+            return Err(format!("kernel sizes must be positive, found {bad}"));
+        }
+        Ok(Window {
+            kernel,
+            strides,
+            dilations,
+            pads,
+            auto_pad: self.auto_pad,
+            ceil_mode: self.ceil_mode,
+        })
+    }
+}
+
+/// A resolved window over `n` spatial axes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
     pub kernel: Vec<i64>,
     pub strides: Vec<i64>,
     pub dilations: Vec<i64>,
@@ -28,59 +109,30 @@ pub(crate) struct Window {
     pub ceil_mode: bool,
 }
 
+/// One spatial axis of a window applied to an input of known size: the output size and the
+/// padding actually used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisPlan {
+    pub out: u64,
+    pub begin: u64,
+    pub end: u64,
+    /// Extra end padding `ceil_mode`'s last window reaches into; never counted as input.
+    pub overhang: u64,
+}
+
 impl Window {
-    /// Reads `strides`, `dilations`, `pads`, `auto_pad`, `ceil_mode` for a given kernel.
-    pub fn from_attrs(cx: &OpCx, kernel: Vec<i64>) -> InferResult<Window> {
-        let n = kernel.len();
-        let list = |name: &str, default: i64, len: usize| -> InferResult<Vec<i64>> {
-            match cx.attr_ints(name)? {
-                None => Ok(vec![default; len]),
-                Some(v) if v.len() == len => Ok(v.to_vec()),
-                Some(v) => invalid(format!(
-                    "attribute '{name}' has {} values, expected {len}",
-                    v.len()
-                )),
-            }
-        };
-        let strides = list("strides", 1, n)?;
-        let dilations = list("dilations", 1, n)?;
-        let pads = list("pads", 0, 2 * n)?;
-        if let Some(bad) = strides.iter().chain(&dilations).find(|&&v| v < 1) {
-            return invalid(format!(
-                "strides and dilations must be positive, found {bad}"
-            ));
-        }
-        if let Some(bad) = pads.iter().find(|&&v| v < 0) {
-            return invalid(format!("pads must not be negative, found {bad}"));
-        }
-        if let Some(bad) = kernel.iter().find(|&&v| v < 1) {
-            return invalid(format!("kernel sizes must be positive, found {bad}"));
-        }
-        let auto_pad = match cx.attr_string("auto_pad")?.as_deref() {
-            None | Some("NOTSET") | Some("") => AutoPad::NotSet,
-            Some("SAME_UPPER") => AutoPad::SameUpper,
-            Some("SAME_LOWER") => AutoPad::SameLower,
-            Some("VALID") => AutoPad::Valid,
-            Some(other) => return invalid(format!("unknown auto_pad '{other}'")),
-        };
-        Ok(Window {
-            kernel,
-            strides,
-            dilations,
-            pads,
-            auto_pad,
-            ceil_mode: cx.attr_int("ceil_mode", 0)? != 0,
-        })
+    /// The extent `(k - 1)·d + 1` of the kernel on axis `i`.
+    fn extent(&self, i: usize) -> Option<i64> {
+        (self.kernel[i] - 1)
+            .checked_mul(self.dilations[i])?
+            .checked_add(1)
     }
 
-    /// Output size along spatial axis `i` for an input of size `input`.
+    /// Output size along spatial axis `i` for an input of size `input`, symbolic or known.
     pub fn out_dim(&self, i: usize, input: &Dim) -> InferResult<Dim> {
         let n = self.kernel.len();
-        let (k, s, d) = (self.kernel[i], self.strides[i], self.dilations[i]);
-        let extent = ovf(
-            (k - 1).checked_mul(d).and_then(|v| v.checked_add(1)),
-            "kernel extent",
-        )?;
+        let s = self.strides[i];
+        let extent = ovf(self.extent(i), "kernel extent")?;
         let out = match self.auto_pad {
             AutoPad::SameUpper | AutoPad::SameLower => ovf(input.ceil_div(s), "output size")?,
             AutoPad::Valid | AutoPad::NotSet => {
@@ -111,7 +163,7 @@ impl Window {
                 // ceil_mode: the last window must start inside the input or the begin padding
                 if self.ceil_mode {
                     if let (Some(o), Some(inp)) = (out.as_i64(), input.as_i64()) {
-                        if (o - 1) * s >= inp + self.pads[i] {
+                        if (o - 1).saturating_mul(s) >= inp.saturating_add(self.pads[i]) {
                             out = Dim::known(o - 1);
                         }
                     }
@@ -120,6 +172,126 @@ impl Window {
             }
         };
         Ok(out)
+    }
+
+    /// The output size and the padding of spatial axis `i` for an input of known size: what a
+    /// kernel computing the window needs (SAME padding is resolved here).
+    pub fn plan(&self, i: usize, input: u64) -> Result<AxisPlan, String> {
+        let n = self.kernel.len();
+        if input == 0 {
+            return Err(format!("spatial axis {i} is empty"));
+        }
+        let out = self
+            .out_dim(
+                i,
+                &Dim::known(i64::try_from(input).map_err(|_| "input too large")?),
+            )
+            .map_err(|e| match e {
+                InferError::Invalid(m) => m,
+                InferError::Unknown => "the output size is unknown".into(),
+            })?
+            .as_u64()
+            .ok_or("the output size is unknown")?;
+        let ovf = || format!("window arithmetic overflows on spatial axis {i}");
+        let s = self.strides[i] as u64;
+        let extent = self.extent(i).ok_or_else(ovf)? as u64;
+        let (begin, end) = match self.auto_pad {
+            AutoPad::NotSet => (self.pads[i] as u64, self.pads[i + n] as u64),
+            AutoPad::Valid => (0, 0),
+            AutoPad::SameUpper | AutoPad::SameLower => {
+                let total = out
+                    .saturating_sub(1)
+                    .checked_mul(s)
+                    .and_then(|v| v.checked_add(extent))
+                    .ok_or_else(ovf)?
+                    .saturating_sub(input);
+                if self.auto_pad == AutoPad::SameUpper {
+                    (total / 2, total - total / 2)
+                } else {
+                    (total - total / 2, total / 2)
+                }
+            }
+        };
+        let padded = input
+            .checked_add(begin)
+            .and_then(|v| v.checked_add(end))
+            .ok_or_else(ovf)?;
+        let needed = out
+            .saturating_sub(1)
+            .checked_mul(s)
+            .and_then(|v| v.checked_add(extent))
+            .ok_or_else(ovf)?;
+        Ok(AxisPlan {
+            out,
+            begin,
+            end,
+            overhang: needed.saturating_sub(padded),
+        })
+    }
+}
+
+/// `Conv`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv {
+    pub window: WindowAttrs,
+    pub group: i64,
+}
+
+impl FromAttrs for Conv {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
+        let group = AttrReader(a).int("group", 1)?;
+        if group < 1 {
+            return Err(format!("attribute 'group' must be positive, found {group}"));
+        }
+        Ok(Conv {
+            window: WindowAttrs::from_attrs(a, opset)?,
+            group,
+        })
+    }
+}
+
+impl Conv {
+    /// The kernel: `kernel_shape`, else the weight's spatial dims.
+    pub fn kernel(&self, w: &[Dim]) -> InferResult<Vec<i64>> {
+        if let Some(k) = &self.window.kernel_shape {
+            if k.len() + 2 != w.len() {
+                return invalid(format!(
+                    "attribute 'kernel_shape' has {} values for a rank-{} weight",
+                    k.len(),
+                    w.len()
+                ));
+            }
+            return Ok(k.clone());
+        }
+        w.get(2..)
+            .unwrap_or_default()
+            .iter()
+            .map(|d| d.as_i64().ok_or(InferError::Unknown))
+            .collect()
+    }
+
+    /// The window for a weight of this shape.
+    pub fn window(&self, w: &[Dim]) -> InferResult<Window> {
+        Ok(self.window.window(self.kernel(w)?)?)
+    }
+}
+
+/// `ConvTranspose`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvTranspose {
+    pub conv: Conv,
+    pub output_padding: Option<Vec<i64>>,
+    pub output_shape: Option<Vec<i64>>,
+}
+
+impl FromAttrs for ConvTranspose {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(ConvTranspose {
+            conv: Conv::from_attrs(a, opset)?,
+            output_padding: r.ints("output_padding")?,
+            output_shape: r.ints("output_shape")?,
+        })
     }
 }
 
@@ -139,35 +311,16 @@ fn rank_check(x: &[Dim], w_rank: usize) -> InferResult<()> {
     Ok(())
 }
 
-fn kernel_of(cx: &OpCx, w: &[Dim]) -> InferResult<Vec<i64>> {
-    if let Some(k) = cx.attr_ints("kernel_shape")? {
-        if k.len() + 2 != w.len() {
-            return invalid(format!(
-                "attribute 'kernel_shape' has {} values for a rank-{} weight",
-                k.len(),
-                w.len()
-            ));
-        }
-        return Ok(k.to_vec());
-    }
-    w[2..]
-        .iter()
-        .map(|d| d.as_i64().ok_or(InferError::Unknown))
-        .collect()
-}
-
 pub fn conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let c = attrs!(cx, Conv);
     let x = cx.shape(0)?;
     let w = cx.shape(1)?;
     rank_check(x, w.len())?;
-    let group = cx.attr_int("group", 1)?;
-    if group < 1 {
-        return invalid(format!("attribute 'group' must be positive, found {group}"));
-    }
-    if let (Some(c), Some(wc)) = (x[1].as_i64(), w[1].as_i64()) {
-        if wc.checked_mul(group) != Some(c) {
+    let group = c.group;
+    if let (Some(ch), Some(wc)) = (x[1].as_i64(), w[1].as_i64()) {
+        if wc.checked_mul(group) != Some(ch) {
             return invalid(format!(
-                "input has {c} channels but the weight expects {wc} x group {group}"
+                "input has {ch} channels but the weight expects {wc} x group {group}"
             ));
         }
     }
@@ -178,7 +331,7 @@ pub fn conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
             ));
         }
     }
-    let win = Window::from_attrs(cx, kernel_of(cx, w)?)?;
+    let win = c.window(w)?;
     let mut out = vec![x[0].clone(), w[0].clone()];
     for (i, d) in x[2..].iter().enumerate() {
         out.push(win.out_dim(i, d)?);
@@ -189,17 +342,15 @@ pub fn conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn conv_macs(cx: &OpCx, out: &[Fact]) -> Option<Dim> {
     let w = cx.shape(1).ok()?;
     let y = out.first()?.numel()?;
-    y.checked_mul(&Dim::product(&w[1..])?)
+    y.checked_mul(&Dim::product(w.get(1..)?)?)
 }
 
 pub fn conv_transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let ct = attrs!(cx, ConvTranspose);
     let x = cx.shape(0)?;
     let w = cx.shape(1)?;
     rank_check(x, w.len())?;
-    let group = cx.attr_int("group", 1)?;
-    if group < 1 {
-        return invalid(format!("attribute 'group' must be positive, found {group}"));
-    }
+    let group = ct.conv.group;
     if let (Some(c), Some(wc)) = (x[1].as_i64(), w[0].as_i64()) {
         if c != wc {
             return invalid(format!(
@@ -208,10 +359,9 @@ pub fn conv_transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
         }
     }
     let n = x.len() - 2;
-    let kernel = kernel_of(cx, w)?;
-    let win = Window::from_attrs(cx, kernel)?;
-    let out_pad = match cx.attr_ints("output_padding")? {
-        Some(v) if v.len() == n => v.to_vec(),
+    let win = ct.conv.window(w)?;
+    let out_pad = match &ct.output_padding {
+        Some(v) if v.len() == n => v.clone(),
         Some(v) => {
             return invalid(format!(
                 "attribute 'output_padding' has {} values, expected {n}",
@@ -222,9 +372,9 @@ pub fn conv_transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
     };
     let m = ovf(w[1].checked_mul(&Dim::known(group)), "output channels")?;
     let mut out = vec![x[0].clone(), m];
-    if let Some(shape) = cx.attr_ints("output_shape")? {
+    if let Some(shape) = &ct.output_shape {
         let spatial = match shape.len() {
-            l if l == n => shape,
+            l if l == n => &shape[..],
             l if l == n + 2 => &shape[2..],
             l => {
                 return invalid(format!(
@@ -238,20 +388,26 @@ pub fn conv_transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
     for (i, d) in x[2..].iter().enumerate() {
         let s = win.strides[i];
         let dim = match win.auto_pad {
-            super::conv::AutoPad::SameUpper | super::conv::AutoPad::SameLower => {
+            AutoPad::SameUpper | AutoPad::SameLower => {
                 ovf(d.checked_mul(&Dim::known(s)), "output size")?
             }
             _ => {
-                let extent = (win.kernel[i] - 1) * win.dilations[i] + 1;
+                let extent = ovf(win.extent(i), "kernel extent")?;
                 let pads = if win.auto_pad == AutoPad::Valid {
                     0
                 } else {
-                    win.pads[i] + win.pads[i + n]
+                    ovf(win.pads[i].checked_add(win.pads[i + n]), "pads")?
                 };
+                let tail = ovf(
+                    out_pad[i]
+                        .checked_add(extent)
+                        .and_then(|v| v.checked_sub(pads)),
+                    "output size",
+                )?;
                 ovf(
                     d.checked_sub(&Dim::known(1))
                         .and_then(|v| v.checked_mul(&Dim::known(s)))
-                        .and_then(|v| v.checked_add(&Dim::known(out_pad[i] + extent - pads))),
+                        .and_then(|v| v.checked_add(&Dim::known(tail))),
                     "output size",
                 )?
             }
@@ -271,5 +427,84 @@ pub fn conv_transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn conv_transpose_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
     let x = cx.input(0).ok()?.numel()?;
     let w = cx.shape(1).ok()?;
-    x.checked_mul(&Dim::product(&w[1..])?)
+    x.checked_mul(&Dim::product(w.get(1..)?)?)
+}
+
+pub fn saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        cx.node.input(0).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// The conv attributes of an op, if it is a convolution.
+pub fn conv_of(op: &Op) -> Option<&Conv> {
+    match op {
+        Op::Conv(c) => Some(c),
+        Op::ConvTranspose(t) => Some(&t.conv),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(auto_pad: AutoPad, pads: Vec<i64>, ceil_mode: bool) -> Window {
+        WindowAttrs {
+            kernel_shape: None,
+            strides: Some(vec![2]),
+            dilations: None,
+            pads: Some(pads),
+            auto_pad,
+            ceil_mode,
+        }
+        .window(vec![3])
+        .unwrap()
+    }
+
+    #[test]
+    fn one_geometry_for_symbolic_and_known_sizes() {
+        let w = window(AutoPad::NotSet, vec![1, 1], false);
+        // floor((7 + 2 - 3) / 2) + 1 = 4
+        assert_eq!(w.out_dim(0, &Dim::known(7)).unwrap(), Dim::known(4));
+        assert_eq!(
+            w.plan(0, 7).unwrap(),
+            AxisPlan {
+                out: 4,
+                begin: 1,
+                end: 1,
+                overhang: 0
+            }
+        );
+        // a symbolic input stays symbolic: floor((H + 2 - 3) / 2) + 1
+        let sym = w.out_dim(0, &Dim::sym("H")).unwrap();
+        assert_eq!(sym.to_string(), "floor((H - 1)/2) + 1");
+    }
+
+    #[test]
+    fn same_padding_is_resolved_for_the_kernels() {
+        // ceil(8 / 2) = 4 outputs need (4 - 1) * 2 + 3 = 9 cells: one pad, at the end (upper)
+        let up = window(AutoPad::SameUpper, vec![0, 0], false);
+        assert_eq!(
+            up.plan(0, 8).unwrap(),
+            AxisPlan {
+                out: 4,
+                begin: 0,
+                end: 1,
+                overhang: 0
+            }
+        );
+        let low = window(AutoPad::SameLower, vec![0, 0], false);
+        assert_eq!(low.plan(0, 8).unwrap().begin, 1);
+    }
+
+    #[test]
+    fn ceil_mode_overhangs() {
+        // 6 cells, no pads: ceil((6 - 3) / 2) + 1 = 3 windows, the last one reaching cell 7
+        let w = window(AutoPad::NotSet, vec![0, 0], true);
+        let p = w.plan(0, 6).unwrap();
+        assert_eq!((p.out, p.overhang), (3, 1));
+    }
 }

@@ -2,9 +2,180 @@
 //! multiply-accumulates in nnlint's count (they are bandwidth-bound); arithmetic on small integer
 //! tensors is folded so that shape computations resolve.
 
-use super::{broadcast, invalid, same_as_input, InferError, InferResult, OpCx};
+use super::{
+    attrs, broadcast, invalid, same_as_input, AttrReader, FromAttrs, InferError, InferResult, Op,
+    OpCx,
+};
 use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
-use crate::ir::{DType, Dim};
+use crate::ir::{Attrs, DType, Dim};
+
+/// `Cast`'s target type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cast {
+    pub to: DType,
+}
+
+impl FromAttrs for Cast {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Cast {
+            to: AttrReader(a)
+                .dtype("to")?
+                .ok_or("attribute 'to' is required")?,
+        })
+    }
+}
+
+/// `Clip`'s bounds as attributes (before opset 11 made them inputs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Clip {
+    pub min: Option<f32>,
+    pub max: Option<f32>,
+}
+
+impl FromAttrs for Clip {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Clip {
+            min: r.float_opt("min")?,
+            max: r.float_opt("max")?,
+        })
+    }
+}
+
+/// `Dropout`'s ratio as an attribute (before opset 12 made it an input).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dropout {
+    pub ratio: Option<f32>,
+}
+
+impl FromAttrs for Dropout {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Dropout {
+            ratio: AttrReader(a).float_opt("ratio")?,
+        })
+    }
+}
+
+crate::named_enum! {
+    /// `Gelu`'s approximation.
+    pub enum GeluApproximation {
+        /// The exact form with `erf`.
+        None = "none",
+        /// The tanh approximation.
+        Tanh = "tanh",
+    }
+}
+
+/// `Gelu`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gelu {
+    pub approximate: GeluApproximation,
+}
+
+impl FromAttrs for Gelu {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let approximate = match AttrReader(a).string("approximate")? {
+            None => GeluApproximation::None,
+            Some(s) => s
+                .parse()
+                .map_err(|e| format!("attribute 'approximate': {e}"))?,
+        };
+        Ok(Gelu { approximate })
+    }
+}
+
+/// `HardSigmoid`'s `max(0, min(1, alpha·x + beta))`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HardSigmoid {
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl FromAttrs for HardSigmoid {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(HardSigmoid {
+            alpha: r.float("alpha", 0.2)?,
+            beta: r.float("beta", 0.5)?,
+        })
+    }
+}
+
+/// `LeakyRelu`'s slope.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeakyRelu {
+    pub alpha: f32,
+}
+
+impl FromAttrs for LeakyRelu {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(LeakyRelu {
+            alpha: AttrReader(a).float("alpha", 0.01)?,
+        })
+    }
+}
+
+/// The axis of `Softmax`, `LogSoftmax` and `Hardmax`: -1 from opset 13, 1 before (when the op
+/// flattened the input from that axis on).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Softmax {
+    pub axis: i64,
+    /// Before opset 13 the op coerces the input to 2-D at `axis`.
+    pub coerce_2d: bool,
+}
+
+impl FromAttrs for Softmax {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
+        let legacy = opset < 13;
+        Ok(Softmax {
+            axis: AttrReader(a).int("axis", if legacy { 1 } else { -1 })?,
+            coerce_2d: legacy,
+        })
+    }
+}
+
+/// `QuantizeLinear`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantize {
+    pub output_dtype: Option<DType>,
+}
+
+impl FromAttrs for Quantize {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Quantize {
+            output_dtype: AttrReader(a).dtype("output_dtype")?,
+        })
+    }
+}
+
+/// Element-wise arithmetic that folds on small integer and float tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Pow,
+    Max,
+    Min,
+    Sum,
+}
+
+fn arith_of(op: &Op) -> Option<Arith> {
+    Some(match op {
+        Op::Add => Arith::Add,
+        Op::Sub => Arith::Sub,
+        Op::Mul => Arith::Mul,
+        Op::Div => Arith::Div,
+        Op::Mod => Arith::Mod,
+        Op::Pow => Arith::Pow,
+        Op::Max => Arith::Max,
+        Op::Min => Arith::Min,
+        Op::Sum => Arith::Sum,
+        _ => return None,
+    })
+}
 
 pub fn unary(cx: &OpCx) -> InferResult<Vec<Fact>> {
     same_as_input(cx)
@@ -18,17 +189,17 @@ pub fn identity(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn unary_fold(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let mut out = same_as_input(cx)?;
     if let Some(v) = &cx.input(0)?.value {
-        out[0].value = fold_unary(&cx.node.op_type, v);
+        out[0].value = fold_unary(cx.op, v);
     }
     Ok(out)
 }
 
-fn fold_unary(op: &str, v: &Konst) -> Option<Konst> {
+fn fold_unary(op: &Op, v: &Konst) -> Option<Konst> {
     match v {
         Konst::Int(d) => Some(Konst::Int(match op {
-            "Neg" => d.iter().map(Dim::checked_neg).collect::<Option<_>>()?,
-            "Floor" | "Ceil" | "Round" => d.clone(),
-            "Sign" => d
+            Op::Neg => d.iter().map(Dim::checked_neg).collect::<Option<_>>()?,
+            Op::Floor | Op::Ceil | Op::Round => d.clone(),
+            Op::Sign => d
                 .iter()
                 .map(|x| x.as_i64().map(|x| Dim::known(x.signum())))
                 .collect::<Option<_>>()?,
@@ -36,12 +207,12 @@ fn fold_unary(op: &str, v: &Konst) -> Option<Konst> {
         })),
         Konst::Float(f) => {
             let g: fn(f64) -> f64 = match op {
-                "Neg" => |x| -x,
-                "Floor" => f64::floor,
-                "Ceil" => f64::ceil,
-                "Round" => f64::round_ties_even,
-                "Sqrt" => f64::sqrt,
-                "Sign" => |x: f64| if x == 0.0 { 0.0 } else { x.signum() },
+                Op::Neg => |x| -x,
+                Op::Floor => f64::floor,
+                Op::Ceil => f64::ceil,
+                Op::Round => f64::round_ties_even,
+                Op::Sqrt => f64::sqrt,
+                Op::Sign => |x: f64| if x == 0.0 { 0.0 } else { x.signum() },
                 _ => return None,
             };
             Some(Konst::Float(f.iter().map(|&x| g(x)).collect()))
@@ -138,50 +309,51 @@ fn float_at(k: &Konst, i: usize) -> Option<f64> {
     }
 }
 
-fn arith_int(op: &str, a: &Dim, b: &Dim) -> Option<Dim> {
+fn arith_int(op: Arith, a: &Dim, b: &Dim) -> Option<Dim> {
     match op {
-        "Add" => a.checked_add(b),
-        "Sub" => a.checked_sub(b),
-        "Mul" => a.checked_mul(b),
-        "Div" => match (a.as_i64(), b.as_i64()) {
+        Arith::Add | Arith::Sum => a.checked_add(b),
+        Arith::Sub => a.checked_sub(b),
+        Arith::Mul => a.checked_mul(b),
+        Arith::Div => match (a.as_i64(), b.as_i64()) {
             (Some(x), Some(y)) if y != 0 => Some(Dim::known(x.checked_div(y)?)),
             (None, Some(y)) if y > 0 => a.div_exact(b).or_else(|| a.floor_div(y)),
             _ => a.div_exact(b),
         },
-        "Mod" => match (a.as_i64(), b.as_i64()) {
+        Arith::Mod => match (a.as_i64(), b.as_i64()) {
             (Some(x), Some(y)) if y != 0 => Some(Dim::known(x.checked_rem(y)?)),
             _ => None,
         },
-        "Pow" => match (a.as_i64(), b.as_i64()) {
+        Arith::Pow => match (a.as_i64(), b.as_i64()) {
             (Some(x), Some(y)) if (0..64).contains(&y) => {
                 Some(Dim::known(x.checked_pow(y as u32)?))
             }
             _ => None,
         },
-        "Max" | "Min" => {
+        Arith::Max | Arith::Min => {
             let (x, y) = (a.as_i64()?, b.as_i64()?);
-            Some(Dim::known(if op == "Max" { x.max(y) } else { x.min(y) }))
+            Some(Dim::known(if op == Arith::Max {
+                x.max(y)
+            } else {
+                x.min(y)
+            }))
         }
-        "Sum" => a.checked_add(b),
-        _ => None,
     }
 }
 
-fn arith_float(op: &str, x: f64, y: f64) -> Option<f64> {
-    Some(match op {
-        "Add" | "Sum" => x + y,
-        "Sub" => x - y,
-        "Mul" => x * y,
-        "Div" => x / y,
-        "Pow" => x.powf(y),
-        "Max" => x.max(y),
-        "Min" => x.min(y),
-        "Mod" => x % y,
-        _ => return None,
-    })
+fn arith_float(op: Arith, x: f64, y: f64) -> f64 {
+    match op {
+        Arith::Add | Arith::Sum => x + y,
+        Arith::Sub => x - y,
+        Arith::Mul => x * y,
+        Arith::Div => x / y,
+        Arith::Pow => x.powf(y),
+        Arith::Max => x.max(y),
+        Arith::Min => x.min(y),
+        Arith::Mod => x % y,
+    }
 }
 
-fn fold_arith(op: &str, vals: &[&Konst], idx: &[usize]) -> Option<Konst> {
+fn fold_arith(op: Arith, vals: &[&Konst], idx: &[usize]) -> Option<Konst> {
     let all_int = vals.iter().all(|v| matches!(v, Konst::Int(_)));
     if all_int {
         let mut acc = int_at(vals[0], idx[0])?;
@@ -192,7 +364,7 @@ fn fold_arith(op: &str, vals: &[&Konst], idx: &[usize]) -> Option<Konst> {
     } else {
         let mut acc = float_at(vals[0], idx[0])?;
         for (v, &i) in vals.iter().zip(idx).skip(1) {
-            acc = arith_float(op, acc, float_at(v, i)?)?;
+            acc = arith_float(op, acc, float_at(v, i)?);
         }
         Some(Konst::Float(vec![acc]))
     }
@@ -221,8 +393,8 @@ fn broadcast_inputs<'a>(cx: &'a OpCx, min: usize) -> InferResult<(Vec<&'a Fact>,
 pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let (facts, shape) = broadcast_inputs(cx, 2)?;
     let dtype = facts[0].dtype.or(facts.get(1).and_then(|f| f.dtype));
-    let op = cx.node.op_type.as_str();
-    let value = fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i));
+    let value =
+        arith_of(cx.op).and_then(|op| fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i)));
     Ok(vec![Fact {
         dtype,
         shape: Some(shape),
@@ -234,12 +406,8 @@ pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let (facts, shape) = broadcast_inputs(cx, 1)?;
     let dtype = facts.iter().find_map(|f| f.dtype);
-    let op = cx.node.op_type.as_str();
-    let value = if op == "Mean" {
-        None
-    } else {
-        fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i))
-    };
+    let value =
+        arith_of(cx.op).and_then(|op| fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i)));
     Ok(vec![Fact {
         dtype,
         shape: Some(shape),
@@ -249,15 +417,15 @@ pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
 
 pub fn compare(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let (facts, shape) = broadcast_inputs(cx, 2)?;
-    let op = cx.node.op_type.clone();
+    let op = cx.op;
     let value = fold_broadcast(&facts, &shape, |v, i| {
         let r = match (int_at(v[0], i[0]), int_at(v[1], i[1])) {
-            (Some(a), Some(b)) if op == "Equal" && a == b => true,
+            (Some(a), Some(b)) if matches!(op, Op::Equal) && a == b => true,
             (Some(a), Some(b)) => {
                 let (x, y) = (a.as_i64()?, b.as_i64()?);
-                cmp(&op, x as f64, y as f64)?
+                cmp(op, x as f64, y as f64)?
             }
-            _ => cmp(&op, float_at(v[0], i[0])?, float_at(v[1], i[1])?)?,
+            _ => cmp(op, float_at(v[0], i[0])?, float_at(v[1], i[1])?)?,
         };
         Some(Konst::Int(vec![Dim::known(r as i64)]))
     });
@@ -268,13 +436,13 @@ pub fn compare(cx: &OpCx) -> InferResult<Vec<Fact>> {
     }])
 }
 
-fn cmp(op: &str, x: f64, y: f64) -> Option<bool> {
+fn cmp(op: &Op, x: f64, y: f64) -> Option<bool> {
     Some(match op {
-        "Equal" => x == y,
-        "Less" => x < y,
-        "LessOrEqual" => x <= y,
-        "Greater" => x > y,
-        "GreaterOrEqual" => x >= y,
+        Op::Equal => x == y,
+        Op::Less => x < y,
+        Op::LessOrEqual => x <= y,
+        Op::Greater => x > y,
+        Op::GreaterOrEqual => x >= y,
         _ => return None,
     })
 }
@@ -311,12 +479,8 @@ pub fn is_class(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn cast(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let to = attrs!(cx, Cast).to;
     let f = cx.input(0)?;
-    let to = cx
-        .node
-        .attrs
-        .dtype_opt("to")?
-        .ok_or_else(|| InferError::Invalid("attribute 'to' is required".into()))?;
     Ok(vec![Fact {
         dtype: Some(to),
         shape: f.shape.clone(),
@@ -400,13 +564,9 @@ pub fn prelu(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn quantize(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let q = attrs!(cx, QuantizeLinear);
     let f = cx.input(0)?;
-    let dtype = cx
-        .node
-        .attrs
-        .dtype_opt("output_dtype")?
-        .or(cx.dtype(2))
-        .unwrap_or(DType::U8);
+    let dtype = q.output_dtype.or(cx.dtype(2)).unwrap_or(DType::U8);
     Ok(vec![Fact {
         dtype: Some(dtype),
         shape: f.shape.clone(),
@@ -445,15 +605,17 @@ mod tests {
         let n = Dim::sym("N");
         let a = n.checked_mul(&Dim::known(6)).unwrap();
         assert_eq!(
-            arith_int("Div", &a, &Dim::known(3)).unwrap().to_string(),
+            arith_int(Arith::Div, &a, &Dim::known(3))
+                .unwrap()
+                .to_string(),
             "2*N"
         );
         assert_eq!(
-            arith_int("Div", &Dim::known(-7), &Dim::known(2))
+            arith_int(Arith::Div, &Dim::known(-7), &Dim::known(2))
                 .unwrap()
                 .as_i64(),
             Some(-3)
         );
-        assert_eq!(arith_int("Div", &Dim::known(1), &Dim::known(0)), None);
+        assert_eq!(arith_int(Arith::Div, &Dim::known(1), &Dim::known(0)), None);
     }
 }

@@ -3,9 +3,65 @@
 //! MACs are the multiplications of the product: `M×N×K` for a `[M,K]×[K,N]` product (times the
 //! broadcast batch for `MatMul`); the bias and `alpha`/`beta` scaling are not counted.
 
-use super::{broadcast, invalid, InferError, InferResult, OpCx};
+use super::{attrs, broadcast, invalid, AttrReader, FromAttrs, InferError, InferResult, Op, OpCx};
 use crate::analysis::fact::Fact;
-use crate::ir::{DType, Dim};
+use crate::analysis::saved::{Save, SaveCx};
+use crate::ir::{Attrs, DType, Dim};
+
+/// `Gemm`'s attributes: `Y = alpha · A' B' + beta · C`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gemm {
+    pub trans_a: bool,
+    pub trans_b: bool,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl FromAttrs for Gemm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Gemm {
+            trans_a: r.flag("transA", false)?,
+            trans_b: r.flag("transB", false)?,
+            alpha: r.float("alpha", 1.0)?,
+            beta: r.float("beta", 1.0)?,
+        })
+    }
+}
+
+/// `Einsum`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EinsumAttrs {
+    pub equation: String,
+}
+
+impl FromAttrs for EinsumAttrs {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(EinsumAttrs {
+            equation: AttrReader(a)
+                .string("equation")?
+                .ok_or("attribute 'equation' is required")?,
+        })
+    }
+}
+
+/// The attributes of `LSTM`, `GRU` and `RNN`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rnn {
+    pub hidden_size: Option<i64>,
+    /// `layout = 1`: batch first.
+    pub batch_first: bool,
+}
+
+impl FromAttrs for Rnn {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Rnn {
+            hidden_size: r.int_opt("hidden_size")?,
+            batch_first: r.flag("layout", false)?,
+        })
+    }
+}
 
 fn mismatch(what: &str, a: &Dim, b: &Dim) -> InferResult<()> {
     if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
@@ -27,12 +83,13 @@ fn gemm_dims(cx: &OpCx) -> InferResult<(Dim, Dim, Dim)> {
             b.len()
         ));
     }
-    let (m, k) = if cx.attr_int("transA", 0)? != 0 {
+    let g = attrs!(cx, Gemm);
+    let (m, k) = if g.trans_a {
         (&a[1], &a[0])
     } else {
         (&a[0], &a[1])
     };
-    let (k2, n) = if cx.attr_int("transB", 0)? != 0 {
+    let (k2, n) = if g.trans_b {
         (&b[1], &b[0])
     } else {
         (&b[0], &b[1])
@@ -196,14 +253,12 @@ fn parse_einsum(eq: &str, ranks: &[usize]) -> InferResult<Einsum> {
 }
 
 fn einsum_sizes(cx: &OpCx) -> InferResult<(Einsum, std::collections::BTreeMap<char, Dim>)> {
-    let eq = cx
-        .attr_string("equation")?
-        .ok_or_else(|| InferError::Invalid("attribute 'equation' is required".into()))?;
+    let eq = &attrs!(cx, Einsum).equation;
     let shapes: Vec<&[Dim]> = (0..cx.n_inputs())
         .map(|i| cx.shape(i))
         .collect::<InferResult<_>>()?;
     let ranks: Vec<usize> = shapes.iter().map(|s| s.len()).collect();
-    let e = parse_einsum(&eq, &ranks)?;
+    let e = parse_einsum(eq, &ranks)?;
     let mut sizes: std::collections::BTreeMap<char, Dim> = std::collections::BTreeMap::new();
     for (letters, shape) in e.inputs.iter().zip(&shapes) {
         for (c, d) in letters.iter().zip(shape.iter()) {
@@ -263,18 +318,19 @@ fn rnn_dims(cx: &OpCx) -> InferResult<RnnDims> {
     if x.len() != 3 || w.len() != 3 {
         return invalid("X and W must have rank 3");
     }
-    let batch_first = cx.attr_int("layout", 0)? != 0;
+    let r = attrs!(cx, Lstm | Gru | Rnn);
+    let batch_first = r.batch_first;
     let (seq, batch) = if batch_first {
         (&x[1], &x[0])
     } else {
         (&x[0], &x[1])
     };
-    let gates = match cx.node.op_type.as_str() {
-        "LSTM" => 4,
-        "GRU" => 3,
+    let gates = match cx.op {
+        Op::Lstm(_) => 4,
+        Op::Gru(_) => 3,
         _ => 1,
     };
-    let hidden = match cx.node.attrs.int_opt("hidden_size")? {
+    let hidden = match r.hidden_size {
         Some(h) => Dim::known(h),
         None => w[1].floor_div(gates).ok_or(InferError::Unknown)?,
     };
@@ -325,4 +381,22 @@ pub fn rnn_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
     let d = rnn_dims(cx).ok()?;
     let width = d.input.checked_add(&d.hidden)?;
     Dim::product(&[d.seq, d.batch, d.dirs, Dim::known(d.gates), d.hidden, width])
+}
+
+/// A recurrent layer saves its input and every gate activation of every step (approximated as the
+/// gates, plus the cell state for LSTM, times the output size).
+pub fn rnn_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    if !cx.out_grad() {
+        return Some(Vec::new());
+    }
+    let mut s: Vec<Save> = cx.node.input(0).map(Save::Value).into_iter().collect();
+    let gates = match cx.op {
+        Op::Lstm(_) => 5,
+        Op::Gru(_) => 4,
+        _ => 1,
+    };
+    let y = cx.node.output(0)?;
+    let yb = cx.bytes_as(y, cx.dtype(y));
+    s.push(Save::Own(yb.saturating_mul(gates)));
+    Some(s)
 }

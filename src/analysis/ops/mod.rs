@@ -5,19 +5,20 @@
 //! An op not listed here is *opaque*: its outputs take the types the file declares (`value_info`),
 //! or stay unknown, and the report lists it.
 
-mod conv;
-mod elementwise;
-mod linalg;
-mod movement;
-mod norm;
-mod pool;
-mod reduce;
-mod source;
+pub mod conv;
+pub mod elementwise;
+pub mod linalg;
+pub mod movement;
+pub mod norm;
+pub mod pool;
+pub mod reduce;
+pub mod source;
 
 pub use source::tensor_fact;
 
 use super::fact::{Fact, Konst};
-use crate::ir::{DType, Dim, Node};
+use super::saved;
+use crate::ir::{Attrs, DType, Dim, Node};
 
 /// Why an op's outputs could not be inferred.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,9 +41,10 @@ impl From<String> for InferError {
     }
 }
 
-/// What an op sees: its node, the facts of its inputs, and the model's opset.
+/// What an op sees: its node, its typed attributes, the facts of its inputs, and the model's opset.
 pub struct OpCx<'a> {
     pub node: &'a Node,
+    pub op: &'a Op,
     /// `None` for an omitted optional input.
     pub inputs: Vec<Option<&'a Fact>>,
     pub opset: i64,
@@ -87,29 +89,34 @@ impl<'a> OpCx<'a> {
 
     /// An integer-list parameter that moved from an attribute to an input at some opset
     /// (`axes` of Squeeze, `split` of Split, ...): the input if present, else the attribute.
-    pub fn ints_from_input_or_attr(
+    pub fn ints_from_input_or(
         &self,
         input: usize,
-        attr: &str,
+        attr: Option<&[i64]>,
     ) -> InferResult<Option<Vec<i64>>> {
         if self.opt_input(input).is_some() {
             return self.ints(input).map(Some);
         }
-        Ok(self.attr_ints(attr)?.map(<[i64]>::to_vec))
-    }
-
-    pub fn attr_int(&self, name: &str, default: i64) -> InferResult<i64> {
-        Ok(self.node.attrs.int_or(name, default)?)
-    }
-
-    pub fn attr_ints(&self, name: &str) -> InferResult<Option<&'a [i64]>> {
-        Ok(self.node.attrs.ints_opt(name)?)
-    }
-
-    pub fn attr_string(&self, name: &str) -> InferResult<Option<String>> {
-        Ok(self.node.attrs.string_opt(name)?)
+        Ok(attr.map(<[i64]>::to_vec))
     }
 }
+
+/// The typed attributes of the op a family function was registered for.
+macro_rules! attrs {
+    ($cx:expr, $($variant:ident)|+) => {
+        match $cx.op {
+            $( $crate::analysis::ops::Op::$variant(a) => a, )+
+            other => {
+                return Err($crate::analysis::ops::InferError::Invalid(format!(
+                    "internal: {} is registered with the attributes of another op ({:?})",
+                    $cx.node.op_type,
+                    other.name()
+                )))
+            }
+        }
+    };
+}
+pub(crate) use attrs;
 
 /// Normalises a possibly negative axis against a rank.
 pub(crate) fn axis(a: i64, rank: usize) -> InferResult<usize> {
@@ -179,177 +186,445 @@ pub(crate) fn ovf<T>(v: Option<T>, what: &str) -> InferResult<T> {
 
 type InferFn = fn(&OpCx) -> InferResult<Vec<Fact>>;
 type MacsFn = fn(&OpCx, &[Fact]) -> Option<Dim>;
+type ParseFn = fn(&Attrs, i64) -> Result<Op, String>;
 
-/// One registered operator.
+/// Typed attributes, parsed once from a node's attributes (with the model's opset, for defaults
+/// that changed over the versions). The error names the attribute.
+pub trait FromAttrs: Sized {
+    fn from_attrs(attrs: &Attrs, opset: i64) -> Result<Self, String>;
+}
+
+/// How an op behaves under `torch.autocast`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Autocast {
+    /// Runs in the dtype that arrives.
+    Follow,
+    /// Lowered to the half type (conv, linear, matmul, RNNs, prelu).
+    Lower,
+    /// Run in fp32 on CUDA (norms, softmax, reductions, exp/log/pow, interpolation).
+    Fp32OnCuda,
+    /// Binary ops: the widest operand's type (a Linear's bias add stays half).
+    Promote,
+    /// `Cast`: the type it casts to.
+    CastTo,
+    /// `Pad`: fp32 in the reflect and edge modes.
+    Pad,
+    /// `Gather`: an embedding lookup of a stored fp32 table stays fp32.
+    Embedding,
+}
+
+/// What an op's input slots hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slots {
+    /// Every input is data (and a stored one may be a weight).
+    Data,
+    /// Inputs from this slot on are configuration (shapes, axes, pads, scales, bounds).
+    ConfigFrom(usize),
+    /// These slots are configuration (indices, conditions).
+    Config(&'static [usize]),
+    /// Every input is configuration.
+    AllConfig,
+    /// BatchNormalization: inputs 3 and 4 are the running statistics (buffers).
+    BatchNorm,
+}
+
+/// The role of one input slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotRole {
+    Data,
+    Config,
+    Buffer,
+}
+
+impl Slots {
+    pub fn role(self, slot: usize) -> SlotRole {
+        match self {
+            Slots::Data => SlotRole::Data,
+            Slots::ConfigFrom(k) if slot >= k => SlotRole::Config,
+            Slots::ConfigFrom(_) => SlotRole::Data,
+            Slots::Config(s) if s.contains(&slot) => SlotRole::Config,
+            Slots::Config(_) => SlotRole::Data,
+            Slots::AllConfig => SlotRole::Config,
+            Slots::BatchNorm if slot == 3 || slot == 4 => SlotRole::Buffer,
+            Slots::BatchNorm => SlotRole::Data,
+        }
+    }
+}
+
+/// Whether output 0 shares the storage of input 0 in PyTorch (a view), and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// A new storage.
+    No,
+    /// A view of a contiguous input; a copy of a non-contiguous one.
+    Reshape,
+    /// Always a view with the input's layout (squeeze, unsqueeze, identity).
+    Alias,
+    /// A view when the drop ratio is 0.
+    Dropout,
+    /// A view; contiguous only when the big axes keep their order.
+    Transpose,
+    /// A non-contiguous view.
+    Expand,
+    /// A view; contiguous when only leading axes are sliced.
+    Slice,
+    /// A view along the split axis.
+    Split,
+    /// A view for a scalar index into an activation (`select`), a copy otherwise.
+    Gather,
+}
+
+/// One registered operator and every fact nnlint knows about it.
 pub struct OpDef {
     pub name: &'static str,
+    /// `""` for the default ONNX domain.
+    pub domain: &'static str,
+    /// Parses the node's attributes into the typed [`Op`].
+    pub parse: ParseFn,
+    /// Output facts (type, shape, folded values) from the inputs'.
     pub infer: InferFn,
-    /// Multiply-accumulates; `None` for ops that are not counted (element-wise, data movement).
-    pub macs: Option<MacsFn>,
+    /// Multiply-accumulates (zero for ops that are not counted).
+    pub macs: MacsFn,
+    /// What autograd saves for backward.
+    pub saves: saved::SaveFn,
+    pub autocast: Autocast,
+    pub slots: Slots,
+    /// Whether gradients flow through it (shapes, comparisons and random sources stop them).
+    pub grad: bool,
+    pub view: View,
 }
 
-macro_rules! ops {
-    ($($name:literal => $infer:expr $(, macs = $macs:expr)?;)*) => {
-        &[$(OpDef { name: $name, infer: $infer, macs: ops!(@m $($macs)?) },)*]
+fn not_counted(_: &OpCx, _: &[Fact]) -> Option<Dim> {
+    Some(Dim::ZERO)
+}
+
+fn no_inference(_: &OpCx) -> InferResult<Vec<Fact>> {
+    Err(InferError::Unknown)
+}
+
+impl OpDef {
+    /// The defaults every registry line starts from.
+    const BASE: OpDef = OpDef {
+        name: "",
+        domain: "",
+        parse: |_, _| Ok(Op::Opaque),
+        infer: no_inference,
+        macs: not_counted,
+        saves: saved::nothing,
+        autocast: Autocast::Follow,
+        slots: Slots::Data,
+        grad: true,
+        view: View::No,
     };
-    (@m) => { None };
-    (@m $m:expr) => { Some($m) };
 }
 
-/// Every supported op of the default ONNX domain, sorted by name (a test keeps it sorted).
-static OPS: &[OpDef] = ops! {
-    "Abs" => elementwise::unary;
-    "Acos" => elementwise::unary;
-    "Acosh" => elementwise::unary;
-    "Add" => elementwise::binary_arith;
-    "And" => elementwise::logical;
-    "ArgMax" => reduce::arg;
-    "ArgMin" => reduce::arg;
-    "Asin" => elementwise::unary;
-    "Asinh" => elementwise::unary;
-    "Atan" => elementwise::unary;
-    "Atanh" => elementwise::unary;
-    "AveragePool" => pool::pool;
-    "BatchNormalization" => norm::batch_norm;
-    "Bernoulli" => source::random_like;
-    "BitShift" => elementwise::binary_arith;
-    "Cast" => elementwise::cast;
-    "CastLike" => elementwise::cast_like;
-    "Ceil" => elementwise::unary_fold;
-    "Celu" => elementwise::unary;
-    "Clip" => elementwise::unary;
-    "Concat" => movement::concat;
-    "Constant" => source::constant;
-    "ConstantOfShape" => source::constant_of_shape;
-    "Conv" => conv::conv, macs = conv::conv_macs;
-    "ConvTranspose" => conv::conv_transpose, macs = conv::conv_transpose_macs;
-    "Cos" => elementwise::unary;
-    "Cosh" => elementwise::unary;
-    "CumSum" => elementwise::unary;
-    "DepthToSpace" => movement::depth_to_space;
-    "DequantizeLinear" => elementwise::dequantize;
-    "Div" => elementwise::binary_arith;
-    "Dropout" => elementwise::dropout;
-    "Einsum" => linalg::einsum, macs = linalg::einsum_macs;
-    "Elu" => elementwise::unary;
-    "Equal" => elementwise::compare;
-    "Erf" => elementwise::unary;
-    "Exp" => elementwise::unary;
-    "Expand" => movement::expand;
-    "EyeLike" => elementwise::unary;
-    "Flatten" => movement::flatten;
-    "Floor" => elementwise::unary_fold;
-    "GRU" => linalg::rnn, macs = linalg::rnn_macs;
-    "Gather" => movement::gather;
-    "GatherElements" => movement::gather_elements;
-    "GatherND" => movement::gather_nd;
-    "Gelu" => elementwise::unary;
-    "Gemm" => linalg::gemm, macs = linalg::gemm_macs;
-    "GlobalAveragePool" => pool::global_pool;
-    "GlobalLpPool" => pool::global_pool;
-    "GlobalMaxPool" => pool::global_pool;
-    "Greater" => elementwise::compare;
-    "GreaterOrEqual" => elementwise::compare;
-    "GroupNormalization" => norm::same_shape_norm;
-    "HardSigmoid" => elementwise::unary;
-    "HardSwish" => elementwise::unary;
-    "Hardmax" => elementwise::unary;
-    "Identity" => elementwise::identity;
-    "InstanceNormalization" => norm::same_shape_norm;
-    "IsInf" => elementwise::is_class;
-    "IsNaN" => elementwise::is_class;
-    "LRN" => elementwise::unary;
-    "LSTM" => linalg::rnn, macs = linalg::rnn_macs;
-    "LayerNormalization" => norm::layer_norm;
-    "LeakyRelu" => elementwise::unary;
-    "Less" => elementwise::compare;
-    "LessOrEqual" => elementwise::compare;
-    "Log" => elementwise::unary;
-    "LogSoftmax" => elementwise::unary;
-    "LpNormalization" => elementwise::unary;
-    "LpPool" => pool::pool;
-    "MatMul" => linalg::matmul, macs = linalg::matmul_macs;
-    "Max" => elementwise::variadic;
-    "MaxPool" => pool::pool;
-    "Mean" => elementwise::variadic;
-    "MeanVarianceNormalization" => elementwise::unary;
-    "Min" => elementwise::variadic;
-    "Mish" => elementwise::unary;
-    "Mod" => elementwise::binary_arith;
-    "Mul" => elementwise::binary_arith;
-    "Neg" => elementwise::unary_fold;
-    "NonZero" => reduce::non_zero;
-    "Not" => elementwise::logical_not;
-    "Or" => elementwise::logical;
-    "PRelu" => elementwise::prelu;
-    "Pad" => movement::pad;
-    "Pow" => elementwise::binary_arith;
-    "QuantizeLinear" => elementwise::quantize;
-    "RNN" => linalg::rnn, macs = linalg::rnn_macs;
-    "RandomNormal" => source::random;
-    "RandomNormalLike" => source::random_like;
-    "RandomUniform" => source::random;
-    "RandomUniformLike" => source::random_like;
-    "Range" => source::range;
-    "Reciprocal" => elementwise::unary;
-    "ReduceL1" => reduce::reduce;
-    "ReduceL2" => reduce::reduce;
-    "ReduceLogSum" => reduce::reduce;
-    "ReduceLogSumExp" => reduce::reduce;
-    "ReduceMax" => reduce::reduce;
-    "ReduceMean" => reduce::reduce;
-    "ReduceMin" => reduce::reduce;
-    "ReduceProd" => reduce::reduce;
-    "ReduceSum" => reduce::reduce;
-    "ReduceSumSquare" => reduce::reduce;
-    "Relu" => elementwise::unary;
-    "Reshape" => movement::reshape;
-    "Resize" => movement::resize;
-    "Round" => elementwise::unary_fold;
-    "Selu" => elementwise::unary;
-    "Shape" => source::shape;
-    "Shrink" => elementwise::unary;
-    "Sigmoid" => elementwise::unary;
-    "Sign" => elementwise::unary_fold;
-    "Sin" => elementwise::unary;
-    "Sinh" => elementwise::unary;
-    "Size" => source::size;
-    "Slice" => movement::slice;
-    "Softmax" => elementwise::unary;
-    "Softplus" => elementwise::unary;
-    "Softsign" => elementwise::unary;
-    "SpaceToDepth" => movement::space_to_depth;
-    "Split" => movement::split;
-    "Sqrt" => elementwise::unary_fold;
-    "Squeeze" => movement::squeeze;
-    "Sub" => elementwise::binary_arith;
-    "Sum" => elementwise::variadic;
-    "Tan" => elementwise::unary;
-    "Tanh" => elementwise::unary;
-    "ThresholdedRelu" => elementwise::unary;
-    "Tile" => movement::tile;
-    "TopK" => reduce::top_k;
-    "Transpose" => movement::transpose;
-    "Trilu" => elementwise::unary;
-    "Unsqueeze" => movement::unsqueeze;
-    "Upsample" => movement::resize;
-    "Where" => elementwise::where_;
-    "Xor" => elementwise::logical;
-};
+/// The registry: one line per op, generating the [`Op`] enum (a variant per op, holding its typed
+/// attributes) and the sorted table of [`OpDef`]s.
+macro_rules! registry {
+    ($( $name:literal => $variant:ident $(($attrs:ty))? { $($field:ident: $value:expr),* $(,)? } )*) => {
+        /// A node's operator with its typed attributes, parsed once ([`parse`]).
+        #[derive(Clone, Debug)]
+        pub enum Op {
+            $( $variant $(($attrs))?, )*
+            /// An op nnlint does not know: its outputs take the declared types, or stay unknown.
+            Opaque,
+            /// A known op whose attributes are invalid, and why.
+            Malformed(String),
+        }
 
-/// The registered op for a node, if its domain is the default ONNX domain and its type is known.
-pub fn lookup(node: &Node) -> Option<&'static OpDef> {
-    if !(node.domain.is_empty() || node.domain == "ai.onnx") {
-        return None;
+        /// Every supported op, sorted by domain and name (a test keeps it sorted).
+        static OPS: &[OpDef] = &[ $( OpDef {
+            name: $name,
+            parse: registry!(@parse $variant $($attrs)?),
+            $($field: $value,)*
+            ..OpDef::BASE
+        }, )* ];
+
+        impl Op {
+            /// The op type of a registered op.
+            pub fn name(&self) -> Option<&'static str> {
+                match self {
+                    $( registry!(@pat $variant $($attrs)?) => Some($name), )*
+                    Op::Opaque | Op::Malformed(_) => None,
+                }
+            }
+        }
+    };
+    (@parse $v:ident $t:ty) => {
+        |a: &Attrs, opset: i64| <$t as FromAttrs>::from_attrs(a, opset).map(Op::$v)
+    };
+    (@parse $v:ident) => {
+        |_: &Attrs, _: i64| Ok(Op::$v)
+    };
+    (@pat $v:ident $t:ty) => { Op::$v(_) };
+    (@pat $v:ident) => { Op::$v };
+}
+
+use elementwise as ew;
+use saved as sv;
+use Autocast::{CastTo, Embedding, Fp32OnCuda, Lower, Promote};
+
+registry! {
+    "Abs" => Abs { infer: ew::unary, saves: sv::input_if_grad }
+    "Acos" => Acos { infer: ew::unary, saves: sv::input_if_grad }
+    "Acosh" => Acosh { infer: ew::unary }
+    "Add" => Add { infer: ew::binary_arith, autocast: Promote }
+    "And" => And { infer: ew::logical, grad: false }
+    "ArgMax" => ArgMax(reduce::ArgReduce) { infer: reduce::arg, grad: false }
+    "ArgMin" => ArgMin(reduce::ArgReduce) { infer: reduce::arg, grad: false }
+    "Asin" => Asin { infer: ew::unary, saves: sv::input_if_grad }
+    "Asinh" => Asinh { infer: ew::unary }
+    "Atan" => Atan { infer: ew::unary, saves: sv::input_if_grad }
+    "Atanh" => Atanh { infer: ew::unary }
+    "AveragePool" => AveragePool(pool::Pool) { infer: pool::pool, saves: sv::input_if_grad }
+    "BatchNormalization" => BatchNormalization(norm::BatchNorm) {
+        infer: norm::batch_norm, saves: norm::saves, slots: Slots::BatchNorm,
     }
-    OPS.binary_search_by(|d| d.name.cmp(node.op_type.as_str()))
+    "Bernoulli" => Bernoulli(source::RandomLike) { infer: source::random_like, grad: false }
+    "BitShift" => BitShift { infer: ew::binary_arith }
+    "Cast" => Cast(ew::Cast) { infer: ew::cast, autocast: CastTo }
+    "CastLike" => CastLike { infer: ew::cast_like, slots: Slots::ConfigFrom(1) }
+    "Ceil" => Ceil { infer: ew::unary_fold, grad: false }
+    "Celu" => Celu { infer: ew::unary, saves: sv::input_if_grad }
+    "Clip" => Clip(ew::Clip) { infer: ew::unary, saves: sv::input_if_grad, slots: Slots::ConfigFrom(1) }
+    "Concat" => Concat(movement::Concat) { infer: movement::concat, autocast: Promote }
+    "Constant" => Constant(source::Constant) { infer: source::constant }
+    "ConstantOfShape" => ConstantOfShape { infer: source::constant_of_shape, slots: Slots::AllConfig, grad: false }
+    "Conv" => Conv(conv::Conv) {
+        infer: conv::conv, macs: conv::conv_macs, saves: conv::saves, autocast: Lower,
+    }
+    "ConvTranspose" => ConvTranspose(conv::ConvTranspose) {
+        infer: conv::conv_transpose, macs: conv::conv_transpose_macs, saves: conv::saves,
+        autocast: Lower,
+    }
+    "Cos" => Cos { infer: ew::unary, saves: sv::input_if_grad }
+    "Cosh" => Cosh { infer: ew::unary, saves: sv::input_if_grad }
+    "CumSum" => CumSum { infer: ew::unary, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "DepthToSpace" => DepthToSpace(movement::Blocks) { infer: movement::depth_to_space }
+    "DequantizeLinear" => DequantizeLinear { infer: ew::dequantize, slots: Slots::ConfigFrom(1) }
+    "Div" => Div { infer: ew::binary_arith, saves: sv::div, autocast: Promote }
+    "Dropout" => Dropout(ew::Dropout) {
+        infer: ew::dropout, saves: sv::dropout, slots: Slots::ConfigFrom(1), view: View::Dropout,
+    }
+    "Einsum" => Einsum(linalg::EinsumAttrs) {
+        infer: linalg::einsum, macs: linalg::einsum_macs, saves: sv::operands, autocast: Lower,
+    }
+    "Elu" => Elu { infer: ew::unary, saves: sv::input_if_grad }
+    "Equal" => Equal { infer: ew::compare, grad: false }
+    "Erf" => Erf { infer: ew::unary, saves: sv::input_if_grad }
+    "Exp" => Exp { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
+    "Expand" => Expand { infer: movement::expand, slots: Slots::ConfigFrom(1), view: View::Expand }
+    "EyeLike" => EyeLike { infer: ew::unary }
+    "Flatten" => Flatten(movement::Flatten) { infer: movement::flatten, view: View::Reshape }
+    "Floor" => Floor { infer: ew::unary_fold, grad: false }
+    "GRU" => Gru(linalg::Rnn) {
+        infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
+    }
+    "Gather" => Gather(movement::Gather) {
+        infer: movement::gather, saves: sv::embedding_indices, autocast: Embedding,
+        slots: Slots::Config(&[1]), view: View::Gather,
+    }
+    "GatherElements" => GatherElements(movement::Gather) { infer: movement::gather_elements, slots: Slots::Config(&[1]) }
+    "GatherND" => GatherNd(movement::GatherNd) { infer: movement::gather_nd, slots: Slots::Config(&[1]) }
+    "Gelu" => Gelu(ew::Gelu) { infer: ew::unary, saves: sv::input_if_grad }
+    "Gemm" => Gemm(linalg::Gemm) {
+        infer: linalg::gemm, macs: linalg::gemm_macs, saves: sv::operands, autocast: Lower,
+    }
+    "GlobalAveragePool" => GlobalAveragePool { infer: pool::global_pool }
+    "GlobalLpPool" => GlobalLpPool { infer: pool::global_pool, saves: sv::input_if_grad }
+    "GlobalMaxPool" => GlobalMaxPool { infer: pool::global_pool, saves: sv::input_and_indices }
+    "Greater" => Greater { infer: ew::compare, grad: false }
+    "GreaterOrEqual" => GreaterOrEqual { infer: ew::compare, grad: false }
+    "GroupNormalization" => GroupNormalization(norm::GroupNorm) {
+        infer: norm::same_shape_norm, saves: norm::saves, autocast: Fp32OnCuda,
+    }
+    "HardSigmoid" => HardSigmoid(ew::HardSigmoid) { infer: ew::unary, saves: sv::input_if_grad }
+    "HardSwish" => HardSwish { infer: ew::unary, saves: sv::input_if_grad }
+    "Hardmax" => Hardmax(ew::Softmax) { infer: ew::unary }
+    "Identity" => Identity { infer: ew::identity, view: View::Alias }
+    "InstanceNormalization" => InstanceNormalization(norm::InstanceNorm) {
+        infer: norm::same_shape_norm, saves: norm::saves,
+    }
+    "IsInf" => IsInf { infer: ew::is_class, grad: false }
+    "IsNaN" => IsNaN { infer: ew::is_class, grad: false }
+    "LRN" => Lrn { infer: ew::unary }
+    "LSTM" => Lstm(linalg::Rnn) {
+        infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
+    }
+    "LayerNormalization" => LayerNormalization(norm::LayerNorm) {
+        infer: norm::layer_norm, saves: norm::saves, autocast: Fp32OnCuda,
+    }
+    "LeakyRelu" => LeakyRelu(ew::LeakyRelu) { infer: ew::unary, saves: sv::input_if_grad }
+    "Less" => Less { infer: ew::compare, grad: false }
+    "LessOrEqual" => LessOrEqual { infer: ew::compare, grad: false }
+    "Log" => Log { infer: ew::unary, saves: sv::input_if_grad, autocast: Fp32OnCuda }
+    "LogSoftmax" => LogSoftmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
+    "LpNormalization" => LpNormalization { infer: ew::unary, saves: sv::input_if_grad }
+    "LpPool" => LpPool(pool::Pool) { infer: pool::pool, saves: sv::input_if_grad }
+    "MatMul" => MatMul {
+        infer: linalg::matmul, macs: linalg::matmul_macs, saves: sv::operands, autocast: Lower,
+    }
+    "Max" => Max { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
+    "MaxPool" => MaxPool(pool::Pool) { infer: pool::pool, saves: sv::input_and_indices }
+    "Mean" => Mean { infer: ew::variadic, autocast: Promote }
+    "MeanVarianceNormalization" => MeanVarianceNormalization { infer: ew::unary }
+    "Min" => Min { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
+    "Mish" => Mish { infer: ew::unary, saves: sv::input_if_grad }
+    "Mod" => Mod { infer: ew::binary_arith }
+    "Mul" => Mul { infer: ew::binary_arith, saves: sv::mul, autocast: Promote }
+    "Neg" => Neg { infer: ew::unary_fold }
+    "NonZero" => NonZero { infer: reduce::non_zero, grad: false }
+    "Not" => Not { infer: ew::logical_not, grad: false }
+    "Or" => Or { infer: ew::logical, grad: false }
+    "PRelu" => PRelu { infer: ew::prelu, saves: sv::input_if_grad, autocast: Lower }
+    "Pad" => Pad(movement::Pad) {
+        infer: movement::pad, saves: movement::pad_saves, autocast: Autocast::Pad,
+        slots: Slots::ConfigFrom(1),
+    }
+    "Pow" => Pow { infer: ew::binary_arith, saves: sv::input_if_grad, autocast: Fp32OnCuda }
+    "QuantizeLinear" => QuantizeLinear(ew::Quantize) { infer: ew::quantize, slots: Slots::ConfigFrom(1) }
+    "RNN" => Rnn(linalg::Rnn) {
+        infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
+    }
+    "RandomNormal" => RandomNormal(source::Random) { infer: source::random, grad: false }
+    "RandomNormalLike" => RandomNormalLike(source::RandomLike) { infer: source::random_like, grad: false }
+    "RandomUniform" => RandomUniform(source::Random) { infer: source::random, grad: false }
+    "RandomUniformLike" => RandomUniformLike(source::RandomLike) { infer: source::random_like, grad: false }
+    "Range" => Range { infer: source::range, slots: Slots::AllConfig, grad: false }
+    "Reciprocal" => Reciprocal { infer: ew::unary, saves: sv::output_if_grad }
+    "ReduceL1" => ReduceL1(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceL2" => ReduceL2(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceLogSum" => ReduceLogSum(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceLogSumExp" => ReduceLogSumExp(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceMax" => ReduceMax(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_and_indices, slots: Slots::ConfigFrom(1),
+    }
+    "ReduceMean" => ReduceMean(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceMin" => ReduceMin(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_and_indices, slots: Slots::ConfigFrom(1),
+    }
+    "ReduceProd" => ReduceProd(reduce::Reduce) { infer: reduce::reduce, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "ReduceSum" => ReduceSum(reduce::Reduce) { infer: reduce::reduce, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "ReduceSumSquare" => ReduceSumSquare(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "Relu" => Relu { infer: ew::unary, saves: sv::output_if_grad }
+    "Reshape" => Reshape(movement::Reshape) { infer: movement::reshape, slots: Slots::ConfigFrom(1), view: View::Reshape }
+    "Resize" => Resize(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "Round" => Round { infer: ew::unary_fold, grad: false }
+    "Selu" => Selu { infer: ew::unary, saves: sv::input_if_grad }
+    "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false }
+    "Shrink" => Shrink { infer: ew::unary, saves: sv::input_if_grad }
+    "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }
+    "Sign" => Sign { infer: ew::unary_fold, grad: false }
+    "Sin" => Sin { infer: ew::unary, saves: sv::input_if_grad }
+    "Sinh" => Sinh { infer: ew::unary, saves: sv::input_if_grad }
+    "Size" => Size { infer: source::size, slots: Slots::AllConfig, grad: false }
+    "Slice" => Slice(movement::Slice) { infer: movement::slice, slots: Slots::ConfigFrom(1), view: View::Slice }
+    "Softmax" => Softmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
+    "Softplus" => Softplus { infer: ew::unary, saves: sv::input_if_grad }
+    "Softsign" => Softsign { infer: ew::unary, saves: sv::input_if_grad }
+    "SpaceToDepth" => SpaceToDepth(movement::Blocks) { infer: movement::space_to_depth }
+    "Split" => Split(movement::Split) { infer: movement::split, slots: Slots::ConfigFrom(1), view: View::Split }
+    "Sqrt" => Sqrt { infer: ew::unary_fold, saves: sv::output_if_grad }
+    "Squeeze" => Squeeze(movement::Axes) { infer: movement::squeeze, slots: Slots::ConfigFrom(1), view: View::Alias }
+    "Sub" => Sub { infer: ew::binary_arith, autocast: Promote }
+    "Sum" => Sum { infer: ew::variadic, autocast: Promote }
+    "Tan" => Tan { infer: ew::unary, saves: sv::input_if_grad }
+    "Tanh" => Tanh { infer: ew::unary, saves: sv::output_if_grad }
+    "ThresholdedRelu" => ThresholdedRelu { infer: ew::unary, saves: sv::input_if_grad }
+    "Tile" => Tile { infer: movement::tile, slots: Slots::ConfigFrom(1) }
+    "TopK" => TopK(reduce::TopK) { infer: reduce::top_k, saves: reduce::top_k_saves, slots: Slots::ConfigFrom(1) }
+    "Transpose" => Transpose(movement::Transpose) { infer: movement::transpose, view: View::Transpose }
+    "Trilu" => Trilu { infer: ew::unary, slots: Slots::ConfigFrom(1) }
+    "Unsqueeze" => Unsqueeze(movement::Axes) { infer: movement::unsqueeze, slots: Slots::ConfigFrom(1), view: View::Alias }
+    "Upsample" => Upsample(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "Where" => Where { infer: ew::where_, saves: sv::condition, autocast: Promote, slots: Slots::Config(&[0]) }
+    "Xor" => Xor { infer: ew::logical, grad: false }
+}
+
+fn is_default_domain(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
+/// The registered op of a domain and type.
+pub fn lookup(domain: &str, op_type: &str) -> Option<&'static OpDef> {
+    let domain = if is_default_domain(domain) {
+        ""
+    } else {
+        domain
+    };
+    OPS.binary_search_by(|d| (d.domain, d.name).cmp(&(domain, op_type)))
         .ok()
         .map(|i| &OPS[i])
+}
+
+impl Op {
+    /// The registry entry of this op (`None` for opaque and malformed ones).
+    pub fn def(&self) -> Option<&'static OpDef> {
+        self.name().and_then(|n| lookup("", n))
+    }
+}
+
+/// Parses a node's op once: its registry entry's typed attributes, [`Op::Opaque`] for an op nnlint
+/// does not know, [`Op::Malformed`] when its attributes are invalid.
+pub fn parse(node: &Node, opset: i64) -> Op {
+    match lookup(&node.domain, &node.op_type) {
+        Some(def) => (def.parse)(&node.attrs, opset).unwrap_or_else(Op::Malformed),
+        None => Op::Opaque,
+    }
+}
+
+/// Every node's op, in node order.
+pub fn parse_graph(graph: &crate::ir::Graph, opset: i64) -> Vec<Op> {
+    graph.nodes.iter().map(|n| parse(n, opset)).collect()
 }
 
 /// Names of every supported op, for documentation.
 pub fn supported() -> impl Iterator<Item = &'static str> {
     OPS.iter().map(|d| d.name)
+}
+
+/// Reads typed attributes with defaults; every error names the attribute.
+pub(crate) struct AttrReader<'a>(pub &'a Attrs);
+
+impl AttrReader<'_> {
+    pub fn int(&self, name: &str, default: i64) -> Result<i64, String> {
+        self.0.int_or(name, default)
+    }
+
+    pub fn int_opt(&self, name: &str) -> Result<Option<i64>, String> {
+        self.0.int_opt(name)
+    }
+
+    pub fn flag(&self, name: &str, default: bool) -> Result<bool, String> {
+        Ok(self.0.int_or(name, i64::from(default))? != 0)
+    }
+
+    pub fn float(&self, name: &str, default: f32) -> Result<f32, String> {
+        self.0.float_or(name, default)
+    }
+
+    pub fn float_opt(&self, name: &str) -> Result<Option<f32>, String> {
+        match self.0.get(name) {
+            None => Ok(None),
+            Some(_) => self.0.float_or(name, 0.0).map(Some),
+        }
+    }
+
+    pub fn ints(&self, name: &str) -> Result<Option<Vec<i64>>, String> {
+        Ok(self.0.ints_opt(name)?.map(<[i64]>::to_vec))
+    }
+
+    pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
+        Ok(self.0.floats_opt(name)?.map(<[f32]>::to_vec))
+    }
+
+    pub fn string(&self, name: &str) -> Result<Option<String>, String> {
+        self.0.string_opt(name)
+    }
+
+    pub fn dtype(&self, name: &str) -> Result<Option<DType>, String> {
+        self.0.dtype_opt(name)
+    }
 }
 
 #[cfg(test)]
@@ -359,7 +634,31 @@ mod tests {
     #[test]
     fn registry_is_sorted_and_unique() {
         for w in OPS.windows(2) {
-            assert!(w[0].name < w[1].name, "{} before {}", w[0].name, w[1].name);
+            assert!(
+                (w[0].domain, w[0].name) < (w[1].domain, w[1].name),
+                "{} before {}",
+                w[0].name,
+                w[1].name
+            );
+        }
+    }
+
+    #[test]
+    fn every_op_names_its_own_entry() {
+        for def in OPS {
+            let node = Node {
+                name: "n".into(),
+                op_type: def.name.into(),
+                domain: def.domain.into(),
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+                attrs: Attrs::default(),
+            };
+            match parse(&node, 21) {
+                // a required attribute is missing: the parse says which
+                Op::Malformed(why) => assert!(why.contains("attribute"), "{}: {why}", def.name),
+                op => assert_eq!(op.name(), Some(def.name)),
+            }
         }
     }
 

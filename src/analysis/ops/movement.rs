@@ -2,9 +2,236 @@
 //! None of them costs MACs. Where the data is a small folded tensor (a shape vector), the values
 //! move too, which is what makes `Shape → Gather → Concat → Reshape` chains resolve.
 
-use super::{axis, broadcast, invalid, known_usize, ovf, InferError, InferResult, OpCx};
+use super::{
+    attrs, axis, broadcast, invalid, known_usize, ovf, AttrReader, FromAttrs, InferError,
+    InferResult, Op, OpCx,
+};
 use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
-use crate::ir::{shape_to_string, Dim};
+use crate::analysis::saved::{Save, SaveCx};
+use crate::ir::{shape_to_string, Attrs, Dim};
+
+/// `Reshape`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reshape {
+    /// The target as an attribute (opset 1–4).
+    pub shape: Option<Vec<i64>>,
+    /// A 0 in the target means 0, not "copy the input's dim".
+    pub allowzero: bool,
+}
+
+impl FromAttrs for Reshape {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Reshape {
+            shape: r.ints("shape")?,
+            allowzero: r.flag("allowzero", false)?,
+        })
+    }
+}
+
+/// `Flatten`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flatten {
+    pub axis: i64,
+}
+
+impl FromAttrs for Flatten {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Flatten {
+            axis: AttrReader(a).int("axis", 1)?,
+        })
+    }
+}
+
+/// `Transpose`'s permutation (reversed axes when absent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transpose {
+    pub perm: Option<Vec<i64>>,
+}
+
+impl FromAttrs for Transpose {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Transpose {
+            perm: AttrReader(a).ints("perm")?,
+        })
+    }
+}
+
+/// `Concat`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Concat {
+    pub axis: i64,
+}
+
+impl FromAttrs for Concat {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Concat {
+            axis: AttrReader(a).int("axis", 0)?,
+        })
+    }
+}
+
+/// `Split`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Split {
+    pub axis: i64,
+    /// The sizes as an attribute (before opset 13 made them an input).
+    pub split: Option<Vec<i64>>,
+    pub num_outputs: Option<i64>,
+}
+
+impl FromAttrs for Split {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Split {
+            axis: r.int("axis", 0)?,
+            split: r.ints("split")?,
+            num_outputs: r.int_opt("num_outputs")?,
+        })
+    }
+}
+
+/// `Slice`'s attributes (before opset 10 made them inputs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub starts: Option<Vec<i64>>,
+    pub ends: Option<Vec<i64>>,
+    pub axes: Option<Vec<i64>>,
+}
+
+impl FromAttrs for Slice {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Slice {
+            starts: r.ints("starts")?,
+            ends: r.ints("ends")?,
+            axes: r.ints("axes")?,
+        })
+    }
+}
+
+/// The axis of `Gather` and `GatherElements`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gather {
+    pub axis: i64,
+}
+
+impl FromAttrs for Gather {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Gather {
+            axis: AttrReader(a).int("axis", 0)?,
+        })
+    }
+}
+
+/// `GatherND`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatherNd {
+    pub batch_dims: i64,
+}
+
+impl FromAttrs for GatherNd {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(GatherNd {
+            batch_dims: AttrReader(a).int("batch_dims", 0)?,
+        })
+    }
+}
+
+/// The axes of `Squeeze` and `Unsqueeze` as an attribute (before opset 13 made them an input).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axes {
+    pub axes: Option<Vec<i64>>,
+}
+
+impl FromAttrs for Axes {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Axes {
+            axes: AttrReader(a).ints("axes")?,
+        })
+    }
+}
+
+crate::named_enum! {
+    /// How `Pad` fills.
+    pub enum PadMode {
+        /// A constant value.
+        Constant = "constant",
+        /// Mirrored, without the edge.
+        Reflect = "reflect",
+        /// The edge value repeated.
+        Edge = "edge",
+        /// Wrapped around.
+        Wrap = "wrap",
+    }
+}
+
+/// `Pad`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pad {
+    pub mode: PadMode,
+    /// The pads as an attribute (before opset 11 made them an input; `paddings` in opset 1).
+    pub pads: Option<Vec<i64>>,
+    /// The constant as an attribute (before opset 11).
+    pub value: f32,
+}
+
+impl FromAttrs for Pad {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let mode = match r.string("mode")? {
+            None => PadMode::Constant,
+            Some(m) => m.parse().map_err(|e| format!("attribute 'mode': {e}"))?,
+        };
+        Ok(Pad {
+            mode,
+            pads: r.ints("pads")?.or(r.ints("paddings")?),
+            value: r.float("value", 0.0)?,
+        })
+    }
+}
+
+/// The attributes of `Resize` and `Upsample`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resize {
+    pub mode: String,
+    pub axes: Option<Vec<i64>>,
+    pub keep_aspect_ratio_policy: String,
+    /// `Upsample`'s scales as an attribute (opset 7–8).
+    pub scales: Option<Vec<f32>>,
+}
+
+impl FromAttrs for Resize {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Resize {
+            mode: r.string("mode")?.unwrap_or_else(|| "nearest".into()),
+            axes: r.ints("axes")?,
+            keep_aspect_ratio_policy: r
+                .string("keep_aspect_ratio_policy")?
+                .unwrap_or_else(|| "stretch".into()),
+            scales: r.floats("scales")?,
+        })
+    }
+}
+
+/// `DepthToSpace` and `SpaceToDepth`'s block size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocks {
+    pub blocksize: i64,
+}
+
+impl FromAttrs for Blocks {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let b = AttrReader(a)
+            .int_opt("blocksize")?
+            .ok_or("attribute 'blocksize' is required")?;
+        if b < 1 {
+            return Err(format!("attribute 'blocksize' must be positive, found {b}"));
+        }
+        Ok(Blocks { blocksize: b })
+    }
+}
 
 /// The value, kept only when the shape stays fully known (same elements, same order).
 fn keep_value(input: &Fact, shape: &[Dim]) -> Option<Konst> {
@@ -19,12 +246,12 @@ pub fn reshape(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let target: Vec<Dim> = if cx.opt_input(1).is_some() {
         cx.value(1)?.as_dims().ok_or(InferError::Unknown)?
     } else {
-        match cx.attr_ints("shape")? {
+        match &attrs!(cx, Reshape).shape {
             Some(s) => s.iter().map(|&v| Dim::known(v)).collect(),
             None => return invalid("no target shape (input 'shape' or attribute 'shape')"),
         }
     };
-    let allowzero = cx.attr_int("allowzero", 0)? != 0;
+    let allowzero = attrs!(cx, Reshape).allowzero;
     let mut out = Vec::with_capacity(target.len());
     let mut infer_at = None;
     for (i, t) in target.iter().enumerate() {
@@ -96,7 +323,7 @@ pub fn flatten(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
     let r = s.len() as i64;
-    let a = cx.attr_int("axis", 1)?;
+    let a = attrs!(cx, Flatten).axis;
     let a = if a < 0 { a + r } else { a };
     if !(0..=r).contains(&a) {
         return invalid(format!("axis out of range for rank {r}"));
@@ -117,7 +344,7 @@ pub fn flatten(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
-    let perm: Vec<usize> = match cx.attr_ints("perm")? {
+    let perm: Vec<usize> = match &attrs!(cx, Transpose).perm {
         Some(p) => p
             .iter()
             .map(|&a| axis(a, s.len()))
@@ -153,7 +380,7 @@ pub fn concat(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if shapes.iter().any(|s| s.len() != rank) {
         return invalid("inputs have different ranks");
     }
-    let a = axis(cx.attr_int("axis", 0)?, rank)?;
+    let a = axis(attrs!(cx, Concat).axis, rank)?;
     let mut out = shapes[0].to_vec();
     out[a] = ovf(Dim::sum(shapes.iter().map(|s| &s[a])), "concatenated size")?;
     for s in &shapes[1..] {
@@ -200,10 +427,11 @@ pub fn concat(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
-    let a = axis(cx.attr_int("axis", 0)?, s.len())?;
+    let sp = attrs!(cx, Split);
+    let a = axis(sp.axis, s.len())?;
     let n_out = cx.node.outputs.len();
     let dim = &s[a];
-    let sizes: Vec<Dim> = match cx.ints_from_input_or_attr(1, "split")? {
+    let sizes: Vec<Dim> = match cx.ints_from_input_or(1, sp.split.as_deref())? {
         Some(split) if !split.is_empty() => {
             if split.len() != n_out {
                 return invalid(format!("{} split sizes for {n_out} outputs", split.len()));
@@ -216,11 +444,7 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
             split.into_iter().map(Dim::known).collect()
         }
         _ => {
-            let n = cx
-                .node
-                .attrs
-                .int_opt("num_outputs")?
-                .unwrap_or(n_out as i64);
+            let n = sp.num_outputs.unwrap_or(n_out as i64);
             if n < 1 {
                 return invalid(format!("num_outputs is {n}"));
             }
@@ -306,23 +530,24 @@ fn slice_len(dim: &Dim, start: &Dim, end: &Dim, step: i64) -> InferResult<Dim> {
 pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
-    let dims_of = |i: usize, attr: &str| -> InferResult<Option<Vec<Dim>>> {
+    let sl = attrs!(cx, Slice);
+    let dims_of = |i: usize, attr: &Option<Vec<i64>>| -> InferResult<Option<Vec<Dim>>> {
         if cx.opset >= 10 {
             match cx.opt_input(i) {
                 Some(_) => Ok(Some(cx.value(i)?.as_dims().ok_or(InferError::Unknown)?)),
                 None => Ok(None),
             }
         } else {
-            Ok(cx
-                .attr_ints(attr)?
+            Ok(attr
+                .as_ref()
                 .map(|v| v.iter().map(|&x| Dim::known(x)).collect()))
         }
     };
     let starts =
-        dims_of(1, "starts")?.ok_or_else(|| InferError::Invalid("starts are required".into()))?;
+        dims_of(1, &sl.starts)?.ok_or_else(|| InferError::Invalid("starts are required".into()))?;
     let ends =
-        dims_of(2, "ends")?.ok_or_else(|| InferError::Invalid("ends are required".into()))?;
-    let axes: Vec<usize> = match dims_of(3, "axes")? {
+        dims_of(2, &sl.ends)?.ok_or_else(|| InferError::Invalid("ends are required".into()))?;
+    let axes: Vec<usize> = match dims_of(3, &sl.axes)? {
         Some(a) => a
             .iter()
             .map(|d| axis(d.as_i64().ok_or(InferError::Unknown)?, s.len()))
@@ -334,7 +559,7 @@ pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
             (0..starts.len()).collect()
         }
     };
-    let steps: Vec<i64> = match dims_of(4, "steps")? {
+    let steps: Vec<i64> = match dims_of(4, &None)? {
         Some(v) => v
             .iter()
             .map(|d| d.as_i64().ok_or(InferError::Unknown))
@@ -393,7 +618,7 @@ pub fn gather(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if ds.is_empty() {
         return invalid("data must have rank 1 or more");
     }
-    let a = axis(cx.attr_int("axis", 0)?, ds.len())?;
+    let a = axis(attrs!(cx, Gather).axis, ds.len())?;
     let mut out = ds[..a].to_vec();
     out.extend_from_slice(is);
     out.extend_from_slice(&ds[a + 1..]);
@@ -432,7 +657,7 @@ pub fn gather_elements(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn gather_nd(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let ds = cx.shape(0)?;
     let is = cx.shape(1)?;
-    let b = usize::try_from(cx.attr_int("batch_dims", 0)?)
+    let b = usize::try_from(attrs!(cx, GatherNd).batch_dims)
         .map_err(|_| InferError::Invalid("batch_dims is negative".into()))?;
     let last = is
         .last()
@@ -449,7 +674,7 @@ pub fn gather_nd(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn squeeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
-    let axes = cx.ints_from_input_or_attr(1, "axes")?;
+    let axes = cx.ints_from_input_or(1, attrs!(cx, Squeeze).axes.as_deref())?;
     let out: Vec<Dim> = match axes {
         Some(axes) if !axes.is_empty() => {
             let axes: Vec<usize> = axes
@@ -487,7 +712,7 @@ pub fn unsqueeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
     let axes = cx
-        .ints_from_input_or_attr(1, "axes")?
+        .ints_from_input_or(1, attrs!(cx, Unsqueeze).axes.as_deref())?
         .ok_or_else(|| InferError::Invalid("axes are required".into()))?;
     let rank = s.len() + axes.len();
     let mut axes: Vec<usize> = axes
@@ -557,10 +782,10 @@ pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let pads = if cx.opset >= 11 {
         cx.ints(1)?
     } else {
-        cx.attr_ints("pads")?
-            .or(cx.attr_ints("paddings")?)
+        attrs!(cx, Pad)
+            .pads
+            .clone()
             .ok_or_else(|| InferError::Invalid("pads are required".into()))?
-            .to_vec()
     };
     let axes: Vec<usize> = match cx.opt_input(3) {
         Some(_) => cx
@@ -596,12 +821,13 @@ pub fn resize(cx: &OpCx) -> InferResult<Vec<Fact>> {
         cx.opt_input(i)
             .filter(|f| f.numel().and_then(|d| d.as_i64()) != Some(0))
     };
-    let (scales_in, sizes_in) = if cx.node.op_type == "Upsample" || cx.opset < 11 {
+    let r = attrs!(cx, Resize | Upsample);
+    let (scales_in, sizes_in) = if matches!(cx.op, Op::Upsample(_)) || cx.opset < 11 {
         (Some(1), None)
     } else {
         (Some(2), Some(3))
     };
-    let axes: Vec<usize> = match cx.attr_ints("axes")? {
+    let axes: Vec<usize> = match &r.axes {
         Some(a) => a
             .iter()
             .map(|&x| axis(x, s.len()))
@@ -614,9 +840,7 @@ pub fn resize(cx: &OpCx) -> InferResult<Vec<Fact>> {
         if sizes.len() != axes.len() {
             return invalid(format!("{} sizes for {} axes", sizes.len(), axes.len()));
         }
-        let policy = cx
-            .attr_string("keep_aspect_ratio_policy")?
-            .unwrap_or_else(|| "stretch".into());
+        let policy = r.keep_aspect_ratio_policy.as_str();
         if policy == "stretch" {
             for (k, &a) in axes.iter().enumerate() {
                 out[a] = sizes[k].clone();
@@ -642,7 +866,7 @@ pub fn resize(cx: &OpCx) -> InferResult<Vec<Fact>> {
     }
     let scales: Vec<f64> = match scales_in.filter(|&i| present(i).is_some()) {
         Some(i) => cx.value(i)?.as_f64s().ok_or(InferError::Unknown)?,
-        None => match cx.node.attrs.floats_opt("scales")? {
+        None => match &r.scales {
             Some(f) => f.iter().map(|&x| x as f64).collect(),
             None => return invalid("neither scales nor sizes are given"),
         },
@@ -674,10 +898,7 @@ pub fn depth_to_space(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if s.len() != 4 {
         return invalid("input must have rank 4");
     }
-    let b = cx.attr_int("blocksize", 0)?;
-    if b < 1 {
-        return invalid("blocksize must be positive");
-    }
+    let b = attrs!(cx, DepthToSpace | SpaceToDepth).blocksize;
     let bb = ovf(b.checked_mul(b), "blocksize squared")?;
     let c = s[1].div_exact(&Dim::known(bb)).ok_or_else(|| {
         InferError::Invalid(format!(
@@ -702,10 +923,7 @@ pub fn space_to_depth(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if s.len() != 4 {
         return invalid("input must have rank 4");
     }
-    let b = cx.attr_int("blocksize", 0)?;
-    if b < 1 {
-        return invalid("blocksize must be positive");
-    }
+    let b = attrs!(cx, DepthToSpace | SpaceToDepth).blocksize;
     let k = Dim::known(b);
     let div = |d: &Dim| {
         d.div_exact(&k)
@@ -724,6 +942,18 @@ pub fn space_to_depth(cx: &OpCx) -> InferResult<Vec<Fact>> {
             div(&s[3])?,
         ],
     )])
+}
+
+/// Reflect and edge padding save their input (to route gradients back); constant padding nothing.
+pub fn pad_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    let Op::Pad(p) = cx.op else { return None };
+    Some(
+        if cx.grad(cx.node.input(0)) && p.mode != PadMode::Constant {
+            cx.node.input(0).map(Save::Value).into_iter().collect()
+        } else {
+            Vec::new()
+        },
+    )
 }
 
 #[cfg(test)]

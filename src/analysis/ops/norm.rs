@@ -1,8 +1,81 @@
 //! Normalisation layers. Not counted in MACs (element-wise work).
+//!
+//! Backward: every norm saves its input and two fp32 statistics per normalised group (mean and
+//! inverse standard deviation), never its output; BatchNorm also keeps its running statistics.
 
-use super::{axis, invalid, same_as_input, InferResult, OpCx};
+use super::{attrs, axis, invalid, same_as_input, AttrReader, FromAttrs, InferResult, Op, OpCx};
 use crate::analysis::fact::Fact;
-use crate::ir::{DType, Dim};
+use crate::analysis::saved::{Save, SaveCx};
+use crate::ir::{Attrs, DType, Dim};
+
+/// `BatchNormalization`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchNorm {
+    pub epsilon: f32,
+    pub training_mode: bool,
+}
+
+impl FromAttrs for BatchNorm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(BatchNorm {
+            epsilon: r.float("epsilon", 1e-5)?,
+            training_mode: r.flag("training_mode", false)?,
+        })
+    }
+}
+
+/// `LayerNormalization`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerNorm {
+    pub axis: i64,
+    pub epsilon: f32,
+    pub stash_type: DType,
+}
+
+impl FromAttrs for LayerNorm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(LayerNorm {
+            axis: r.int("axis", -1)?,
+            epsilon: r.float("epsilon", 1e-5)?,
+            stash_type: r.dtype("stash_type")?.unwrap_or(DType::F32),
+        })
+    }
+}
+
+/// `GroupNormalization`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupNorm {
+    pub num_groups: i64,
+    pub epsilon: f32,
+}
+
+impl FromAttrs for GroupNorm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(GroupNorm {
+            num_groups: r
+                .int_opt("num_groups")?
+                .ok_or("attribute 'num_groups' is required")?,
+            epsilon: r.float("epsilon", 1e-5)?,
+        })
+    }
+}
+
+/// `InstanceNormalization`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceNorm {
+    pub epsilon: f32,
+}
+
+impl FromAttrs for InstanceNorm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(InstanceNorm {
+            epsilon: AttrReader(a).float("epsilon", 1e-5)?,
+        })
+    }
+}
 
 /// `BatchNormalization`: `Y` like `X`; in training mode (or before opset 14, when the extra
 /// outputs are requested) the running and saved statistics are per-channel vectors.
@@ -33,19 +106,59 @@ pub fn batch_norm(cx: &OpCx) -> InferResult<Vec<Fact>> {
 /// `LayerNormalization`: `Y` like `X`; `Mean` and `InvStdDev` keep the leading axes and have size 1
 /// on the normalised ones.
 pub fn layer_norm(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let ln = attrs!(cx, LayerNormalization);
     let x = cx.shape(0)?;
-    let a = axis(cx.attr_int("axis", -1)?, x.len())?;
+    let a = axis(ln.axis, x.len())?;
     let mut stat = x[..a].to_vec();
     stat.extend(std::iter::repeat_n(Dim::known(1), x.len() - a));
-    let stash = cx.node.attrs.dtype_opt("stash_type")?.unwrap_or(DType::F32);
     Ok(vec![
         Fact::new(cx.dtype(0), x.to_vec()),
-        Fact::new(Some(stash), stat.clone()),
-        Fact::new(Some(stash), stat),
+        Fact::new(Some(ln.stash_type), stat.clone()),
+        Fact::new(Some(ln.stash_type), stat),
     ])
 }
 
 /// `InstanceNormalization`, `GroupNormalization`: output like the input.
 pub fn same_shape_norm(cx: &OpCx) -> InferResult<Vec<Fact>> {
     same_as_input(cx)
+}
+
+/// The input and the fp32 mean and inverse standard deviation of each normalised group.
+pub fn saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    if !cx.out_grad() {
+        return Some(Vec::new());
+    }
+    let x = cx.node.input(0)?;
+    let shape = cx.fact(x).shape.as_ref()?;
+    let mut s = Vec::new();
+    let groups = match cx.op {
+        Op::LayerNormalization(ln) => {
+            let a = axis(ln.axis, shape.len()).ok()?;
+            shape[..a]
+                .iter()
+                .map(|d| d.as_u64().unwrap_or(0))
+                .fold(1u64, u64::saturating_mul)
+        }
+        op => {
+            let n = shape.first()?.as_u64()?;
+            let c = shape.get(1).and_then(|d| d.as_u64()).unwrap_or(1);
+            match op {
+                Op::BatchNormalization(_) => {
+                    s.extend(
+                        [cx.node.input(3), cx.node.input(4)]
+                            .into_iter()
+                            .flatten()
+                            .map(Save::Buffer),
+                    );
+                    c
+                }
+                Op::InstanceNormalization(_) => n.saturating_mul(c),
+                Op::GroupNormalization(g) => n.saturating_mul(g.num_groups.max(1) as u64),
+                _ => return None,
+            }
+        }
+    };
+    s.push(Save::Value(x));
+    s.push(Save::Own(groups.saturating_mul(2 * 4)));
+    Some(s)
 }

@@ -1,33 +1,66 @@
 //! Pooling: windowed (`MaxPool`, `AveragePool`, `LpPool`) and global. Not counted in MACs.
 
-use super::conv::Window;
-use super::{invalid, InferResult, OpCx};
+use super::conv::WindowAttrs;
+use super::{attrs, invalid, AttrReader, FromAttrs, InferResult, Op, OpCx};
 use crate::analysis::fact::Fact;
-use crate::ir::{DType, Dim};
+use crate::ir::{Attrs, DType, Dim};
+
+/// A windowed pool's attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pool {
+    pub window: WindowAttrs,
+    /// `AveragePool`: padding cells count in the divisor.
+    pub count_include_pad: bool,
+}
+
+impl FromAttrs for Pool {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
+        let window = WindowAttrs::from_attrs(a, opset)?;
+        if window.kernel_shape.is_none() {
+            return Err("attribute 'kernel_shape' is required".into());
+        }
+        Ok(Pool {
+            window,
+            count_include_pad: AttrReader(a).flag("count_include_pad", false)?,
+        })
+    }
+}
+
+impl Pool {
+    /// The window over `spatial` axes.
+    pub fn window(&self, spatial: usize) -> Result<super::conv::Window, String> {
+        let k = self.window.kernel_shape.clone().unwrap_or_default();
+        if k.len() != spatial {
+            return Err(format!(
+                "attribute 'kernel_shape' has {} values for {spatial} spatial axes",
+                k.len()
+            ));
+        }
+        self.window.window(k)
+    }
+}
+
+/// The pool attributes of an op, if it is a windowed pool.
+pub fn pool_of(op: &Op) -> Option<&Pool> {
+    match op {
+        Op::MaxPool(p) | Op::AveragePool(p) | Op::LpPool(p) => Some(p),
+        _ => None,
+    }
+}
 
 pub fn pool(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let p = attrs!(cx, MaxPool | AveragePool | LpPool);
     let x = cx.shape(0)?;
     if x.len() < 3 {
         return invalid(format!("input has rank {}, expected at least 3", x.len()));
     }
-    let kernel = match cx.attr_ints("kernel_shape")? {
-        Some(k) if k.len() == x.len() - 2 => k.to_vec(),
-        Some(k) => {
-            return invalid(format!(
-                "attribute 'kernel_shape' has {} values for {} spatial axes",
-                k.len(),
-                x.len() - 2
-            ))
-        }
-        None => return invalid("attribute 'kernel_shape' is required"),
-    };
-    let win = Window::from_attrs(cx, kernel)?;
+    let win = p.window(x.len() - 2)?;
     let mut out = vec![x[0].clone(), x[1].clone()];
     for (i, d) in x[2..].iter().enumerate() {
         out.push(win.out_dim(i, d)?);
     }
     let mut facts = vec![Fact::new(cx.dtype(0), out.clone())];
-    if cx.node.op_type == "MaxPool" {
+    if matches!(cx.op, Op::MaxPool(_)) {
         facts.push(Fact::new(Some(DType::I64), out));
     }
     Ok(facts)

@@ -1,18 +1,98 @@
 //! Reductions, arg-reductions, `TopK`, `NonZero`. Not counted in MACs.
 
-use super::{axis, invalid, InferError, InferResult, OpCx};
+use super::{attrs, axis, invalid, AttrReader, FromAttrs, InferError, InferResult, Op, OpCx};
 use crate::analysis::fact::{Fact, Konst};
-use crate::ir::{DType, Dim};
+use crate::analysis::saved::{Save, SaveCx};
+use crate::ir::{Attrs, DType, Dim};
+
+/// A `Reduce*` op's attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reduce {
+    pub keepdims: bool,
+    /// The attribute form of the axes (before they became an input).
+    pub axes: Option<Vec<i64>>,
+    pub noop_with_empty_axes: bool,
+}
+
+impl FromAttrs for Reduce {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Reduce {
+            keepdims: r.flag("keepdims", true)?,
+            axes: r.ints("axes")?,
+            noop_with_empty_axes: r.flag("noop_with_empty_axes", false)?,
+        })
+    }
+}
+
+/// The reduce attributes of an op, if it is a `Reduce*`.
+pub fn reduce_of(op: &Op) -> Option<&Reduce> {
+    match op {
+        Op::ReduceL1(r)
+        | Op::ReduceL2(r)
+        | Op::ReduceLogSum(r)
+        | Op::ReduceLogSumExp(r)
+        | Op::ReduceMax(r)
+        | Op::ReduceMean(r)
+        | Op::ReduceMin(r)
+        | Op::ReduceProd(r)
+        | Op::ReduceSum(r)
+        | Op::ReduceSumSquare(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// `ArgMax` / `ArgMin`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArgReduce {
+    pub axis: i64,
+    pub keepdims: bool,
+    pub select_last_index: bool,
+}
+
+impl FromAttrs for ArgReduce {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(ArgReduce {
+            axis: r.int("axis", 0)?,
+            keepdims: r.flag("keepdims", true)?,
+            select_last_index: r.flag("select_last_index", false)?,
+        })
+    }
+}
+
+/// `TopK`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopK {
+    pub axis: i64,
+    /// Before opset 10, `k` is an attribute.
+    pub k: Option<i64>,
+    pub largest: bool,
+}
+
+impl FromAttrs for TopK {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(TopK {
+            axis: r.int("axis", -1)?,
+            k: r.int_opt("k")?,
+            largest: r.flag("largest", true)?,
+        })
+    }
+}
 
 /// `Reduce*`: axes from the attribute (older opsets) or the second input (`ReduceSum` from 13,
 /// the others from 18).
 pub fn reduce(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let r = reduce_of(cx.op).ok_or_else(|| InferError::Invalid("not a reduction".into()))?;
     let x = cx.input(0)?;
     let s = cx.shape(0)?;
-    let keep = cx.attr_int("keepdims", 1)? != 0;
-    let axes = cx.ints_from_input_or_attr(1, "axes")?.unwrap_or_default();
+    let keep = r.keepdims;
+    let axes = cx
+        .ints_from_input_or(1, r.axes.as_deref())?
+        .unwrap_or_default();
     let axes: Vec<usize> = if axes.is_empty() {
-        if cx.attr_int("noop_with_empty_axes", 0)? != 0 {
+        if r.noop_with_empty_axes {
             return Ok(vec![x.clone()]);
         }
         (0..s.len()).collect()
@@ -32,14 +112,14 @@ pub fn reduce(cx: &OpCx) -> InferResult<Vec<Fact>> {
         }
     }
     // a full reduction of a folded 1-D vector (numel computations)
-    let value = match (&x.value, s.len(), cx.node.op_type.as_str()) {
-        (Some(Konst::Int(v)), 1, op) if axes == [0] => match op {
-            "ReduceProd" => Dim::product(v).map(|d| Konst::Int(vec![d])),
-            "ReduceSum" => Dim::sum(v).map(|d| Konst::Int(vec![d])),
-            "ReduceMax" | "ReduceMin" => {
+    let value = match (&x.value, s.len()) {
+        (Some(Konst::Int(v)), 1) if axes == [0] => match cx.op {
+            Op::ReduceProd(_) => Dim::product(v).map(|d| Konst::Int(vec![d])),
+            Op::ReduceSum(_) => Dim::sum(v).map(|d| Konst::Int(vec![d])),
+            Op::ReduceMax(_) | Op::ReduceMin(_) => {
                 let k: Option<Vec<i64>> = v.iter().map(Dim::as_i64).collect();
                 k.and_then(|k| {
-                    if op == "ReduceMax" {
+                    if matches!(cx.op, Op::ReduceMax(_)) {
                         k.into_iter().max()
                     } else {
                         k.into_iter().min()
@@ -60,9 +140,10 @@ pub fn reduce(cx: &OpCx) -> InferResult<Vec<Fact>> {
 
 /// `ArgMax`, `ArgMin`: int64 indices with the axis reduced.
 pub fn arg(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let r = attrs!(cx, ArgMax | ArgMin);
     let s = cx.shape(0)?;
-    let a = axis(cx.attr_int("axis", 0)?, s.len())?;
-    let keep = cx.attr_int("keepdims", 1)? != 0;
+    let a = axis(r.axis, s.len())?;
+    let keep = r.keepdims;
     let mut out = s.to_vec();
     if keep {
         out[a] = Dim::known(1);
@@ -73,15 +154,16 @@ pub fn arg(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn top_k(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let t = attrs!(cx, TopK);
     let s = cx.shape(0)?;
-    let a = axis(cx.attr_int("axis", -1)?, s.len())?;
+    let a = axis(t.axis, s.len())?;
     let k = if cx.opset >= 10 {
         cx.value(1)?
             .as_dims()
             .and_then(|v| v.first().cloned())
             .ok_or(InferError::Unknown)?
     } else {
-        Dim::known(cx.attr_int("k", -1)?)
+        Dim::known(t.k.unwrap_or(-1))
     };
     if let (Some(kv), Some(d)) = (k.as_i64(), s[a].as_i64()) {
         if kv < 0 || kv > d {
@@ -106,4 +188,13 @@ pub fn non_zero(cx: &OpCx) -> InferResult<Vec<Fact>> {
             Dim::sym(&format!("nonzero({})", cx.node.name)),
         ],
     )])
+}
+
+/// `TopK` saves its int64 indices.
+pub fn top_k_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.grad(cx.node.input(0)) {
+        cx.node.output(1).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
 }

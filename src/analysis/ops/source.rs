@@ -1,9 +1,99 @@
 //! Ops that make tensors from attributes or shapes: `Constant`, `Shape`, `Size`,
 //! `ConstantOfShape`, `Range`. Their values are folded when small.
 
-use super::{invalid, ovf, InferError, InferResult, OpCx};
+use super::{attrs, invalid, ovf, AttrReader, FromAttrs, InferError, InferResult, OpCx};
 use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
-use crate::ir::{Attr, DType, Dim, Tensor};
+use crate::ir::{Attr, Attrs, DType, Dim, Tensor};
+
+/// Where a `Constant` holds its value. The value itself (possibly a large tensor) stays in the
+/// node's attributes, read where it is needed, never copied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConstantForm {
+    /// `value`: a tensor.
+    Tensor,
+    /// `sparse_value`.
+    Sparse,
+    /// `value_float`, `value_floats`, `value_int`, `value_ints`, `value_string`, `value_strings`.
+    Scalars(String),
+}
+
+/// `Constant`'s attributes: which one holds the value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Constant {
+    pub form: ConstantForm,
+}
+
+impl FromAttrs for Constant {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let (name, attr) = a.0.first().ok_or("no value attribute")?;
+        let form = match (name.as_str(), attr) {
+            ("value", Attr::Tensor(_)) => ConstantForm::Tensor,
+            ("sparse_value", Attr::SparseTensor { .. }) => ConstantForm::Sparse,
+            ("value_float", Attr::Float(_))
+            | ("value_floats", Attr::Floats(_))
+            | ("value_int", Attr::Int(_))
+            | ("value_ints", Attr::Ints(_))
+            | ("value_string", Attr::String(_))
+            | ("value_strings", Attr::Strings(_)) => ConstantForm::Scalars(name.clone()),
+            (other, a) => {
+                return Err(format!(
+                    "unsupported value attribute '{other}' ({})",
+                    a.kind()
+                ))
+            }
+        };
+        Ok(Constant { form })
+    }
+}
+
+/// `Shape`'s slice of the dims (opset 15).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub start: i64,
+    pub end: Option<i64>,
+}
+
+impl FromAttrs for Shape {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Shape {
+            start: r.int("start", 0)?,
+            end: r.int_opt("end")?,
+        })
+    }
+}
+
+/// `RandomNormal` and `RandomUniform`'s attributes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Random {
+    pub shape: Vec<i64>,
+    pub dtype: DType,
+}
+
+impl FromAttrs for Random {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Random {
+            shape: r.ints("shape")?.ok_or("attribute 'shape' is required")?,
+            dtype: r.dtype("dtype")?.unwrap_or(DType::F32),
+        })
+    }
+}
+
+/// The output type of `RandomNormalLike`, `RandomUniformLike` and `Bernoulli` (the input's by
+/// default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RandomLike {
+    pub dtype: Option<DType>,
+}
+
+impl FromAttrs for RandomLike {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(RandomLike {
+            dtype: AttrReader(a).dtype("dtype")?,
+        })
+    }
+}
 
 /// The fact of a stored tensor, with its values when it is small.
 pub fn tensor_fact(t: &Tensor) -> Fact {
@@ -17,8 +107,10 @@ pub fn tensor_fact(t: &Tensor) -> Fact {
 }
 
 pub fn constant(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let attrs = &cx.node.attrs;
-    let (name, attr) = attrs
+    attrs!(cx, Constant);
+    let (name, attr) = cx
+        .node
+        .attrs
         .0
         .first()
         .ok_or_else(|| InferError::Invalid("no value attribute".into()))?;
@@ -61,8 +153,9 @@ pub fn shape(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let s = cx.shape(0)?;
     let r = s.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-    let start = clamp(cx.attr_int("start", 0)?);
-    let end = clamp(cx.node.attrs.int_opt("end")?.unwrap_or(r));
+    let sh = attrs!(cx, Shape);
+    let start = clamp(sh.start);
+    let end = clamp(sh.end.unwrap_or(r));
     let dims: Vec<Dim> = if start < end {
         s[start..end].to_vec()
     } else {
@@ -167,10 +260,8 @@ pub fn range(cx: &OpCx) -> InferResult<Vec<Fact>> {
 
 /// `RandomNormal`, `RandomUniform`: the `shape` attribute, `dtype` (float32 by default).
 pub fn random(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let shape = cx
-        .attr_ints("shape")?
-        .ok_or_else(|| InferError::Invalid("attribute 'shape' is required".into()))?;
-    let dtype = cx.node.attrs.dtype_opt("dtype")?.unwrap_or(DType::F32);
+    let r = attrs!(cx, RandomNormal | RandomUniform);
+    let (shape, dtype) = (&r.shape, r.dtype);
     Ok(vec![Fact::new(
         Some(dtype),
         shape.iter().map(|&d| Dim::known(d)).collect(),
@@ -179,8 +270,9 @@ pub fn random(cx: &OpCx) -> InferResult<Vec<Fact>> {
 
 /// `RandomNormalLike`, `RandomUniformLike`, `Bernoulli`: the input's shape, `dtype` or the input's.
 pub fn random_like(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let r = attrs!(cx, RandomNormalLike | RandomUniformLike | Bernoulli);
     let x = cx.input(0)?;
-    let dtype = cx.node.attrs.dtype_opt("dtype")?.or(x.dtype);
+    let dtype = r.dtype.or(x.dtype);
     Ok(vec![Fact {
         dtype,
         shape: x.shape.clone(),
