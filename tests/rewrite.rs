@@ -259,7 +259,7 @@ fn records_metadata_and_value_info() {
     let out = dir.path().join("r.onnx");
     rewrite(&fixture("resnet_like.onnx"), &out, &["--no-verify"]);
     let m = nnlint::load::onnx::load(&out).unwrap();
-    let records = nnlint::rewrite::records(&m).unwrap().unwrap();
+    let records = nnlint::rules::fix::applied(&m).unwrap().unwrap();
     assert_eq!(records.len(), 4);
     for r in &records {
         assert_eq!(r.rule, "NL101");
@@ -470,7 +470,7 @@ fn a_rewritten_model_can_be_rewritten_again() {
     );
     // both runs are on record; verify compares only what this original still has
     let m = nnlint::load::onnx::load(&second).unwrap();
-    assert_eq!(nnlint::rewrite::records(&m).unwrap().unwrap().len(), 3);
+    assert_eq!(nnlint::rules::fix::applied(&m).unwrap().unwrap().len(), 3);
     let o = nnlint(&[
         "verify",
         &first.display().to_string(),

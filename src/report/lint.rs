@@ -89,6 +89,14 @@ fn saving_text(f: &Finding) -> String {
     }
 }
 
+/// ` (nnlint rewrite: depthwise-separable, approximate)` for a fixable finding, else nothing.
+fn rewrite_note(f: &Finding) -> String {
+    match &f.rewrite {
+        Some(r) => format!(" (nnlint rewrite: {}, {})", r.kind, r.safety),
+        None => String::new(),
+    }
+}
+
 /// Whether to colour: a terminal, and `NO_COLOR` unset.
 pub fn use_colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
@@ -130,9 +138,13 @@ pub fn human(run: &LintRun, colour: bool) -> String {
                 f.message
             ));
             let saving = saving_text(f);
+            let label = match &f.rewrite {
+                Some(r) => format!("fix [rewrite: {}, {}]:", r.kind, r.safety),
+                None => "fix:".to_string(),
+            };
             out.push_str(&format!(
                 "  {} {}{}\n",
-                paint("fix:", dim, colour),
+                paint(&label, dim, colour),
                 f.fix,
                 if saving.is_empty() {
                     String::new()
@@ -151,8 +163,14 @@ pub fn human(run: &LintRun, colour: bool) -> String {
         run.count(Severity::Info),
     );
     let baselined: usize = run.files.iter().map(|f| f.baselined).sum();
+    let fixable = run
+        .files
+        .iter()
+        .flat_map(|f| &f.findings)
+        .filter(|f| f.rewrite.is_some())
+        .count();
     out.push_str(&format!(
-        "{} in {} file{}: {e} error{}, {w} warning{}, {i} info{}\n",
+        "{} in {} file{}: {e} error{}, {w} warning{}, {i} info{}{}\n",
         if e + w + i == 0 {
             "no findings"
         } else {
@@ -164,6 +182,11 @@ pub fn human(run: &LintRun, colour: bool) -> String {
         if w == 1 { "" } else { "s" },
         if baselined > 0 {
             format!(" ({baselined} in the baseline, not shown)")
+        } else {
+            String::new()
+        },
+        if fixable > 0 {
+            format!("; {fixable} fixable with `nnlint rewrite`")
         } else {
             String::new()
         },
@@ -242,9 +265,10 @@ pub fn github(run: &LintRun) -> String {
             let title = format!("{} {} ({})", f.code, f.name, f.node);
             let saving = saving_text(f);
             let body = format!(
-                "{}\nfix: {}{}",
+                "{}\nfix: {}{}{}",
                 f.message,
                 f.fix,
+                rewrite_note(f),
                 if saving.is_empty() {
                     String::new()
                 } else {
@@ -295,7 +319,7 @@ pub fn markdown(run: &LintRun) -> String {
                 f.name,
                 md(&f.node),
                 md(&f.message),
-                md(&f.fix),
+                md(&format!("{}{}", f.fix, rewrite_note(f))),
                 md(&saving_text(f))
             ));
         }

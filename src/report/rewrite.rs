@@ -8,7 +8,7 @@ use super::units::{bytes, count};
 use crate::analysis::training::TrainConfig;
 use crate::analysis::{self, Bindings, MemReport};
 use crate::ir::{Graph, Model, NodeId};
-use crate::rewrite::{Kind, Planned, Safety, Skipped};
+use crate::rewrite::{Planned, RewriteKind, Safety, Skipped};
 use crate::util::table::{Align, Table};
 use crate::verify::{Check, Verification, WholeModel};
 
@@ -61,7 +61,7 @@ impl From<&Check> for Numbers {
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     pub rule: String,
-    pub kind: Kind,
+    pub kind: RewriteKind,
     pub node: String,
     pub new_nodes: Vec<String>,
     pub rank: Option<u64>,
@@ -350,9 +350,9 @@ pub fn table(r: &RewriteReport) -> String {
     for row in &r.rewrites {
         table.push(vec![
             row.node.clone(),
-            row.kind.as_str().to_string(),
+            row.kind.name().to_string(),
             row.rank.map_or("-".into(), |k| k.to_string()),
-            row.safety.as_str().to_string(),
+            row.safety.name().to_string(),
             row.params.text(count),
             row.macs.text(count),
             match &row.verify {
@@ -450,13 +450,13 @@ pub fn verify_table(v: &Verification) -> String {
             Some(why) => out.push_str(&format!(
                 "{} ({}): not checked: {why}\n",
                 c.node,
-                c.kind.as_str()
+                c.kind.name()
             )),
             None => out.push_str(&format!(
                 "{} ({}, {}{}): max abs error {}, relative {}{}\n",
                 c.node,
-                c.kind.as_str(),
-                c.safety.as_str(),
+                c.kind.name(),
+                c.safety.name(),
                 c.rank.map_or(String::new(), |r| format!(", rank {r}")),
                 sci(c.max_abs_error),
                 sci(c.max_rel_error),

@@ -70,6 +70,7 @@ pub fn render(run: &LintRun) -> String {
                     "unit": f.unit,
                     "fix": f.fix,
                     "saving": f.saving,
+                    "rewrite": f.rewrite,
                 }
             }));
         }

@@ -8,18 +8,21 @@
 //! `r = min(C_out, k)` (Guo et al., "Network Decoupling", 2018); `r = 1` is the MobileNet block.
 
 use super::{
-    attr_int, attr_ints, copy_attrs, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored,
-    Kind, RankChoice,
+    attr_int, attr_ints, new_tensor, node_proto, read_f64, window_attrs, BuildResult, Cx, Factored,
+    RankChoice, RewriteKind,
 };
+use crate::analysis::ops::Op;
 use crate::ir::{Dim, NodeId};
 use crate::util::svd::{self, Par, Want};
 
-pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
+/// Plans the decomposition of convolution `n`; `proposed` is the finding's rank, used unless the
+/// command line chose another.
+pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     let node = &cx.graph().nodes[n];
-    if node.op_type != "Conv" {
+    let Op::Conv(conv) = &cx.ops[n] else {
         return Err(format!("{} is not a Conv", node.label()));
-    }
-    if node.attrs.int_or("group", 1)? != 1 {
+    };
+    if conv.group != 1 {
         return Err("the convolution is already grouped".into());
     }
     let (x, wt, y) = cx.layer(node)?;
@@ -66,7 +69,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         RankChoice::Energy(e) => (1..=full)
             .find(|&r| energy_at(r) >= e * (1.0 - 1e-12))
             .unwrap_or(full),
-        RankChoice::Default => 1,
+        RankChoice::Default => usize::try_from(proposed).unwrap_or(full).clamp(1, full),
     };
     let kept = energy_at(r);
 
@@ -99,7 +102,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let mut pw_dims = vec![co as u64, cr as u64];
     pw_dims.extend(std::iter::repeat_n(1, spatial));
 
-    let mut dw_attrs = copy_attrs(node, &["group"]);
+    let mut dw_attrs = window_attrs(&conv.window);
     dw_attrs.push(attr_int("group", ci as i64));
     let pw_attrs = vec![
         attr_ints("kernel_shape", vec![1; spatial]),
@@ -137,7 +140,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         new_tensor(pw_w, wt, pw_dims, &pw)?,
     ];
     Ok(Factored {
-        kind: Kind::DepthwiseSeparable,
+        kind: RewriteKind::DepthwiseSeparable,
         node: n,
         input: x,
         output: y,

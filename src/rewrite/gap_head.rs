@@ -5,56 +5,45 @@
 //! lossy rewrite, to fine-tune; the verification measures how far it moves the output.
 
 use super::{
-    attr_int, copy_attrs, new_tensor, node_proto, read_f64, BuildResult, Cx, Kind, Planned, Record,
-    Safety,
+    attr_int, gemm_attrs, new_tensor, node_proto, read_f64, Applied, BuildResult, Cx, Planned,
+    RewriteKind, Safety,
 };
-use crate::ir::{Dim, NodeId, ValueId};
+use crate::analysis::ops::Op;
+use crate::ir::{Dim, NodeId};
 
-/// Follows pass-through ops (Identity, Dropout) back to the value that feeds them, with the nodes
-/// passed.
-fn through_passthrough(cx: &Cx, mut v: ValueId) -> (ValueId, Vec<NodeId>) {
-    let g = cx.graph();
-    let mut passed = Vec::new();
-    while let Some((n, _)) = g.values[v].producer {
-        let node = &g.nodes[n];
-        match node.op_type.as_str() {
-            "Identity" | "Dropout" => match node.input(0) {
-                Some(x) => {
-                    passed.push(n);
-                    v = x;
-                }
-                None => break,
-            },
-            _ => break,
-        }
-    }
-    (v, passed)
-}
-
-pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
+/// Plans the GAP head of the finding: `layer` reads `flatten`'s output through `through` (nearest
+/// the layer first).
+pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResult {
     let g = cx.graph();
     let node = &g.nodes[n];
-    let is_gemm = node.op_type == "Gemm";
-    if !is_gemm && node.op_type != "MatMul" {
-        return Err(format!("{} is not a Gemm or MatMul", node.label()));
-    }
-    if is_gemm && node.attrs.int_or("transA", 0)? != 0 {
-        return Err("the Gemm transposes its input (transA = 1)".into());
-    }
+    let gemm = match &cx.ops[n] {
+        Op::Gemm(gm) if gm.trans_a => {
+            return Err("the Gemm transposes its input (transA = 1)".into())
+        }
+        Op::Gemm(gm) => Some(gm),
+        Op::MatMul => None,
+        _ => return Err(format!("{} is not a Gemm or MatMul", node.label())),
+    };
     let (a, wt, y) = cx.layer(node)?;
     if wt.dims.len() != 2 {
         return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
     }
-    let (flat_v, passed) = through_passthrough(cx, a);
-    let Some((f, _)) = g.values[flat_v].producer else {
-        return Err("the layer's input is not a flattened feature map".into());
-    };
+    // the chain the finding saw: flatten -> through (reversed) -> layer
     let flat = &g.nodes[f];
-    if !matches!(flat.op_type.as_str(), "Flatten" | "Reshape") {
-        return Err(format!(
-            "the layer's input comes from {}, not Flatten or Reshape",
-            flat.label()
-        ));
+    if !matches!(cx.ops[f], Op::Flatten(_) | Op::Reshape(_)) {
+        return Err(format!("{} is not a Flatten or Reshape", flat.label()));
+    }
+    let flat_v = flat.output(0).ok_or("the Flatten has no output")?;
+    let mut v = a;
+    for &t in through {
+        let tn = &g.nodes[t];
+        if tn.output(0) != Some(v) || tn.input(0).is_none() {
+            return Err(format!("{} does not feed the layer", tn.label()));
+        }
+        v = tn.input(0).ok_or("a pass-through node has no input")?;
+    }
+    if v != flat_v {
+        return Err("the Flatten does not feed the layer".into());
     }
     let x = flat.input(0).ok_or("the Flatten has no input")?;
     let map = cx
@@ -72,7 +61,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let spatial = Dim::product(&map[2..])
         .and_then(|d| d.as_u64())
         .ok_or("the spatial size is not a number")? as usize;
-    let trans_b = is_gemm && node.attrs.int_or("transB", 0)? != 0;
+    let trans_b = gemm.is_some_and(|gm| gm.trans_b);
     let (kw, nout) = if trans_b {
         (wt.dims[1] as usize, wt.dims[0] as usize)
     } else {
@@ -84,7 +73,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         ));
     }
     let wv = read_f64(wt)?;
-    if wv.len() != kw * nout {
+    if Some(wv.len()) != kw.checked_mul(nout) {
         return Err("the weight's data does not match its shape".into());
     }
     // the flattened feature index is c·spatial + s (channel-major)
@@ -115,7 +104,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
 
     // the Flatten (and pass-through nodes) go too when nothing else reads them
     let mut removed = vec![n];
-    let chain: Vec<NodeId> = passed.iter().copied().chain([f]).collect();
+    let chain: Vec<NodeId> = through.iter().copied().chain([f]).collect();
     let mut inside = vec![n];
     for &m in &chain {
         let only_chain = g.nodes[m].outputs.iter().flatten().all(|&v| {
@@ -139,7 +128,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
                 released.push(g.values[*v].name.clone());
             } else if let Some((p, _)) = g.values[*v].producer {
                 let sole = g.values[*v].consumers.iter().all(|(u, _)| *u == m);
-                if g.nodes[p].op_type == "Constant" && sole && !g.outputs.contains(v) {
+                if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(v) {
                     removed.push(p);
                 }
             }
@@ -155,11 +144,36 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let gap_node = cx.names.fresh(&format!("{base}/GlobalAveragePool"));
     let flat_node = cx.names.fresh(&format!("{base}/Flatten"));
     let fc_node = cx.names.fresh(&format!("{base}/head"));
-    let mut fc_inputs = vec![pooled_flat.clone(), new_w.clone()];
+    // Casts on the way keep their place, after the new Flatten (Identity and Dropout are no-ops)
+    let casts: Vec<(String, crate::ir::DType)> = through
+        .iter()
+        .rev()
+        .filter_map(|&t| match &cx.ops[t] {
+            Op::Cast(c) => Some((g.nodes[t].name.clone(), c.to)),
+            _ => None,
+        })
+        .collect();
+    let mut fc_in = pooled_flat.clone();
+    let mut cast_nodes = Vec::new();
+    let mut cast_values = Vec::new();
+    for (name, to) in &casts {
+        let out = cx.names.fresh(&format!("{}/gap_cast", cx.name(x)));
+        let node_name = cx.names.fresh(&format!("{name}/gap"));
+        cast_nodes.push(node_proto(
+            node_name,
+            "Cast",
+            vec![fc_in.clone()],
+            out.clone(),
+            vec![attr_int("to", i64::from(to.to_onnx()))],
+        ));
+        cast_values.push((out.clone(), *to, map[..2].to_vec()));
+        fc_in = out;
+    }
+    let mut fc_inputs = vec![fc_in, new_w.clone()];
     if let Some(b) = node.input(2) {
         fc_inputs.push(cx.name(b).to_string());
     }
-    let nodes = vec![
+    let mut nodes = vec![
         node_proto(
             gap_node,
             "GlobalAveragePool",
@@ -174,25 +188,27 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
             pooled_flat.clone(),
             vec![attr_int("axis", 1)],
         ),
-        node_proto(
-            fc_node,
-            &node.op_type,
-            fc_inputs,
-            cx.name(y).to_string(),
-            copy_attrs(node, &[]),
-        ),
     ];
+    nodes.extend(cast_nodes);
+    nodes.push(node_proto(
+        fc_node,
+        if gemm.is_some() { "Gemm" } else { "MatMul" },
+        fc_inputs,
+        cx.name(y).to_string(),
+        gemm.map(gemm_attrs).unwrap_or_default(),
+    ));
     let dtype = cx.facts[x].dtype.unwrap_or(wt.dtype);
     let mut pooled_shape = map[..2].to_vec();
     pooled_shape.extend(std::iter::repeat_n(Dim::known(1), map.len() - 2));
-    let values = vec![
+    let mut values = vec![
         (pooled, dtype, pooled_shape),
         (pooled_flat, dtype, map[..2].to_vec()),
     ];
+    values.extend(cast_values);
     Ok(Planned {
-        record: Record {
+        record: Applied {
             rule: String::new(),
-            kind: Kind::GapHead,
+            kind: RewriteKind::GapHead,
             node: node.name.clone(),
             safety: Safety::Lossy,
             rank: None,

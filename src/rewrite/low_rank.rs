@@ -5,34 +5,26 @@
 //! PyTorch's Linear exports) gets both new weights transposed too.
 
 use super::{
-    attr_float, attr_int, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored, Kind,
-    RankChoice,
+    attr_float, attr_int, new_tensor, node_proto, read_f64, BuildResult, Cx, Factored, RankChoice,
+    RewriteKind,
 };
+use crate::analysis::ops::Op;
 use crate::ir::{Dim, NodeId};
 use crate::util::svd::{self, Par, Want};
 
-pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
+/// Plans the factorisation of linear layer `n`; `proposed` is the finding's rank, used unless the
+/// command line chose another.
+pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     let node = &cx.graph().nodes[n];
-    let is_gemm = node.op_type == "Gemm";
-    if !is_gemm && node.op_type != "MatMul" {
-        return Err(format!("{} is not a Gemm or MatMul", node.label()));
-    }
+    let (is_gemm, trans_a, trans_b, alpha, beta) = match &cx.ops[n] {
+        Op::Gemm(g) => (true, g.trans_a, g.trans_b, g.alpha, g.beta),
+        Op::MatMul => (false, false, false, 1.0, 1.0),
+        _ => return Err(format!("{} is not a Gemm or MatMul", node.label())),
+    };
     let (a, wt, y) = cx.layer(node)?;
     if wt.dims.len() != 2 {
         return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
     }
-    let trans_a = is_gemm && node.attrs.int_or("transA", 0)? != 0;
-    let trans_b = is_gemm && node.attrs.int_or("transB", 0)? != 0;
-    let alpha = if is_gemm {
-        node.attrs.float_or("alpha", 1.0)?
-    } else {
-        1.0
-    };
-    let beta = if is_gemm {
-        node.attrs.float_or("beta", 1.0)?
-    } else {
-        1.0
-    };
     let (rows, cols) = (wt.dims[0] as usize, wt.dims[1] as usize);
     // B' as applied: K x N
     let (kk, nn) = if trans_b { (cols, rows) } else { (rows, cols) };
@@ -53,8 +45,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         RankChoice::Fixed(r) => Want::Rank((r as usize).clamp(1, full)),
         RankChoice::Full => Want::Rank(full),
         RankChoice::Energy(e) => Want::Energy(e),
-        // what oversized-linear proposes: half the break-even rank
-        RankChoice::Default => Want::Rank(((k64 * n64 / (k64 + n64)) / 2).max(1) as usize),
+        RankChoice::Default => Want::Rank(usize::try_from(proposed).unwrap_or(full).clamp(1, full)),
     };
     let f = svd::truncated(&b, want, cx.options.seed, Par::rayon(0))?;
     let r = f.rank();
@@ -102,7 +93,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
     let mid = cx.names.fresh(&format!("{}/low_rank", cx.name(y)));
     let n1 = cx.names.fresh(&format!("{base}/low_rank_0"));
     let n2 = cx.names.fresh(&format!("{base}/low_rank_1"));
-    let op = node.op_type.as_str();
+    let op = if is_gemm { "Gemm" } else { "MatMul" };
     let (attrs1, attrs2) = if is_gemm {
         let tb = i64::from(trans_b);
         (
@@ -149,7 +140,7 @@ pub fn plan(cx: &mut Cx, n: NodeId) -> BuildResult {
         new_tensor(w2, wt, b2_dims, &b2)?,
     ];
     Ok(Factored {
-        kind: Kind::LowRank,
+        kind: RewriteKind::LowRank,
         node: n,
         input: a,
         output: y,

@@ -22,66 +22,18 @@ pub mod text;
 
 use std::collections::{HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::analysis::fact::Fact;
+use crate::analysis::ops::conv::{AutoPad, WindowAttrs};
+use crate::analysis::ops::linalg::Gemm;
+use crate::analysis::ops::Op;
 use crate::ir::{DType, Dim, Graph, Model, Node, NodeId, Tensor, ValueId, Values};
 use crate::load::onnx_pb as pb;
+use crate::rules::{Finding, Fix, Plan};
+use crate::util::glob::glob_match;
 
-/// Metadata key holding the rewrite records of a rewritten model.
-pub const METADATA_KEY: &str = "nnlint.rewrites";
-
-/// What a rewrite does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    DepthwiseSeparable,
-    GapHead,
-    LowRank,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::DepthwiseSeparable => "depthwise-separable",
-            Kind::GapHead => "gap-head",
-            Kind::LowRank => "low-rank",
-        }
-    }
-
-    /// The rewrite a rule's metadata names.
-    pub fn from_name(name: &str) -> Option<Kind> {
-        match name {
-            "depthwise-separable" => Some(Kind::DepthwiseSeparable),
-            "gap-head" => Some(Kind::GapHead),
-            "low-rank" => Some(Kind::LowRank),
-            _ => None,
-        }
-    }
-}
-
-/// How a rewrite changes the function the model computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Safety {
-    /// The same function up to floating-point round-off (a full-rank decomposition).
-    Exact,
-    /// A truncated factorisation of the same function: the error is bounded by the energy dropped.
-    Approximate,
-    /// A different function that agrees with the original only in a special case (a spatially
-    /// constant feature map for the GAP head): fine-tune after rewriting.
-    Lossy,
-}
-
-impl Safety {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Safety::Exact => "exact",
-            Safety::Approximate => "approximate",
-            Safety::Lossy => "lossy",
-        }
-    }
-}
+pub use crate::rules::fix::{Applied, RewriteKind, Safety, METADATA_KEY};
 
 /// The rank a factorising rewrite keeps.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -92,8 +44,8 @@ pub enum RankChoice {
     Full,
     /// `--energy E`: the smallest rank keeping this share of the squared singular values.
     Energy(f64),
-    /// Neither: rank 1 for convolutions (the MobileNet block), the rule's proposal (half the
-    /// break-even rank) for linear layers.
+    /// Neither: the rank the finding proposes (1 for convolutions, the MobileNet block; half the
+    /// break-even rank, or the energy rank with `spectrum = true`, for linear layers).
     Default,
 }
 
@@ -103,26 +55,6 @@ pub struct Options {
     pub rank: RankChoice,
     /// Seed of the randomized SVD's sketch.
     pub seed: u64,
-}
-
-/// One rewrite, as stored in the output's metadata: what was replaced by what.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Record {
-    /// The rule whose finding this rewrite fixes (its code).
-    pub rule: String,
-    pub kind: Kind,
-    /// The node the finding is about.
-    pub node: String,
-    pub safety: Safety,
-    pub rank: Option<u64>,
-    /// The value the replaced subgraph reads (its activation input).
-    pub input: String,
-    /// The value it produces; the new nodes produce it under the same name.
-    pub output: String,
-    /// First output of each replaced node of the original.
-    pub replaced: Vec<String>,
-    /// First output of each new node, in order.
-    pub added: Vec<String>,
 }
 
 /// A tensor a rewrite creates, encoded in its element type.
@@ -137,7 +69,7 @@ pub struct NewTensor {
 /// A planned rewrite: the record, the nodes and tensors to add, and its accounting.
 #[derive(Clone, Debug)]
 pub struct Planned {
-    pub record: Record,
+    pub record: Applied,
     /// Nodes of the original graph this replaces.
     pub removed: Vec<NodeId>,
     pub nodes: Vec<pb::NodeProto>,
@@ -165,6 +97,8 @@ pub struct Cx<'a> {
     pub model: &'a Model,
     /// Facts with the batch left symbolic (for `value_info`).
     pub facts: &'a [Fact],
+    /// Every node's typed op.
+    pub ops: &'a [Op],
     pub options: &'a Options,
     pub names: &'a mut Names,
 }
@@ -208,7 +142,7 @@ impl<'a> Cx<'a> {
 
 /// What a factorising rewrite (one node into two, at a rank) produced.
 pub struct Factored {
-    pub kind: Kind,
+    pub kind: RewriteKind,
     pub node: NodeId,
     pub input: ValueId,
     pub output: ValueId,
@@ -237,7 +171,7 @@ impl Factored {
         });
         let g = cx.graph();
         Planned {
-            record: Record {
+            record: Applied {
                 rule: String::new(),
                 kind: self.kind,
                 node: g.nodes[self.node].name.clone(),
@@ -301,12 +235,16 @@ impl Names {
 /// A rewrite builder's failure: the finding is reported as skipped with this reason.
 pub type BuildResult = std::result::Result<Planned, String>;
 
-/// Plans the rewrite a rule's finding proposes on a node.
-pub fn plan(cx: &mut Cx, kind: Kind, rule: &str, node: NodeId) -> BuildResult {
-    let mut p = match kind {
-        Kind::DepthwiseSeparable => depthwise::plan(cx, node)?,
-        Kind::GapHead => gap_head::plan(cx, node)?,
-        Kind::LowRank => low_rank::plan(cx, node)?,
+/// Plans the rewrite a finding carries.
+pub fn plan(cx: &mut Cx, rule: &str, fix: &Fix) -> BuildResult {
+    let mut p = match &fix.plan {
+        Plan::DepthwiseSeparable { conv, rank, .. } => depthwise::plan(cx, *conv, *rank)?,
+        Plan::GapHead {
+            layer,
+            flatten,
+            through,
+        } => gap_head::plan(cx, *layer, *flatten, through)?,
+        Plan::LowRank { layer, rank, .. } => low_rank::plan(cx, *layer, *rank)?,
     };
     p.record.rule = rule.to_string();
     let g = cx.graph();
@@ -323,55 +261,39 @@ pub fn plan(cx: &mut Cx, kind: Kind, rule: &str, node: NodeId) -> BuildResult {
     Ok(p)
 }
 
-/// Plans a rewrite for every finding of a rule that proposes one, on the nodes `nodes` selects
-/// (globs; all when empty). GAP heads go first, so a head layer that `oversized-linear` also flags
-/// is pooled rather than factored; a node is rewritten once.
+/// Plans the rewrite of every finding that carries one, on the nodes `nodes` selects (globs; all
+/// when empty). GAP heads go first, so a head layer that `oversized-linear` also flags is pooled
+/// rather than factored; a node is rewritten once.
 pub fn plan_all(
     model: &Model,
     facts: &[Fact],
-    findings: &[crate::rules::Finding],
+    ops: &[Op],
+    findings: &[Finding],
     nodes: &[String],
     options: &Options,
     progress: &dyn crate::util::progress::Progress,
 ) -> (Vec<Planned>, Vec<Skipped>) {
     let g = &model.graph;
     let mut names = Names::of(g);
-    let mut todo: Vec<(Kind, &crate::rules::Finding, NodeId)> = Vec::new();
-    let mut skipped = Vec::new();
-    for f in findings {
-        let Some(kind) = crate::rules::find(f.code)
-            .and_then(|r| r.meta().rewrite.as_deref())
-            .and_then(Kind::from_name)
-        else {
-            continue;
-        };
-        if !nodes.is_empty()
-            && !nodes
-                .iter()
-                .any(|p| crate::util::glob::glob_match(p, &f.node))
-        {
-            continue;
-        }
-        match g.nodes.iter().position(|n| n.name == f.node) {
-            Some(n) => todo.push((kind, f, n)),
-            None => skipped.push(Skipped {
-                rule: f.code.to_string(),
-                node: f.node.clone(),
-                reason: "no node has this name".into(),
-            }),
-        }
-    }
-    todo.sort_by_key(|(k, _, n)| (*k != Kind::GapHead, *n));
+    let mut todo: Vec<(&Fix, &Finding)> = findings
+        .iter()
+        .filter_map(|f| f.rewrite.as_ref().map(|fix| (fix, f)))
+        .filter(|(_, f)| nodes.is_empty() || nodes.iter().any(|p| glob_match(p, &f.node)))
+        .filter(|(fix, _)| fix.node() < g.nodes.len())
+        .collect();
+    todo.sort_by_key(|(fix, _)| (fix.kind != RewriteKind::GapHead, fix.node()));
     progress.start("planning", todo.len() as u64);
     let mut plans: Vec<Planned> = Vec::new();
-    let mut touched: HashMap<NodeId, Kind> = HashMap::new();
-    for (kind, f, n) in todo {
+    let mut skipped = Vec::new();
+    let mut touched: HashMap<NodeId, RewriteKind> = HashMap::new();
+    for (fix, f) in todo {
         progress.message(&f.node);
+        let n = fix.node();
         if let Some(by) = touched.get(&n) {
             skipped.push(Skipped {
                 rule: f.code.to_string(),
                 node: f.node.clone(),
-                reason: format!("already rewritten by {}", by.as_str()),
+                reason: format!("already rewritten by {by}"),
             });
             progress.advance(1);
             continue;
@@ -379,10 +301,11 @@ pub fn plan_all(
         let mut cx = Cx {
             model,
             facts,
+            ops,
             options,
             names: &mut names,
         };
-        match plan(&mut cx, kind, f.code, n) {
+        match plan(&mut cx, f.code, fix) {
             Ok(p) if p.removed.iter().any(|r| touched.contains_key(r)) => skipped.push(Skipped {
                 rule: f.code.to_string(),
                 node: f.node.clone(),
@@ -390,7 +313,7 @@ pub fn plan_all(
             }),
             Ok(p) => {
                 for &r in &p.removed {
-                    touched.insert(r, kind);
+                    touched.insert(r, fix.kind);
                 }
                 plans.push(p);
             }
@@ -504,46 +427,42 @@ pub fn attr_ints(name: &str, v: Vec<i64>) -> pb::AttributeProto {
     }
 }
 
-/// A node's attributes converted back to protobuf, for the ones a rewrite copies (ints, floats,
-/// strings): the rewrites only copy those of Conv, Gemm and MatMul.
-pub fn copy_attrs(node: &Node, skip: &[&str]) -> Vec<pb::AttributeProto> {
-    use crate::ir::Attr;
-    use pb::attribute_proto::AttributeType as T;
-    node.attrs
-        .0
-        .iter()
-        .filter(|(k, _)| !skip.contains(&k.as_str()))
-        .filter_map(|(k, a)| {
-            let mut p = pb::AttributeProto {
-                name: Some(k.clone()),
-                ..Default::default()
-            };
-            match a {
-                Attr::Int(i) => {
-                    p.r#type = Some(T::Int as i32);
-                    p.i = Some(*i);
-                }
-                Attr::Ints(v) => {
-                    p.r#type = Some(T::Ints as i32);
-                    p.ints = v.clone();
-                }
-                Attr::Float(f) => {
-                    p.r#type = Some(T::Float as i32);
-                    p.f = Some(*f);
-                }
-                Attr::Floats(v) => {
-                    p.r#type = Some(T::Floats as i32);
-                    p.floats = v.clone();
-                }
-                Attr::String(s) => {
-                    p.r#type = Some(T::String as i32);
-                    p.s = Some(bytes::Bytes::from(s.clone()));
-                }
-                _ => return None,
-            }
-            Some(p)
-        })
-        .collect()
+pub fn attr_string(name: &str, v: &str) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(pb::attribute_proto::AttributeType::String as i32),
+        s: Some(bytes::Bytes::from(v.as_bytes().to_vec())),
+        ..Default::default()
+    }
+}
+
+/// A conv window's attributes as the node stated them (absent lists stay absent).
+pub fn window_attrs(w: &WindowAttrs) -> Vec<pb::AttributeProto> {
+    let mut out = Vec::new();
+    for (name, v) in [
+        ("kernel_shape", &w.kernel_shape),
+        ("strides", &w.strides),
+        ("dilations", &w.dilations),
+        ("pads", &w.pads),
+    ] {
+        if let Some(v) = v {
+            out.push(attr_ints(name, v.clone()));
+        }
+    }
+    if w.auto_pad != AutoPad::NotSet {
+        out.push(attr_string("auto_pad", w.auto_pad.name()));
+    }
+    out
+}
+
+/// A `Gemm`'s attributes.
+pub fn gemm_attrs(g: &Gemm) -> Vec<pb::AttributeProto> {
+    vec![
+        attr_float("alpha", g.alpha),
+        attr_float("beta", g.beta),
+        attr_int("transA", i64::from(g.trans_a)),
+        attr_int("transB", i64::from(g.trans_b)),
+    ]
 }
 
 /// Applies planned rewrites to the compact protobuf of the same model.
@@ -655,7 +574,7 @@ pub fn apply(proto: &mut pb::ModelProto, model: &Model, plans: &[Planned]) -> cr
     }
 
     // the records, merged with those of an earlier rewrite of the same model
-    let mut records: Vec<Record> = proto
+    let mut records: Vec<Applied> = proto
         .metadata_props
         .iter()
         .find(|e| e.key.as_deref() == Some(METADATA_KEY))
@@ -700,16 +619,6 @@ pub fn value_info(name: &str, dtype: DType, shape: &[Dim]) -> pb::ValueInfoProto
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-/// The records stored in a model's metadata, if any.
-pub fn records(model: &Model) -> Result<Option<Vec<Record>>, String> {
-    match model.metadata.iter().find(|(k, _)| k == METADATA_KEY) {
-        None => Ok(None),
-        Some((_, v)) => serde_json::from_str(v)
-            .map(Some)
-            .map_err(|e| format!("metadata '{METADATA_KEY}' is not valid: {e}")),
     }
 }
 

@@ -50,6 +50,7 @@ impl Rule for ActivationHotspot {
                 let share = saved as f64 / total as f64;
                 Finding {
                     code: &meta.code,
+                    rewrite: None,
                     name: &meta.name,
                     severity: meta.severity,
                     node: g.nodes[n].name.clone(),

@@ -3,12 +3,14 @@
 
 use std::sync::OnceLock;
 
+use super::fix::RewriteKind;
 use crate::analysis::fact::Fact;
 use crate::analysis::ops::Op;
+use crate::analysis::storage::{self, Role};
 use crate::analysis::training::{self, TrainConfig, Training};
 use crate::analysis::{self, Bindings, Inference, MemReport};
 use crate::error::Result;
-use crate::ir::{Graph, Model, Node, NodeId, ValueId};
+use crate::ir::{Graph, Model, Node, NodeId, Tensor, ValueId};
 
 /// Lint settings that are not per rule.
 #[derive(Clone, Debug)]
@@ -31,6 +33,7 @@ pub struct LintContext<'a> {
     /// Why memory estimates cannot be made (input dimensions left unbound), if so.
     pub unbound: Option<String>,
     training: OnceLock<Training>,
+    added: OnceLock<Vec<super::fix::Applied>>,
 }
 
 impl<'a> LintContext<'a> {
@@ -55,6 +58,7 @@ impl<'a> LintContext<'a> {
             macs,
             unbound,
             training: OnceLock::new(),
+            added: OnceLock::new(),
         })
     }
 
@@ -71,6 +75,44 @@ impl<'a> LintContext<'a> {
     /// The typed op of node `n`.
     pub fn op(&self, n: NodeId) -> &Op {
         &self.inf.ops[n]
+    }
+
+    /// The stored tensor behind a value (an initializer), if it is one.
+    pub fn weight(&self, v: ValueId) -> Option<&'a Tensor> {
+        self.graph().values[v].init.as_ref()
+    }
+
+    /// A layer's parameters: the elements of the trainable tensors it reads (weight and bias), the
+    /// same count `mem` shows in the layer's row and `rewrite` reports before and after.
+    pub fn layer_params(&self, n: NodeId) -> u64 {
+        let g = self.graph();
+        g.nodes[n]
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|&v| {
+                let t = g.values[v].init.as_ref()?;
+                let numel = t.numel()?;
+                (storage::classify(g, v, t.dtype, numel) == Role::Param).then_some(numel)
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Whether node `n`'s output was made by an earlier rewrite of this kind (recorded in the
+    /// model's metadata): its findings are not proposed for the same rewrite again.
+    pub fn made_by(&self, n: NodeId, kind: RewriteKind) -> bool {
+        let g = self.graph();
+        let added = self.added.get_or_init(|| {
+            super::fix::applied(self.model)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        });
+        g.nodes[n].output(0).is_some_and(|v| {
+            added
+                .iter()
+                .any(|a| a.kind == kind && a.added.contains(&g.values[v].name))
+        })
     }
 
     /// A value's shape as numbers, if fully known.

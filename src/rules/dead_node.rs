@@ -44,6 +44,7 @@ impl Rule for DeadNode {
             .filter(|(n, _)| !node_live[*n])
             .map(|(n, node)| Finding {
                 code: &meta.code,
+                rewrite: None,
                 name: &meta.name,
                 severity: meta.severity,
                 node: node.name.clone(),

@@ -85,6 +85,7 @@ impl Rule for DuplicateInitializer {
                         let b = t.byte_size().unwrap_or(0);
                         out.push(Finding {
                             code: &meta.code,
+                            rewrite: None,
                             name: &meta.name,
                             severity: meta.severity,
                             node: g.values[id].name.clone(),

@@ -28,6 +28,7 @@ impl Rule for FixedBatchInput {
             let Some(b) = shape[0].as_i64() else { continue };
             out.push(Finding {
                 code: &meta.code,
+                rewrite: None,
                 name: &meta.name,
                 severity: meta.severity,
                 node: val.name.clone(),

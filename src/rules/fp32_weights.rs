@@ -42,6 +42,7 @@ impl Rule for Fp32Weights {
         }
         Ok(vec![Finding {
             code: &meta.code,
+            rewrite: None,
             name: &meta.name,
             severity: meta.severity,
             node: cx.model_label(),

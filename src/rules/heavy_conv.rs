@@ -1,9 +1,15 @@
 //! `heavy-standard-conv` (NL101): a standard convolution that a depthwise-separable pair would make
 //! several times cheaper. The pair costs `1/C_out + 1/k²` of the original (MobileNets).
+//!
+//! Preconditions: a `Conv` with `group = 1`, a stored weight of rank 3 or more with a kernel of at
+//! least `min-kernel-area` cells and `min-in-channels` input channels, whose MACs at the
+//! configured batch are known and at least `min-macs`. Not a convolution an earlier depthwise
+//! rewrite made.
 
 use serde::Deserialize;
 
-use super::{options, Finding, LintContext, Rule, Saving};
+use super::{options, Finding, Fix, LintContext, RewriteKind, Rule, Saving};
+use crate::analysis::ops::Op;
 use crate::util::units::count;
 
 pub struct HeavyConv;
@@ -11,15 +17,14 @@ pub struct HeavyConv;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct Options {
-    /// Smallest kernel area considered.
     min_kernel_area: u64,
-    /// Smallest number of input channels.
     min_in_channels: u64,
-    /// Smallest share of MACs the replacement must save.
     min_saving: f64,
-    /// Smallest MACs of the layer.
     min_macs: u64,
 }
+
+/// The rank `nnlint rewrite` uses by default: 1, the MobileNet block.
+const DEFAULT_RANK: u64 = 1;
 
 impl Rule for HeavyConv {
     fn name(&self) -> &'static str {
@@ -37,18 +42,21 @@ impl Rule for HeavyConv {
         let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
         let mut out = Vec::new();
         for (n, node) in g.nodes.iter().enumerate() {
-            if node.op_type != "Conv" || node.attrs.int_or("group", 1).unwrap_or(1) != 1 {
+            let Op::Conv(conv) = cx.op(n) else { continue };
+            if conv.group != 1 || cx.made_by(n, RewriteKind::DepthwiseSeparable) {
                 continue;
             }
             let (Some(w), Some(y)) = (node.input(1), node.output(0)) else {
                 continue;
             };
             let Some(ws) = cx.shape(w) else { continue };
-            if ws.len() < 3 {
+            if ws.len() < 3 || cx.weight(w).is_none() {
                 continue;
             }
             let (m, c) = (ws[0], ws[1]);
-            let k: u64 = ws[2..].iter().product();
+            let Some(k) = ws[2..].iter().try_fold(1u64, |a, &d| a.checked_mul(d)) else {
+                continue;
+            };
             if k < o.min_kernel_area || c < o.min_in_channels || m == 0 {
                 continue;
             }
@@ -58,14 +66,18 @@ impl Rule for HeavyConv {
             if saving < o.min_saving || macs < o.min_macs {
                 continue;
             }
-            let old_params = m * c * k;
-            let new_params = c * k + c * m;
+            let old_params = cx.layer_params(n);
+            let bias = node
+                .input(2)
+                .and_then(|b| cx.weight(b))
+                .and_then(|t| t.numel())
+                .unwrap_or(0);
+            let new_params = c
+                .saturating_mul(k)
+                .saturating_add(c.saturating_mul(m))
+                .saturating_add(bias);
             let params_saved = old_params.saturating_sub(new_params);
-            let elem = g.values[w]
-                .init
-                .as_ref()
-                .and_then(|t| t.dtype.bytes_for(1))
-                .unwrap_or(4);
+            let elem = cx.weight(w).and_then(|t| t.dtype.bytes_for(1)).unwrap_or(4);
             let new_macs = (macs as f64 * ratio).round() as u64;
             // the depthwise output is a new activation the pointwise conv saves for backward
             let y_shape = cx.shape(y).unwrap_or_default();
@@ -77,7 +89,8 @@ impl Rule for HeavyConv {
             } else {
                 2
             };
-            let training = (params_saved * per_param) as i64 - (dw_out * act_elem) as i64;
+            let training = (params_saved.saturating_mul(per_param)) as i64
+                - dw_out.saturating_mul(act_elem) as i64;
             let kernel: Vec<String> = ws[2..].iter().map(|d| d.to_string()).collect();
             out.push(Finding {
                 code: &meta.code,
@@ -103,10 +116,11 @@ impl Rule for HeavyConv {
                 ),
                 saving: Saving {
                     params: Some(params_saved),
-                    bytes: Some(params_saved * elem),
+                    bytes: Some(params_saved.saturating_mul(elem)),
                     macs: Some(macs.saturating_sub(new_macs)),
                     training_bytes: Some(training),
                 },
+                rewrite: Some(Fix::depthwise(n, DEFAULT_RANK, m.min(k))),
             });
         }
         Ok(out)

@@ -1,12 +1,21 @@
 //! `large-fc-head` (NL102): a Flatten/Reshape of a spatial feature map feeding a fully-connected
 //! layer that holds a large share of the parameters. Global average pooling first makes the layer
 //! `H × W` times smaller.
+//!
+//! Preconditions: a `Gemm` or `MatMul` whose second input is a stored 2-D weight reading
+//! `C·H·W` features, fed (through Identity, Dropout and Cast) by a `Flatten` or `Reshape` of an
+//! `N × C × spatial` map that a convolution or a pooling produced (through element-wise ops and
+//! norms), every spatial axis at least `min-spatial` wide. A model input, a sequence or an
+//! embedding flattened into a layer is not a feature map and never fires.
+
+use std::collections::HashSet;
 
 use serde::Deserialize;
 
 use super::heavy_conv::round4;
-use super::{options, Finding, LintContext, Rule, Saving};
-use crate::ir::ValueId;
+use super::{options, Finding, Fix, LintContext, Rule, Saving};
+use crate::analysis::ops::Op;
+use crate::ir::{NodeId, ValueId};
 use crate::util::units::count;
 
 pub struct LargeFcHead;
@@ -14,24 +23,81 @@ pub struct LargeFcHead;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct Options {
-    /// Smallest share of the model's parameters the head's weight holds.
     min_share: f64,
-    /// Smallest spatial size of the flattened map.
     min_spatial: u64,
 }
 
-/// Follows pass-through ops (Identity, Dropout, Cast) back to the value that feeds them.
-fn through_passthrough(cx: &LintContext, mut v: ValueId) -> ValueId {
-    while let Some((_, node)) = cx.producer(v) {
-        match node.op_type.as_str() {
-            "Identity" | "Dropout" | "Cast" => match node.input(0) {
-                Some(x) => v = x,
-                None => break,
-            },
+/// Follows pass-through ops (Identity, Dropout, Cast) back from `v`: the value they start from,
+/// and the nodes passed, nearest first.
+fn through_passthrough(cx: &LintContext, mut v: ValueId) -> (ValueId, Vec<NodeId>) {
+    let mut passed = Vec::new();
+    while let Some((n, node)) = cx.producer(v) {
+        match (cx.op(n), node.input(0)) {
+            (Op::Identity | Op::Dropout(_) | Op::Cast(_), Some(x)) if passed.len() < 16 => {
+                passed.push(n);
+                v = x;
+            }
             _ => break,
         }
     }
-    v
+    (v, passed)
+}
+
+/// Whether a value is a feature map: made by a convolution or a pooling, through element-wise
+/// ops, activations and norms (a residual `Add` counts when one of its inputs is a map).
+fn from_conv_or_pool(cx: &LintContext, v: ValueId) -> bool {
+    let mut stack = vec![v];
+    let mut seen = HashSet::new();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) || seen.len() > 64 {
+            continue;
+        }
+        let Some((n, node)) = cx.producer(v) else {
+            continue;
+        };
+        match cx.op(n) {
+            Op::Conv(_)
+            | Op::ConvTranspose(_)
+            | Op::MaxPool(_)
+            | Op::AveragePool(_)
+            | Op::LpPool(_) => return true,
+            Op::Relu
+            | Op::LeakyRelu(_)
+            | Op::Clip(_)
+            | Op::Sigmoid
+            | Op::HardSigmoid(_)
+            | Op::HardSwish
+            | Op::Elu
+            | Op::Selu
+            | Op::Celu
+            | Op::Gelu(_)
+            | Op::Mish
+            | Op::Softplus
+            | Op::Tanh
+            | Op::PRelu
+            | Op::BatchNormalization(_)
+            | Op::InstanceNormalization(_)
+            | Op::GroupNormalization(_)
+            | Op::Dropout(_)
+            | Op::Identity
+            | Op::Cast(_)
+            | Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div => {
+                // only inputs of the map's rank carry the map (not a broadcast scale or bias)
+                let rank = cx.facts[v].rank();
+                stack.extend(
+                    node.inputs
+                        .iter()
+                        .flatten()
+                        .filter(|&&i| cx.facts[i].rank() == rank),
+                );
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 impl Rule for LargeFcHead {
@@ -51,52 +117,63 @@ impl Rule for LargeFcHead {
         let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
         let mut out = Vec::new();
         for (n, node) in g.nodes.iter().enumerate() {
-            if !matches!(node.op_type.as_str(), "Gemm" | "MatMul") {
-                continue;
-            }
+            let trans_b = match cx.op(n) {
+                Op::Gemm(gemm) if !gemm.trans_a => gemm.trans_b,
+                Op::MatMul => false,
+                _ => continue,
+            };
             let (Some(a), Some(b)) = (node.input(0), node.input(1)) else {
                 continue;
             };
-            let Some(wt) = g.values[b].init.as_ref() else {
-                continue;
-            };
-            let Some((_, flat)) = cx.producer(through_passthrough(cx, a)) else {
-                continue;
-            };
-            if !matches!(flat.op_type.as_str(), "Flatten" | "Reshape") {
+            let Some(wt) = cx.weight(b) else { continue };
+            if wt.dims.len() != 2 {
                 continue;
             }
-            let Some(map) = flat.input(0).and_then(|x| cx.shape(x)) else {
+            let (flat_v, through) = through_passthrough(cx, a);
+            let Some((f, flat)) = cx.producer(flat_v) else {
                 continue;
             };
-            if map.len() < 3 {
+            if !matches!(cx.op(f), Op::Flatten(_) | Op::Reshape(_)) {
+                continue;
+            }
+            let Some(x) = flat.input(0) else { continue };
+            let Some(map) = cx.shape(x) else { continue };
+            let flat_shape = cx.shape(flat_v).unwrap_or_default();
+            if map.len() < 3 || flat_shape.len() != 2 || flat_shape.first() != map.first() {
+                continue;
+            }
+            if map[2..].iter().any(|&d| d < o.min_spatial) || !from_conv_or_pool(cx, x) {
                 continue;
             }
             let c = map[1];
-            let spatial: u64 = map[2..].iter().product();
-            let params: u64 = wt.numel().unwrap_or(0);
+            let Some(spatial) = map[2..].iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) else {
+                continue;
+            };
+            let params = cx.layer_params(n);
             let share = if total > 0 {
                 params as f64 / total as f64
             } else {
                 0.0
             };
-            if spatial < o.min_spatial || share < o.min_share || wt.dims.len() != 2 {
+            if share < o.min_share {
                 continue;
             }
             // the output width is the weight dimension that is not C*H*W
-            let k = c * spatial;
-            let trans_b =
-                node.op_type == "Gemm" && node.attrs.int_or("transB", 0).unwrap_or(0) != 0;
             let (k_w, n_out) = if trans_b {
                 (wt.dims[1], wt.dims[0])
             } else {
                 (wt.dims[0], wt.dims[1])
             };
-            if k_w != k {
+            if Some(k_w) != c.checked_mul(spatial) {
                 continue;
             }
-            let new_params = c * n_out;
-            let saved = params - new_params;
+            let bias = node
+                .input(2)
+                .and_then(|v| cx.weight(v))
+                .and_then(|t| t.numel())
+                .unwrap_or(0);
+            let new_params = c.saturating_mul(n_out).saturating_add(bias);
+            let saved = params.saturating_sub(new_params);
             let elem = wt.dtype.bytes_for(1).unwrap_or(4);
             let batch = cx.shape(a).and_then(|s| s.first().copied()).unwrap_or(1);
             let map_text: Vec<String> = map[1..].iter().map(|d| d.to_string()).collect();
@@ -104,10 +181,10 @@ impl Rule for LargeFcHead {
                 code: &meta.code,
                 name: &meta.name,
                 severity: meta.severity,
-                node: g.nodes[n].name.clone(),
+                node: node.name.clone(),
                 op: node.op_type.clone(),
                 message: format!(
-                    "a flattened {} feature map feeds a {k} -> {n_out} layer holding {:.1}% of the parameters ({})",
+                    "a flattened {} feature map feeds a {k_w} -> {n_out} layer holding {:.1}% of the parameters ({})",
                     map_text.join("x"),
                     share * 100.0,
                     count(params)
@@ -122,10 +199,11 @@ impl Rule for LargeFcHead {
                 ),
                 saving: Saving {
                     params: Some(saved),
-                    bytes: Some(saved * elem),
-                    macs: Some(batch * saved),
-                    training_bytes: Some((saved * per_param) as i64),
+                    bytes: Some(saved.saturating_mul(elem)),
+                    macs: Some(batch.saturating_mul(saved)),
+                    training_bytes: Some(saved.saturating_mul(per_param) as i64),
                 },
+                rewrite: Some(Fix::gap_head(n, f, through)),
             });
         }
         Ok(out)

@@ -79,6 +79,7 @@ impl Rule for MemoryBudget {
                 };
                 out.push(Finding {
                     code: &meta.code,
+                    rewrite: None,
                     name: &meta.name,
                     severity: meta.severity,
                     node: cx.model_label(),
@@ -114,6 +115,7 @@ impl Rule for MemoryBudget {
                 .map_err(err)?;
                 out.push(Finding {
                     code: &meta.code,
+                    rewrite: None,
                     name: &meta.name,
                     severity: meta.severity,
                     node: cx.model_label(),

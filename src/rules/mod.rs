@@ -9,6 +9,7 @@ pub mod baseline;
 mod context;
 mod dead_node;
 mod duplicate_initializer;
+pub mod fix;
 mod fixed_batch_input;
 mod fp32_weights;
 mod heavy_conv;
@@ -20,6 +21,7 @@ mod unused_initializer;
 use std::sync::OnceLock;
 
 pub use context::{LintContext, Settings};
+pub use fix::{Fix, Plan, RewriteKind, Safety};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -80,14 +82,32 @@ pub struct RuleMeta {
     pub summary: String,
     /// The rewrite that implements the proposed fix, if any.
     #[serde(default)]
-    pub rewrite: Option<String>,
-    /// Exact, approximate or lossy: how the proposed fix changes the function.
+    pub rewrite: Option<RewriteKind>,
+    /// How the proposed fix, as `rewrite` applies it by default, changes the function.
     #[serde(default)]
-    pub safety: Option<String>,
-    /// Default options (thresholds).
+    pub safety: Option<Safety>,
+    /// The options (thresholds), with their defaults and documentation.
     #[serde(default)]
-    pub options: toml::Table,
+    pub options: std::collections::BTreeMap<String, OptionMeta>,
     pub docs: RuleDocs,
+}
+
+/// One rule option: its default and what it means.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionMeta {
+    pub default: toml::Value,
+    pub doc: String,
+}
+
+impl RuleMeta {
+    /// The options' default values.
+    pub fn defaults(&self) -> toml::Table {
+        self.options
+            .iter()
+            .map(|(k, o)| (k.clone(), o.default.clone()))
+            .collect()
+    }
 }
 
 /// Rule documentation in the fixed form: what, why, example, instead, rewrite safety, references.
@@ -133,6 +153,9 @@ pub struct Finding {
     pub unit: &'static str,
     pub fix: String,
     pub saving: Saving,
+    /// The fix as `nnlint rewrite` applies it, when it can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<Fix>,
 }
 
 /// A lint rule. `check` inspects the model and returns findings; it never changes anything.
@@ -246,7 +269,7 @@ pub fn selects(selector: &str, meta: &RuleMeta) -> bool {
 
 /// Default options of a rule overlaid with the user's, parsed into the rule's typed options.
 pub fn options<T: DeserializeOwned>(meta: &RuleMeta, user: &toml::Table) -> Result<T, String> {
-    let mut merged = meta.options.clone();
+    let mut merged = meta.defaults();
     for (k, v) in user {
         merged.insert(k.clone(), v.clone());
     }
@@ -292,7 +315,11 @@ fn explain_at(meta: &RuleMeta, level: usize) -> String {
         meta.severity.as_str()
     );
     if let Some(r) = &meta.rewrite {
-        out.push_str(&format!(" Fix: the {r} rewrite."));
+        out.push_str(&format!(" Fix: the {r} rewrite"));
+        if let Some(s) = meta.safety {
+            out.push_str(&format!(" ({s})"));
+        }
+        out.push('.');
     }
     out.push_str(&format!(
         "\n\n{h}# What it does\n\n{}\n\n{h}# Why is this bad?\n\n{}\n\n{h}# Example\n\n{}\n\n{h}# Use instead\n\n{}\n\n{h}# Rewrite safety\n\n{}\n",
@@ -302,8 +329,8 @@ fn explain_at(meta: &RuleMeta, level: usize) -> String {
     if meta.options.is_empty() {
         out.push_str("None.\n");
     } else {
-        for (k, v) in &meta.options {
-            out.push_str(&format!("- `{k}` = `{v}`\n"));
+        for (k, o) in &meta.options {
+            out.push_str(&format!("- `{k}` = `{}`: {}\n", o.default, o.doc));
         }
     }
     out.push_str(&format!("\n{h}# References\n\n"));

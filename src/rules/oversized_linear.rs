@@ -7,7 +7,8 @@
 use serde::Deserialize;
 
 use super::heavy_conv::round4;
-use super::{options, Finding, LintContext, Rule, Saving};
+use super::{options, Finding, Fix, LintContext, RewriteKind, Rule, Saving};
+use crate::analysis::ops::Op;
 use crate::ir::{Tensor, Values};
 use crate::util::svd;
 use crate::util::units::count;
@@ -76,21 +77,23 @@ impl Rule for OversizedLinear {
         let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
         let mut out = Vec::new();
         for (n, node) in g.nodes.iter().enumerate() {
-            if !matches!(node.op_type.as_str(), "Gemm" | "MatMul") {
+            if !matches!(cx.op(n), Op::Gemm(_) | Op::MatMul) || cx.made_by(n, RewriteKind::LowRank)
+            {
                 continue;
             }
             let Some(w) = node.input(1) else { continue };
-            let Some(t) = g.values[w].init.as_ref() else {
-                continue;
-            };
+            let Some(t) = cx.weight(w) else { continue };
             if t.dims.len() != 2 {
                 continue;
             }
             let (m, k) = (t.dims[0], t.dims[1]);
-            let params = m * k;
-            if params < o.min_params {
+            let Some(params) = m.checked_mul(k) else {
+                continue;
+            };
+            if params < o.min_params || m + k == 0 {
                 continue;
             }
+            let full = m.min(k);
             let break_even = params / (m + k);
             let (rank, how) = if o.spectrum {
                 match singular_values(t) {
@@ -106,12 +109,13 @@ impl Rule for OversizedLinear {
             } else {
                 (break_even / 2, "half the break-even rank; `spectrum = true` measures the rank that keeps the energy".into())
             };
-            let new_params = rank * (m + k);
+            let rank = rank.max(1);
+            let new_params = rank.saturating_mul(m + k);
             let saving = 1.0 - new_params as f64 / params as f64;
             if saving < o.min_saving {
                 continue;
             }
-            let saved = params - new_params;
+            let saved = params.saturating_sub(new_params);
             let elem = t.dtype.bytes_for(1).unwrap_or(4);
             let rows = cx.macs[n] / params.max(1);
             out.push(Finding {
@@ -131,10 +135,11 @@ impl Rule for OversizedLinear {
                 fix: format!("two layers {m}x{rank} and {rank}x{k} from a truncated SVD ({} parameters)", count(new_params)),
                 saving: Saving {
                     params: Some(saved),
-                    bytes: Some(saved * elem),
-                    macs: Some(rows * saved),
-                    training_bytes: Some((saved * per_param) as i64),
+                    bytes: Some(saved.saturating_mul(elem)),
+                    macs: Some(rows.saturating_mul(saved)),
+                    training_bytes: Some(saved.saturating_mul(per_param) as i64),
                 },
+                rewrite: Some(Fix::low_rank(n, rank, full)),
             });
         }
         Ok(out)

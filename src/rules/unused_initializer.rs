@@ -41,6 +41,7 @@ impl Rule for UnusedInitializer {
             let b = t.byte_size().unwrap_or(0);
             out.push(Finding {
                 code: &meta.code,
+                rewrite: None,
                 name: &meta.name,
                 severity: meta.severity,
                 node: v.name.clone(),

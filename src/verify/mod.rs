@@ -4,7 +4,7 @@
 //! that difference relative to the largest magnitude of the original's output (a max-norm relative
 //! error: `max|a - b| / max|a|`).
 //!
-//! The rewritten model carries what was replaced by what in its metadata ([`crate::rewrite::Record`]),
+//! The rewritten model carries what was replaced by what in its metadata ([`crate::rules::fix::Applied`]),
 //! so the check needs nothing but the two files; `nnlint rewrite` runs it on the file it has just
 //! written, so what is verified is what is on disk.
 
@@ -21,7 +21,7 @@ use crate::analysis::memory::static_values;
 use crate::analysis::{shape, Bindings};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Model, NodeId, ValueId};
-use crate::rewrite::{Kind, Record, Safety};
+use crate::rules::fix::{Applied, RewriteKind, Safety};
 use exec::Executor;
 
 /// Seeded standard normal values rounded to f32, so that a runtime computing in f32 sees exactly
@@ -40,7 +40,7 @@ pub const EXACT_TOLERANCE: f64 = 1e-4;
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
     pub rule: String,
-    pub kind: Kind,
+    pub kind: RewriteKind,
     pub node: String,
     pub safety: Safety,
     pub rank: Option<u64>,
@@ -110,7 +110,7 @@ impl Verification {
 
 /// Runs the per-rewrite checks (from the rewritten model's records) and the whole-model comparison.
 pub fn verify(req: &Request) -> Result<Verification> {
-    let mut records = crate::rewrite::records(req.rewritten)
+    let mut records = crate::rules::fix::applied(req.rewritten)
         .map_err(|e| Error::malformed(&req.rewritten.path, e))?
         .unwrap_or_default();
     // a model rewritten twice keeps the first run's records: their new values are already in this
@@ -217,7 +217,7 @@ fn value(g: &Graph, name: &str) -> Result<ValueId, String> {
 }
 
 fn check_one(
-    r: &Record,
+    r: &Applied,
     (a, facts_a, exec_a): (&Model, &[crate::analysis::fact::Fact], &mut Executor),
     (b, exec_b): (&Model, &mut Executor),
     seed: u64,
@@ -245,7 +245,7 @@ fn check_one(
     let (abs, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
     check.max_abs_error = Some(abs);
     check.max_rel_error = Some(rel);
-    if r.kind == Kind::GapHead && shape.len() >= 3 {
+    if r.kind == RewriteKind::GapHead && shape.len() >= 3 {
         // one random value per sample and channel, the same over the map
         let mut per_channel = shape[..2].to_vec();
         per_channel.extend(std::iter::repeat_n(1, shape.len() - 2));

@@ -23,9 +23,7 @@ fn rewrite_rules(selectors: &[String]) -> Result<Vec<String>> {
     let picks = |s: &str, m: &rules::RuleMeta| {
         s.eq_ignore_ascii_case(&m.code)
             || s.eq_ignore_ascii_case(&m.name)
-            || m.rewrite
-                .as_deref()
-                .is_some_and(|r| s.eq_ignore_ascii_case(r))
+            || m.rewrite.is_some_and(|r| s.eq_ignore_ascii_case(r.name()))
     };
     for s in selectors {
         if !with_rewrite.iter().any(|m| picks(s, m)) {
@@ -33,7 +31,7 @@ fn rewrite_rules(selectors: &[String]) -> Result<Vec<String>> {
             let mut codes: Vec<&str> = Vec::new();
             for m in &with_rewrite {
                 names.extend([m.code.as_str(), m.name.as_str()]);
-                names.extend(m.rewrite.as_deref());
+                names.extend(m.rewrite.map(|r| r.name()));
                 codes.push(m.code.as_str());
             }
             return Err(Error::Usage(suggest(
@@ -108,6 +106,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
     let (plans, skipped) = rewrite::plan_all(
         &model,
         &symbolic.facts,
+        &symbolic.ops,
         &outcome.findings,
         &args.nodes,
         &options,
