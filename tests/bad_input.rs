@@ -9,165 +9,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use common::onnx::*;
 use nnlint::load::onnx_pb as pb;
 use prost::Message;
-
-// ---------------------------------------------------------------------------------------------
-// ONNX builders
-
-const FLOAT: i32 = pb::tensor_proto::DataType::Float as i32;
-const INT64: i32 = pb::tensor_proto::DataType::Int64 as i32;
-const BOOL: i32 = pb::tensor_proto::DataType::Bool as i32;
-
-/// A tensor type with known dims.
-fn ty(elem: i32, dims: &[i64]) -> pb::TypeProto {
-    use pb::tensor_shape_proto::{dimension::Value, Dimension};
-    pb::TypeProto {
-        value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
-            elem_type: Some(elem),
-            shape: Some(pb::TensorShapeProto {
-                dim: dims
-                    .iter()
-                    .map(|&d| Dimension {
-                        value: Some(Value::DimValue(d)),
-                        ..Default::default()
-                    })
-                    .collect(),
-            }),
-        })),
-        ..Default::default()
-    }
-}
-
-fn vi(name: &str, elem: i32, dims: &[i64]) -> pb::ValueInfoProto {
-    pb::ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(ty(elem, dims)),
-        ..Default::default()
-    }
-}
-
-/// An output declared by name only (its type is inferred).
-fn vi_untyped(name: &str) -> pb::ValueInfoProto {
-    pb::ValueInfoProto {
-        name: Some(name.into()),
-        ..Default::default()
-    }
-}
-
-/// A float tensor with zero-filled `raw_data` of the right length.
-fn weight(name: &str, dims: &[i64]) -> pb::TensorProto {
-    let numel: i64 = dims.iter().product();
-    raw_tensor(name, dims, vec![0; 4 * numel as usize])
-}
-
-/// A float tensor with the given `raw_data`, whatever its length.
-fn raw_tensor(name: &str, dims: &[i64], raw: Vec<u8>) -> pb::TensorProto {
-    pb::TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(FLOAT),
-        raw_data: Some(raw.into()),
-        ..Default::default()
-    }
-}
-
-/// A float tensor stored in an external file.
-fn external_tensor(name: &str, dims: &[i64], location: &str, offset: u64) -> pb::TensorProto {
-    let kv = |k: &str, v: String| pb::StringStringEntryProto {
-        key: Some(k.into()),
-        value: Some(v),
-    };
-    pb::TensorProto {
-        name: Some(name.into()),
-        dims: dims.to_vec(),
-        data_type: Some(FLOAT),
-        data_location: Some(pb::tensor_proto::DataLocation::External as i32),
-        external_data: vec![
-            kv("location", location.into()),
-            kv("offset", offset.to_string()),
-        ],
-        ..Default::default()
-    }
-}
-
-fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> pb::NodeProto {
-    pb::NodeProto {
-        op_type: Some(op.into()),
-        name: Some(name.into()),
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, v: i64) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Int as i32),
-        i: Some(v),
-        ..Default::default()
-    }
-}
-
-fn graph_attr(name: &str, g: pb::GraphProto) -> pb::AttributeProto {
-    pb::AttributeProto {
-        name: Some(name.into()),
-        r#type: Some(pb::attribute_proto::AttributeType::Graph as i32),
-        g: Some(Box::new(g)),
-        ..Default::default()
-    }
-}
-
-/// A graph, built step by step.
-#[derive(Default)]
-struct G(pb::GraphProto);
-
-impl G {
-    fn new(name: &str) -> G {
-        G(pb::GraphProto {
-            name: Some(name.into()),
-            ..Default::default()
-        })
-    }
-    fn input(mut self, v: pb::ValueInfoProto) -> G {
-        self.0.input.push(v);
-        self
-    }
-    fn output(mut self, v: pb::ValueInfoProto) -> G {
-        self.0.output.push(v);
-        self
-    }
-    fn value_info(mut self, v: pb::ValueInfoProto) -> G {
-        self.0.value_info.push(v);
-        self
-    }
-    fn init(mut self, t: pb::TensorProto) -> G {
-        self.0.initializer.push(t);
-        self
-    }
-    fn node(mut self, n: pb::NodeProto) -> G {
-        self.0.node.push(n);
-        self
-    }
-    fn build(self) -> pb::GraphProto {
-        self.0
-    }
-    /// The encoded model (IR version 8, opset 17).
-    fn model(self) -> Vec<u8> {
-        pb::ModelProto {
-            ir_version: Some(8),
-            producer_name: Some("bad_input".into()),
-            opset_import: vec![pb::OperatorSetIdProto {
-                domain: Some(String::new()),
-                version: Some(17),
-            }],
-            graph: Some(self.0),
-            ..Default::default()
-        }
-        .encode_to_vec()
-    }
-}
 
 /// `y = Relu(x)` with x: float[1, 4]; the smallest well-formed model.
 fn relu() -> G {
@@ -710,7 +554,7 @@ fn warnings(report: &serde_json::Value) -> Vec<String> {
 #[test]
 fn conv_with_group_zero_is_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    let model = conv_model(&[6, 3, 3, 3], vec![int_attr("group", 0)]);
+    let model = conv_model(&[6, 3, 3, 3], vec![attr_int("group", 0)]);
     let path = write(dir.path(), "conv.onnx", &model);
     let report = json(&mem(&path, &["--format", "json"]));
     let w = warnings(&report);
@@ -741,7 +585,7 @@ fn conv_with_mismatched_channels_is_a_warning() {
 #[test]
 fn attribute_declared_but_empty() {
     let dir = tempfile::tempdir().unwrap();
-    let mut group = int_attr("group", 1);
+    let mut group = attr_int("group", 1);
     group.i = None;
     let path = write(
         dir.path(),
@@ -756,7 +600,7 @@ fn depth_to_space_with_a_huge_blocksize() {
     let dir = tempfile::tempdir().unwrap();
     for op in ["DepthToSpace", "SpaceToDepth"] {
         let mut n = node(op, "d2s", &["x"], &["y"]);
-        n.attribute = vec![int_attr("blocksize", i64::MAX)];
+        n.attribute = vec![attr_int("blocksize", i64::MAX)];
         let g = G::new("g")
             .input(vi("x", FLOAT, &[1, 4, 8, 8]))
             .node(n)

@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{nnlint, stage, stderr, stdout, testdata};
+use common::{nnlint, run_json_with, stage, stderr, stdout, testdata};
 use serde_json::Value;
 
 /// A fixture under testdata/rules/.
 fn fixture(rel: &str) -> String {
-    testdata().join("rules").join(rel).display().to_string()
+    common::fixture(&format!("rules/{rel}"))
 }
 
 /// Runs `nnlint lint ARGS --format json`; returns the report and the exit code.
@@ -18,16 +18,7 @@ fn lint(args: &[&str]) -> (Value, i32) {
     let mut all = vec!["lint"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--format", "json"]);
-    let out = nnlint(&all);
-    let code = out.status.code().expect("exit code");
-    assert!(
-        code == 0 || code == 1,
-        "nnlint {all:?} failed ({code}): {}",
-        stderr(&out)
-    );
-    let v: Value = serde_json::from_str(&stdout(&out))
-        .unwrap_or_else(|e| panic!("nnlint {all:?}: not JSON ({e}): {}", stdout(&out)));
-    (v, code)
+    run_json_with(&all, &[0, 1])
 }
 
 /// Findings of `rule` on `model` with only that rule selected and no configuration file.

@@ -4,19 +4,13 @@
 
 mod common;
 
-use common::{expected, nnlint, stage, stderr, stdout};
+use common::{expected, nnlint, run_json, stage, stderr, stdout};
 use serde_json::Value;
 
 fn mem_json(path: &str, extra: &[&str]) -> Value {
     let mut args = vec!["mem", path, "--format", "json"];
     args.extend_from_slice(extra);
-    let out = nnlint(&args);
-    assert!(
-        out.status.success(),
-        "nnlint mem {path} failed: {}",
-        stderr(&out)
-    );
-    serde_json::from_str(&stdout(&out)).expect("valid JSON")
+    run_json(&args)
 }
 
 fn staged_json(model: &str, extra: &[&str]) -> Value {

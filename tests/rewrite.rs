@@ -7,15 +7,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{nnlint, stderr, stdout, testdata};
+use common::{nnlint, stderr, stdout};
 use nnlint::ir::Values;
 
 fn fixture(name: &str) -> String {
-    testdata()
-        .join("models/rewrite")
-        .join(name)
-        .display()
-        .to_string()
+    common::fixture(&format!("models/rewrite/{name}"))
 }
 
 fn config() -> String {

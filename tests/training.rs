@@ -4,18 +4,8 @@
 
 mod common;
 
-use common::{nnlint, stage, stderr, stdout};
+use common::{nnlint, run_json, stage, stderr, stdout};
 use serde_json::Value;
-
-fn run_json(args: &[&str]) -> Value {
-    let out = nnlint(args);
-    assert!(
-        out.status.success(),
-        "nnlint {args:?} failed: {}",
-        stderr(&out)
-    );
-    serde_json::from_str(&stdout(&out)).expect("valid JSON")
-}
 
 fn train(model: &str, extra: &[&str]) -> Value {
     let mut args = vec!["mem", model, "--train", "--format", "json"];

@@ -3,11 +3,18 @@
 
 #![allow(dead_code)]
 
+pub mod onnx;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
+}
+
+/// A fixture path under testdata/ (`rules/large-fc-head/fire.onnx`, `models/rewrite/vgg_like.onnx`).
+pub fn fixture(rel: &str) -> String {
+    testdata().join(rel).display().to_string()
 }
 
 /// Runs the real binary.
@@ -17,6 +24,25 @@ pub fn nnlint(args: &[&str]) -> Output {
         .env("NO_COLOR", "1")
         .output()
         .expect("the nnlint binary runs")
+}
+
+/// Runs the binary, which must exit with one of `codes`, and parses its standard output as JSON.
+pub fn run_json_with(args: &[&str], codes: &[i32]) -> (serde_json::Value, i32) {
+    let out = nnlint(args);
+    let code = out.status.code().expect("an exit code");
+    assert!(
+        codes.contains(&code),
+        "nnlint {args:?} exited {code}: {}",
+        stderr(&out)
+    );
+    let v = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("nnlint {args:?}: not JSON ({e}): {}", stdout(&out)));
+    (v, code)
+}
+
+/// Runs the binary, which must succeed, and parses its standard output as JSON.
+pub fn run_json(args: &[&str]) -> serde_json::Value {
+    run_json_with(args, &[0]).0
 }
 
 pub fn stdout(o: &Output) -> String {
