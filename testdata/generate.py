@@ -553,6 +553,11 @@ def zoo_cases():
         node("Shape", ["X"], ["s"], start=1, end=3), node("ReduceProd", ["s"], ["p"], keepdims=1),
         node("Concat", ["m1", "p"], ["shp"], axis=0), node("Reshape", ["X", "shp"], ["Y"])],
         X345, ["Y"], {"m1": i64(-1)}, opset=15))
+    # ---------------- Scatter (docs/architecture.md's worked example of adding an op) ----------------
+    C.append(Case("scatternd_rows", [node("ScatterND", ["X", "idx", "U"], ["Y"])],
+                  [("X", F, [4, 5, 6]), ("U", F, [2, 5, 6])], ["Y"], {"idx": np.array([[0], [2]], np.int64)}))
+    C.append(Case("scatterelements_axis1_add", [node("ScatterElements", ["X", "idx", "U"], ["Y"], axis=1, reduction="add")],
+                  [("X", F, ["N", 5])], ["Y"], {"idx": np.array([[1, 3]], np.int64), "U": W(rng, 1, 2)}, opset=18))
     return C
 
 
@@ -1652,6 +1657,10 @@ def main():
         return
     if "--rewrite-only" in sys.argv:  # only models/rewrite/ (no torch)
         gen_rewrite()
+        return
+    if "--zoo-only" in sys.argv:  # only models/ops/ and their expected and ort files (no torch)
+        gen_zoo()
+        gen_ort_values()
         return
     if "--ort-values-only" in sys.argv:  # only testdata/ort/, from the models on disk (no torch)
         gen_ort_values()

@@ -510,6 +510,12 @@ registry! {
     "Reshape" => Reshape(movement::Reshape) { infer: movement::reshape, slots: Slots::ConfigFrom(1), view: View::Reshape }
     "Resize" => Resize(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "Round" => Round { infer: ew::unary_fold, grad: false }
+    "ScatterElements" => ScatterElements(movement::Scatter) {
+        infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
+    }
+    "ScatterND" => ScatterNd(movement::Scatter) {
+        infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
+    }
     "Selu" => Selu { infer: ew::unary, saves: sv::input_if_grad }
     "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false }
     "Shrink" => Shrink { infer: ew::unary, saves: sv::input_if_grad }

@@ -944,6 +944,81 @@ pub fn space_to_depth(cx: &OpCx) -> InferResult<Vec<Fact>> {
     )])
 }
 
+crate::named_enum! {
+    /// How `ScatterND` and `ScatterElements` combine an update with the data (opset 16+).
+    pub enum Reduction {
+        /// The update replaces the data.
+        None = "none",
+        /// Added.
+        Add = "add",
+        /// Multiplied.
+        Mul = "mul",
+        /// The larger.
+        Max = "max",
+        /// The smaller.
+        Min = "min",
+    }
+}
+
+/// `ScatterND` and `ScatterElements`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scatter {
+    /// `ScatterElements` only.
+    pub axis: i64,
+    pub reduction: Reduction,
+}
+
+impl FromAttrs for Scatter {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let reduction = match r.string("reduction")? {
+            None => Reduction::None,
+            Some(s) => s
+                .parse()
+                .map_err(|e| format!("attribute 'reduction': {e}"))?,
+        };
+        Ok(Scatter {
+            axis: r.int("axis", 0)?,
+            reduction,
+        })
+    }
+}
+
+/// `ScatterND`, `ScatterElements`: the data with some elements updated (same type and shape).
+pub fn scatter(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = attrs!(cx, ScatterNd | ScatterElements);
+    let data = cx.shape(0)?;
+    let indices = cx.shape(1)?;
+    let updates = cx.shape(2)?;
+    if matches!(cx.op, Op::ScatterElements(_)) {
+        axis(s.axis, data.len())?;
+        if indices.len() != data.len() || updates.len() != data.len() {
+            return invalid("data, indices and updates must have the same rank");
+        }
+    } else if let Some(k) = indices.last().and_then(Dim::as_u64) {
+        // updates: indices[:-1] + data[k:]
+        let k = usize::try_from(k).map_err(|_| InferError::Unknown)?;
+        if k > data.len() || updates.len() + 1 != indices.len() + data.len() - k {
+            return invalid(format!(
+                "updates of rank {} do not fit indices of rank {} into data of rank {}",
+                updates.len(),
+                indices.len(),
+                data.len()
+            ));
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0), data.to_vec())])
+}
+
+/// An indexed write (`x[idx] = v`, index_put) keeps its indices for backward.
+pub fn scatter_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        cx.node.input(1).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
 /// Reflect and edge padding save their input (to route gradients back); constant padding nothing.
 pub fn pad_saves(cx: &SaveCx) -> Option<Vec<Save>> {
     let Op::Pad(p) = cx.op else { return None };
