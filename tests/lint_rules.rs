@@ -650,3 +650,37 @@ fn a_baseline_hides_known_findings() {
     assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v:#}");
     assert_eq!(u(&v["baselined"]), 0);
 }
+
+#[test]
+fn unknown_op_fires_once_per_op_type_and_not_on_known_ops() {
+    use common::onnx::{node, vi, vi_untyped, FLOAT, G};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("custom.onnx");
+    let mut custom = node("FancyAttention", "fancy1", &["x"], &["a"]);
+    custom.domain = Some("com.example".into());
+    let mut custom2 = node("FancyAttention", "fancy2", &["a"], &["b"]);
+    custom2.domain = Some("com.example".into());
+    let model = G::new("custom")
+        .input(vi("x", FLOAT, &[1, 4]))
+        .node(custom)
+        .node(custom2)
+        .node(node("Relu", "relu", &["b"], &["y"]))
+        .output(vi_untyped("y"))
+        .model();
+    std::fs::write(&path, model).unwrap();
+    let x = one("unknown-op", path.to_str().unwrap(), "fancy1", &[]);
+    assert_eq!(x["code"], "NL305");
+    assert_eq!(x["measured"], 2.0);
+    assert!(
+        x["message"]
+            .as_str()
+            .unwrap()
+            .contains("op com.example.FancyAttention"),
+        "{x}"
+    );
+    none(
+        "unknown-op",
+        &common::fixture("models/torch/minicnn.onnx"),
+        &[],
+    );
+}

@@ -16,6 +16,7 @@ mod heavy_conv;
 mod large_fc_head;
 mod memory_budget;
 mod oversized_linear;
+mod unknown_op;
 mod unused_initializer;
 
 use std::sync::OnceLock;
@@ -183,6 +184,7 @@ pub static RULES: &[&dyn Rule] = &[
     &dead_node::DeadNode,
     &fixed_batch_input::FixedBatchInput,
     &duplicate_initializer::DuplicateInitializer,
+    &unknown_op::UnknownOp,
 ];
 
 /// The rule data files, embedded.
@@ -226,6 +228,10 @@ const DATA: &[(&str, &str)] = &[
     (
         "NL304-duplicate-initializer.toml",
         include_str!("../../rules/NL304-duplicate-initializer.toml"),
+    ),
+    (
+        "NL305-unknown-op.toml",
+        include_str!("../../rules/NL305-unknown-op.toml"),
     ),
 ];
 
