@@ -22,6 +22,10 @@ impl Rule for ActivationHotspot {
         "activation-hotspot"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL203-activation-hotspot")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         options::<Options>(self.meta(), user).map(|_| ())
     }

@@ -9,6 +9,10 @@ impl Rule for DeadNode {
         "dead-node"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL302-dead-node")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         super::no_options(self.meta(), user)
     }

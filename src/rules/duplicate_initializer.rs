@@ -50,6 +50,10 @@ impl Rule for DuplicateInitializer {
         "duplicate-initializer"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL304-duplicate-initializer")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         options::<Options>(self.meta(), user).map(|_| ())
     }

@@ -9,6 +9,10 @@ impl Rule for FixedBatchInput {
         "fixed-batch-input"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL303-fixed-batch-input")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         super::no_options(self.meta(), user)
     }

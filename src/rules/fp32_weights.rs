@@ -21,6 +21,10 @@ impl Rule for Fp32Weights {
         "fp32-weights"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL202-fp32-weights")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         options::<Options>(self.meta(), user).map(|_| ())
     }

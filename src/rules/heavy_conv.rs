@@ -31,6 +31,10 @@ impl Rule for HeavyConv {
         "heavy-standard-conv"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL101-heavy-standard-conv")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         options::<Options>(self.meta(), user).map(|_| ())
     }

@@ -105,6 +105,10 @@ impl Rule for LargeFcHead {
         "large-fc-head"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL102-large-fc-head")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         options::<Options>(self.meta(), user).map(|_| ())
     }

@@ -29,6 +29,10 @@ impl Rule for MemoryBudget {
         "memory-budget"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL201-memory-budget")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         options::<Options>(self.meta(), user).map(|_| ())
     }

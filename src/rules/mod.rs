@@ -163,6 +163,8 @@ pub struct Finding {
 pub trait Rule: Sync {
     /// The rule's name (kebab-case), which finds its metadata.
     fn name(&self) -> &'static str;
+    /// The rule's data file (metadata, documentation, options), `rule_data!("NL101-name")`.
+    fn data(&self) -> RuleData;
     /// Checks that user options parse into this rule's typed options.
     fn validate(&self, options: &toml::Table) -> Result<(), String>;
     fn check(&self, cx: &LintContext, options: &toml::Table) -> Result<Vec<Finding>, String>;
@@ -187,62 +189,33 @@ pub static RULES: &[&dyn Rule] = &[
     &unknown_op::UnknownOp,
 ];
 
-/// The rule data files, embedded.
-const DATA: &[(&str, &str)] = &[
-    (
-        "NL101-heavy-standard-conv.toml",
-        include_str!("../../rules/NL101-heavy-standard-conv.toml"),
-    ),
-    (
-        "NL102-large-fc-head.toml",
-        include_str!("../../rules/NL102-large-fc-head.toml"),
-    ),
-    (
-        "NL103-oversized-linear.toml",
-        include_str!("../../rules/NL103-oversized-linear.toml"),
-    ),
-    (
-        "NL201-memory-budget.toml",
-        include_str!("../../rules/NL201-memory-budget.toml"),
-    ),
-    (
-        "NL202-fp32-weights.toml",
-        include_str!("../../rules/NL202-fp32-weights.toml"),
-    ),
-    (
-        "NL203-activation-hotspot.toml",
-        include_str!("../../rules/NL203-activation-hotspot.toml"),
-    ),
-    (
-        "NL301-unused-initializer.toml",
-        include_str!("../../rules/NL301-unused-initializer.toml"),
-    ),
-    (
-        "NL302-dead-node.toml",
-        include_str!("../../rules/NL302-dead-node.toml"),
-    ),
-    (
-        "NL303-fixed-batch-input.toml",
-        include_str!("../../rules/NL303-fixed-batch-input.toml"),
-    ),
-    (
-        "NL304-duplicate-initializer.toml",
-        include_str!("../../rules/NL304-duplicate-initializer.toml"),
-    ),
-    (
-        "NL305-unknown-op.toml",
-        include_str!("../../rules/NL305-unknown-op.toml"),
-    ),
-];
+/// A rule's data file under `rules/`, embedded: its file name and text.
+pub struct RuleData {
+    pub file: &'static str,
+    pub text: &'static str,
+}
+
+/// Embeds `rules/NAME.toml` (called in each rule's file, beside the code it documents).
+macro_rules! rule_data {
+    ($file:literal) => {
+        $crate::rules::RuleData {
+            file: concat!($file, ".toml"),
+            text: include_str!(concat!("../../rules/", $file, ".toml")),
+        }
+    };
+}
+pub(crate) use rule_data;
 
 /// Every rule's metadata, parsed once. A malformed data file is a build defect, caught by tests.
 pub fn all_meta() -> &'static [RuleMeta] {
     static META: OnceLock<Vec<RuleMeta>> = OnceLock::new();
     META.get_or_init(|| {
-        DATA.iter()
-            .map(|(file, text)| {
-                toml::from_str::<RuleMeta>(text)
-                    .unwrap_or_else(|e| panic!("rules/{file} is malformed: {e}"))
+        RULES
+            .iter()
+            .map(|r| {
+                let d = r.data();
+                toml::from_str::<RuleMeta>(d.text)
+                    .unwrap_or_else(|e| panic!("rules/{} is malformed: {e}", d.file))
             })
             .collect()
     })
@@ -394,13 +367,13 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), meta.len(), "rule names are unique");
-        for (file, _) in DATA {
-            let m = meta.iter().find(|m| file.starts_with(&m.code)).unwrap();
+        for (r, m) in RULES.iter().zip(meta) {
             assert_eq!(
-                *file,
+                r.data().file,
                 format!("{}-{}.toml", m.code, m.name),
                 "file names follow CODE-name"
             );
+            assert_eq!(r.name(), m.name, "the rule's name is its data file's");
         }
     }
 

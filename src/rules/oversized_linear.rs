@@ -59,6 +59,10 @@ impl Rule for OversizedLinear {
         "oversized-linear"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL103-oversized-linear")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         let o: Options = options(self.meta(), user)?;
         if !(0.0..=1.0).contains(&o.energy) {

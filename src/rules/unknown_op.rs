@@ -16,6 +16,10 @@ impl Rule for UnknownOp {
         "unknown-op"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL305-unknown-op")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         super::no_options(self.meta(), user)
     }

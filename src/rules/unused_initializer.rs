@@ -24,6 +24,10 @@ impl Rule for UnusedInitializer {
         "unused-initializer"
     }
 
+    fn data(&self) -> super::RuleData {
+        super::rule_data!("NL301-unused-initializer")
+    }
+
     fn validate(&self, user: &toml::Table) -> Result<(), String> {
         super::no_options(self.meta(), user)
     }
