@@ -318,17 +318,70 @@ fn sparse_initializer_bad_dims() {
 }
 
 #[test]
-fn value_info_negative_dim() {
+fn a_negative_declared_dim_is_a_dynamic_axis() {
+    // Paddle2ONNX writes -1 for a dynamic axis; onnx.checker and onnxruntime accept it
     let dir = tempfile::tempdir().unwrap();
     let input = G::new("g")
-        .input(vi("x", FLOAT, &[1, -4]))
+        .input(vi("x", FLOAT, &[-1, 3, -1, -1]))
         .node(node("Relu", "relu", &["x"], &["y"]))
-        .output(vi_untyped("y"));
+        .output(vi_untyped("y"))
+        .value_info(vi("y", FLOAT, &[-1, 3, -1, -1]));
     let path = write(dir.path(), "input.onnx", &input.model());
-    assert_refused(&path, &["'x'", "negative dimension"]);
-    let inner = relu().value_info(vi("y", FLOAT, &[-1, 4]));
-    let path = write(dir.path(), "value_info.onnx", &inner.model());
-    assert_refused(&path, &["'y'", "negative dimension"]);
+    let out = mem(&path, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let r: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    // the batch is bound to 1 by default; the two spatial axes stay unbound, each on its own
+    assert_eq!(r["unbound_dims"], serde_json::json!(["x_d2", "x_d3"]));
+    let out = mem(&path, &["--format", "json", "--input", "x=2x3x48x192"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let r: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    assert_eq!(r["batch"], 2);
+    assert_eq!(
+        r["layers"][0]["output_shapes"][0],
+        serde_json::json!([2, 3, 48, 192])
+    );
+    assert_eq!(r["totals"]["activation_bytes"], 2 * 3 * 48 * 192 * 4);
+}
+
+#[test]
+fn conflicting_bindings_are_errors_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "m.onnx",
+        &G::new("g")
+            .input(common::onnx::vi_sym("x", FLOAT, &["batch", "3"]))
+            .node(node("Relu", "relu", &["x"], &["y"]))
+            .output(vi_untyped("y"))
+            .model(),
+    );
+    for (args, phrases) in [
+        (
+            vec!["--batch", "8", "--dim", "batch=4"],
+            vec!["--batch 8", "--dim batch=4"],
+        ),
+        (
+            vec!["--input", "x=2x3", "--batch", "8"],
+            vec!["--batch 8", "--input x=2x3"],
+        ),
+        (vec!["--input", "x=2x4"], vec!["fixed at 3"]),
+        (
+            vec!["--input", "z=2x3"],
+            vec!["no input named 'z'", "inputs: x"],
+        ),
+        (vec!["--input", "x=2"], vec!["rank 2"]),
+    ] {
+        let out = mem(&path, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = common::stderr(&out);
+        for p in phrases {
+            assert!(err.contains(p), "{args:?}: {err}");
+        }
+    }
+    // the same value twice is no conflict, and --dim on the first axis sets the reported batch
+    let out = mem(&path, &["--format", "json", "--dim", "batch=64"]);
+    let r: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    assert_eq!(r["batch"], 64);
 }
 
 #[test]

@@ -30,6 +30,7 @@ fn check(model: &str, failures: &mut Vec<String>) {
             exp["batch"].as_u64()
         },
         dims,
+        ..Bindings::default()
     };
     let inf = shape::infer(&m, &bindings).unwrap_or_else(|e| panic!("{model}: {e}"));
     for (name, v) in exp["values"].as_object().unwrap() {

@@ -155,26 +155,43 @@ pub struct FitRequest {
     pub effective_batch: u64,
     pub base: TrainConfig,
     pub dims: std::collections::BTreeMap<String, i64>,
+    /// `--input` shapes; their first axis is the batch being searched.
+    pub inputs: std::collections::BTreeMap<String, Vec<u64>>,
     pub inference: bool,
 }
 
 const MAX_BATCH: u64 = 1 << 20;
 
+impl FitRequest {
+    /// The bindings at a micro-batch: `--input` shapes get it on their first axis.
+    fn at(&self, batch: u64) -> Bindings {
+        Bindings {
+            batch: Some(batch),
+            dims: self.dims.clone(),
+            inputs: self
+                .inputs
+                .iter()
+                .map(|(k, v)| {
+                    let mut v = v.clone();
+                    if let Some(first) = v.first_mut() {
+                        *first = batch;
+                    }
+                    (k.clone(), v)
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Estimated peak per GPU of a plan at a micro-batch.
 fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) -> Result<u64> {
-    let b = Bindings {
-        batch: Some(batch),
-        dims: req.dims.clone(),
-    };
+    let b = req.at(batch);
     let inf = shape::infer(model, &b)?;
     Ok(training::estimate(&model.graph, &inf, cfg).total_bytes)
 }
 
 fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result<u64> {
-    let b = Bindings {
-        batch: Some(batch),
-        dims: req.dims.clone(),
-    };
+    let b = req.at(batch);
     let r = super::analyze(model, &b, None)?;
     serving_bytes(&r.totals, &req.base.overhead, half).ok_or_else(|| {
         Error::Usage(format!(
@@ -319,10 +336,7 @@ fn accumulation(effective: u64, max: u64, gpus: u64) -> (u64, u64) {
 
 /// Finds, for every plan, the largest batch that fits the GPU.
 pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
-    let probe = Bindings {
-        batch: Some(1),
-        dims: req.dims.clone(),
-    };
+    let probe = req.at(1);
     shape::infer(model, &probe)?.require_bound(model, "fit")?;
     let mut notes = Vec::new();
     let mut results = Vec::new();
@@ -358,10 +372,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
             let max = largest_batch(|b| Ok(train_peak(model, req, &cfg, b)? <= req.gpu.bytes))?;
             let (micro, steps) = accumulation(req.effective_batch, max, cfg.gpus as u64);
             let at = if max == 0 { 1 } else { micro };
-            let b = Bindings {
-                batch: Some(at),
-                dims: req.dims.clone(),
-            };
+            let b = req.at(at);
             let inf = shape::infer(model, &b)?;
             let est = training::estimate(
                 &model.graph,
@@ -486,10 +497,7 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
             }
         }
     }
-    let b = Bindings {
-        batch: Some(1),
-        dims: req.dims.clone(),
-    };
+    let b = req.at(1);
     let r = super::analyze(model, &b, None)?;
     let mut layers: Vec<&super::Layer> = r.layers.iter().collect();
     layers.sort_by_key(|l| std::cmp::Reverse(l.params));

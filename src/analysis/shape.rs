@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::fact::Fact;
 use super::ops::{self, InferError, Op, OpCx};
 use crate::error::{Error, Result};
-use crate::ir::{shape_to_string, Dim, Graph, Model, NodeId, TypeDecl};
+use crate::ir::{shape_to_string, Dim, Graph, Model, NodeId, TypeDecl, ValueId};
 
 /// The dimensions the user binds.
 #[derive(Clone, Debug, Default)]
@@ -16,6 +16,8 @@ pub struct Bindings {
     pub batch: Option<u64>,
     /// `--dim NAME=V`: any other named dimension.
     pub dims: BTreeMap<String, i64>,
+    /// `--input NAME=1x3x224x224`: every axis of one input (whatever its dims are called).
+    pub inputs: BTreeMap<String, Vec<u64>>,
 }
 
 /// The outcome of shape inference on the main graph.
@@ -109,24 +111,105 @@ fn input_symbols(graph: &Graph) -> (BTreeSet<String>, BTreeSet<String>) {
 /// What the inputs' symbols are bound to, and how.
 struct Resolved {
     bound: BTreeMap<String, i64>,
+    /// Per input: the shape `--input` gives it.
+    shapes: BTreeMap<ValueId, Vec<Dim>>,
     batch: Option<u64>,
     notes: Vec<String>,
     /// The inputs have a fixed batch that `--batch` overrides.
     override_fixed: bool,
 }
 
+/// Where a symbol's value came from, for conflict messages.
+struct Source(BTreeMap<String, (i64, String)>);
+
+impl Source {
+    /// Binds `name` to `v` (said by `by`); two different values for one symbol is an error naming
+    /// both.
+    fn bind(&mut self, name: &str, v: i64, by: String) -> Result<()> {
+        match self.0.get(name) {
+            Some((old, prev)) if *old != v => Err(Error::Usage(format!(
+                "{by} conflicts with {prev}: dimension '{name}' cannot be both {old} and {v}"
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                self.0.insert(name.to_string(), (v, by));
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Decides what every input symbol is bound to.
 fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Resolved> {
     let graph = &model.graph;
+    let path = model.path.display();
     let (all, batch_syms) = input_symbols(graph);
-    let mut bound = BTreeMap::new();
-    let mut notes = Vec::new();
+    let mut src = Source(BTreeMap::new());
+    let mut shapes = BTreeMap::new();
+    // --input: every axis of one input
+    for (name, given) in &b.inputs {
+        let Some(&v) = graph
+            .inputs
+            .iter()
+            .find(|&&v| graph.values[v].name == *name)
+        else {
+            let names: Vec<&str> = graph
+                .inputs
+                .iter()
+                .map(|&v| graph.values[v].name.as_str())
+                .collect();
+            return Err(Error::Usage(format!(
+                "{path}: --input {name}: the model has no input named '{name}' (inputs: {})",
+                names.join(", ")
+            )));
+        };
+        let spelled = given
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join("x");
+        let by = format!("--input {name}={spelled}");
+        let declared = graph.values[v]
+            .declared
+            .as_ref()
+            .and_then(|d| d.shape.as_ref());
+        if let Some(decl) = declared {
+            if decl.len() != given.len() {
+                return Err(Error::Usage(format!(
+                    "{path}: {by}: the input has rank {} ({}), not {}",
+                    decl.len(),
+                    shape_to_string(decl),
+                    given.len()
+                )));
+            }
+            for (axis, (d, &g)) in decl.iter().zip(given).enumerate() {
+                let g = i64::try_from(g)
+                    .map_err(|_| Error::Usage(format!("{by}: {g} is too large")))?;
+                match (d.as_i64(), d.symbols().as_slice()) {
+                    (Some(k), _) if k != g => {
+                        return Err(Error::Usage(format!(
+                            "{path}: {by}: axis {axis} of '{name}' is fixed at {k}, not {g}"
+                        )))
+                    }
+                    (None, [sym]) if *d == Dim::sym(sym) => {
+                        src.bind(sym, g, by.clone())?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let dims = given
+            .iter()
+            .map(|&g| i64::try_from(g).map(Dim::known))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| Error::Usage(format!("{by}: a dimension is too large")))?;
+        shapes.insert(v, dims);
+    }
     for (name, &v) in &b.dims {
         if !all.contains(name) {
             let known: Vec<&str> = all.iter().map(String::as_str).collect();
             return Err(Error::Usage(format!(
-                "{}: --dim {name}={v}: the model's inputs have no dimension named '{name}' (symbolic dimensions: {})",
-                model.path.display(),
+                "{path}: --dim {name}={v}: the model's inputs have no dimension named '{name}' (symbolic dimensions: {})",
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }
             )));
         }
@@ -135,15 +218,16 @@ fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Res
                 "--dim {name}={v}: a dimension cannot be negative"
             )));
         }
-        bound.insert(name.clone(), v);
+        src.bind(name, v, format!("--dim {name}={v}"))?;
     }
+    let mut notes = Vec::new();
     let mut override_fixed = false;
     let batch = match b.batch {
         Some(n) => {
             let n_i =
                 i64::try_from(n).map_err(|_| Error::Usage(format!("--batch {n} is too large")))?;
             for s in &batch_syms {
-                bound.entry(s.clone()).or_insert(n_i);
+                src.bind(s, n_i, format!("--batch {n}"))?;
             }
             if batch_syms.is_empty() {
                 // every input has a fixed first axis: rebind it if it is the same everywhere
@@ -176,10 +260,10 @@ fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Res
         None => {
             let unbound: Vec<&String> = batch_syms
                 .iter()
-                .filter(|s| !bound.contains_key(*s))
+                .filter(|s| !src.0.contains_key(*s))
                 .collect();
             for s in &unbound {
-                bound.insert((*s).clone(), 1);
+                src.bind(s, 1, "the default batch".into())?;
             }
             if !unbound.is_empty() {
                 notes.push(format!(
@@ -190,23 +274,42 @@ fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Res
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
-                Some(1)
-            } else {
-                // a fixed batch: report it
-                graph.inputs.iter().find_map(|&v| {
-                    graph.values[v]
+            }
+            // the batch the first axis is bound to (by --dim or --input), else a fixed one
+            let first: BTreeSet<u64> = graph
+                .inputs
+                .iter()
+                .filter_map(|&v| {
+                    if let Some(s) = shapes.get(&v) {
+                        return s.first()?.as_u64();
+                    }
+                    let d = graph.values[v]
                         .declared
                         .as_ref()?
                         .shape
                         .as_ref()?
                         .first()?
-                        .as_u64()
+                        .clone();
+                    match d.as_u64() {
+                        Some(k) => Some(k),
+                        None => {
+                            let s = d.symbols();
+                            let sym = s.first()?;
+                            src.0.get(&**sym).and_then(|(v, _)| u64::try_from(*v).ok())
+                        }
+                    }
                 })
+                .collect();
+            match first.len() {
+                1 => first.into_iter().next(),
+                _ => None,
             }
         }
     };
+    let bound = src.0.into_iter().map(|(k, (v, _))| (k, v)).collect();
     Ok(Resolved {
         bound,
+        shapes,
         batch,
         notes,
         override_fixed,
@@ -288,6 +391,7 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
     let graph = &model.graph;
     let Resolved {
         bound,
+        shapes,
         batch,
         notes,
         override_fixed,
@@ -298,6 +402,11 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
         facts[id] = ops::tensor_fact(t);
     }
     for &v in &graph.inputs {
+        if let Some(given) = shapes.get(&v) {
+            let dtype = graph.values[v].declared.as_ref().and_then(|d| d.dtype);
+            facts[v] = Fact::new(dtype, given.clone());
+            continue;
+        }
         if let Some(decl) = &graph.values[v].declared {
             let mut f = substitute(decl, &bound);
             if override_fixed {

@@ -103,6 +103,9 @@ pub struct LintArgs {
     /// Binds a named symbolic dimension (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
+    /// Gives one input its whole shape, e.g. `--input x=1x3x224x224` (repeatable).
+    #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
+    pub inputs: Vec<(String, Vec<u64>)>,
     /// Training precision for the memory rules [default: the config's, else fp32].
     #[arg(long, value_parser = named::<Precision>())]
     pub precision: Option<Precision>,
@@ -225,6 +228,10 @@ pub struct FitArgs {
     /// Binds a named symbolic dimension other than the batch, e.g. `--dim seq=512` (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
+    /// Gives one input its shape but for the batch, e.g. `--input ids=1x512` (repeatable; the batch
+    /// axis is searched).
+    #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
+    pub inputs: Vec<(String, Vec<u64>)>,
     /// Output format.
     #[arg(long, short = 'f', value_parser = named::<FitFormat>(), default_value = "table")]
     pub format: FitFormat,
@@ -241,6 +248,31 @@ pub struct DimArgs {
     /// Binds a named symbolic dimension, e.g. `--dim seq=512` (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
+    /// Gives one input its whole shape, e.g. `--input x=1x3x48x192` (repeatable), as trtexec's
+    /// `--shapes` and onnxsim's `--overwrite-input-shape` do; binds dims that have no usable name.
+    #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
+    pub inputs: Vec<(String, Vec<u64>)>,
+}
+
+/// `NAME=1x3x224x224` (or `NAME:1,3,224,224`): split at the last `=` (or `:`), since input names
+/// may hold either (`onnx::Flatten_0`).
+fn parse_input(s: &str) -> Result<(String, Vec<u64>), String> {
+    let (name, shape) = s
+        .rsplit_once('=')
+        .or_else(|| s.rsplit_once(':'))
+        .ok_or_else(|| format!("expected NAME=SHAPE such as x=1x3x224x224, got '{s}'"))?;
+    if name.is_empty() {
+        return Err(format!("'{s}' names no input"));
+    }
+    let dims = shape
+        .split(['x', 'X', ','])
+        .map(|d| {
+            d.trim().parse::<u64>().map_err(|_| {
+                format!("'{d}' in '{shape}' is not a dimension (a non-negative integer)")
+            })
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    Ok((name.to_string(), dims))
 }
 
 fn parse_dim(s: &str) -> Result<(String, i64), String> {

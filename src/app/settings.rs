@@ -21,6 +21,7 @@ pub struct Inputs<'a> {
     pub config: Option<&'a ConfigArgs>,
     pub batch: Option<u64>,
     pub dims: &'a [(String, i64)],
+    pub inputs: &'a [(String, Vec<u64>)],
     pub plan: Option<&'a TrainArgs>,
     /// `lint --precision`.
     pub precision: Option<Precision>,
@@ -53,9 +54,20 @@ impl Settings {
         }
         let mut dims = config.dims.clone();
         dims.extend(i.dims.iter().cloned());
+        let mut inputs = std::collections::BTreeMap::new();
+        for (name, shape) in i.inputs {
+            if let Some(prev) = inputs.insert(name.clone(), shape.clone()) {
+                if prev != *shape {
+                    return Err(Error::Usage(format!(
+                        "--input {name} is given twice with different shapes"
+                    )));
+                }
+            }
+        }
         let bindings = Bindings {
             batch: i.batch.or(config.batch),
             dims,
+            inputs,
         };
         let train = train_config(i.plan, i.precision, &config)?;
         let selection = Selection {

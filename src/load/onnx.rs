@@ -332,12 +332,12 @@ impl Context<'_> {
                     .enumerate()
                     .map(|(axis, d)| {
                         use pb::tensor_shape_proto::dimension::Value as D;
+                        // dynamic axes as exporters write them: -1 (Paddle2ONNX), an empty or
+                        // missing dim_param, and '?' (which names no size: two '?' axes are two
+                        // sizes) each get a name of their own, bindable with --dim or --input
                         match &d.value {
-                            Some(D::DimValue(v)) if *v < 0 => Err(self.malformed(format!(
-                                "value '{name}' declares a negative dimension {v} on axis {axis}"
-                            ))),
-                            Some(D::DimValue(v)) => Ok(Dim::known(*v)),
-                            Some(D::DimParam(p)) if !p.is_empty() => Ok(Dim::sym(p)),
+                            Some(D::DimValue(v)) if *v >= 0 => Ok(Dim::known(*v)),
+                            Some(D::DimParam(p)) if !p.is_empty() && p != "?" => Ok(Dim::sym(p)),
                             _ => Ok(Dim::sym(&format!("{name}_d{axis}"))),
                         }
                     })

@@ -56,6 +56,7 @@ impl Rule for MemoryBudget {
                 * cx.settings.train.gpus.max(1) as u64,
             base: cx.settings.train,
             dims: cx.settings.bindings.dims.clone(),
+            inputs: cx.settings.bindings.inputs.clone(),
             inference: false,
         };
         let mut out = Vec::new();

@@ -40,6 +40,29 @@ pub fn vi(name: &str, elem: i32, dims: &[i64]) -> pb::ValueInfoProto {
     }
 }
 
+/// A value whose dims are symbols or numbers (`["batch", "3"]`).
+pub fn vi_sym(name: &str, elem: i32, dims: &[&str]) -> pb::ValueInfoProto {
+    use pb::tensor_shape_proto::{dimension::Value, Dimension};
+    let mut v = vi(name, elem, &[]);
+    if let Some(pb::type_proto::Value::TensorType(t)) =
+        v.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.shape = Some(pb::TensorShapeProto {
+            dim: dims
+                .iter()
+                .map(|d| Dimension {
+                    value: Some(match d.parse::<i64>() {
+                        Ok(k) => Value::DimValue(k),
+                        Err(_) => Value::DimParam(d.to_string()),
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+        });
+    }
+    v
+}
+
 /// A value declared by name only (its type is inferred).
 pub fn vi_untyped(name: &str) -> pb::ValueInfoProto {
     pb::ValueInfoProto {

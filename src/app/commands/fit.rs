@@ -10,6 +10,7 @@ use crate::{analysis, report};
 pub fn run(args: &FitArgs) -> Result<Outcome> {
     let s = Settings::resolve(Inputs {
         dims: &args.dims,
+        inputs: &args.inputs,
         plan: Some(&args.plan),
         ..Inputs::default()
     })?;
@@ -28,6 +29,7 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         effective_batch: args.effective_batch.max(1),
         base: s.train,
         dims: s.bindings.dims,
+        inputs: s.bindings.inputs,
         inference: args.inference,
     };
     let r = analysis::fit::fit(&model, &req)?;

@@ -25,6 +25,7 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
         config: Some(&args.config),
         batch: args.batch,
         dims: &args.dims,
+        inputs: &args.inputs,
         precision: args.precision,
         budget: args.budget,
         select: &args.select,

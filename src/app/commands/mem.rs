@@ -11,6 +11,7 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
     let s = Settings::resolve(Inputs {
         batch: args.dims.batch,
         dims: &args.dims.dims,
+        inputs: &args.dims.inputs,
         plan: Some(&args.plan),
         ..Inputs::default()
     })?;

@@ -71,6 +71,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         config: Some(&args.config),
         batch: args.dims.batch,
         dims: &args.dims.dims,
+        inputs: &args.dims.inputs,
         plan: Some(&args.plan),
         select: &codes,
         ..Inputs::default()
@@ -92,6 +93,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         &Bindings {
             batch: None,
             dims: s.bindings.dims.clone(),
+            inputs: s.bindings.inputs.clone(),
         },
     )?;
     let options = rewrite::Options {

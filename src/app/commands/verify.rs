@@ -12,6 +12,7 @@ pub fn run(args: &VerifyArgs) -> Result<Outcome> {
     let s = Settings::resolve(Inputs {
         batch: args.dims.batch,
         dims: &args.dims.dims,
+        inputs: &args.dims.inputs,
         ..Inputs::default()
     })?;
     let original = load::onnx::load(&args.original)?;
