@@ -8,6 +8,7 @@
 //! modelled: this is the peak of a plain executor that frees each tensor after its last use.
 
 use super::fact::Fact;
+use super::ops::{lookup, Outputs};
 use crate::ir::{Dim, Graph, NodeId, ValueId};
 
 /// The inference peak and where it happens.
@@ -28,28 +29,38 @@ pub enum PeakError {
     Symbolic(Vec<String>),
 }
 
-/// Ops whose output differs between runs even for the same inputs.
-const NONDETERMINISTIC: &[&str] = &[
-    "RandomNormal",
-    "RandomNormalLike",
-    "RandomUniform",
-    "RandomUniformLike",
-    "Multinomial",
-    "Bernoulli",
-];
+fn outputs_of(node: &crate::ir::Node) -> Outputs {
+    lookup(&node.domain, &node.op_type).map_or(Outputs::Computed, |d| d.outputs)
+}
 
 /// Values computed from stored tensors alone (initializers, `Constant`s, and nodes reading only
 /// those, such as the weight `Transpose`s some exporters emit). Runtimes fold them when the model
 /// loads, so they are weights, not activations.
 pub fn static_values(graph: &Graph) -> Vec<bool> {
+    foldable(graph, false)
+}
+
+/// Values a runtime folds once the input shapes are known: the static ones, and shape arithmetic
+/// (values that read the inputs only through `Shape` and `Size`: a YOLO anchor grid, position ids,
+/// masks of a fixed size), which onnxruntime folds at load. They are not activations.
+pub fn folded_values(graph: &Graph) -> Vec<bool> {
+    foldable(graph, true)
+}
+
+fn foldable(graph: &Graph, shapes_known: bool) -> Vec<bool> {
     let mut st: Vec<bool> = graph.values.iter().map(|v| v.init.is_some()).collect();
     for node in &graph.nodes {
         let captures = node.attrs.subgraphs().next().is_some();
-        let derived = node.op_type == "Constant"
-            || (node.inputs.iter().flatten().next().is_some()
-                && node.inputs.iter().flatten().all(|&v| st[v])
-                && !captures
-                && !NONDETERMINISTIC.contains(&node.op_type.as_str()));
+        let derived = match outputs_of(node) {
+            Outputs::Held => true,
+            Outputs::Random => false,
+            Outputs::ShapeOnly if shapes_known => true,
+            Outputs::ShapeOnly | Outputs::Computed => {
+                node.inputs.iter().flatten().next().is_some()
+                    && node.inputs.iter().flatten().all(|&v| st[v])
+                    && !captures
+            }
+        };
         if derived {
             for &v in node.outputs.iter().flatten() {
                 st[v] = true;
@@ -103,7 +114,7 @@ fn for_each_capture(g: &Graph, f: &mut impl FnMut(&str)) {
 /// Computes the inference peak. Values of unknown size are left out (the caller reports them);
 /// symbolic sizes make the peak unknowable until bound.
 pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> {
-    let is_static = static_values(graph);
+    let is_static = folded_values(graph);
     let size: Vec<Option<Dim>> = (0..graph.values.len())
         .map(|v| {
             if is_activation(graph, &is_static, v) {

@@ -210,7 +210,7 @@ pub fn analyze(
 /// Builds the report from a finished shape inference (so callers that need both infer once).
 pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConfig>) -> MemReport {
     let graph = &model.graph;
-    let is_static = memory::static_values(graph);
+    let is_static = memory::folded_values(graph);
     let mut rows: Vec<Option<Layer>> = graph
         .nodes
         .iter()

@@ -15,7 +15,7 @@ For each model of manifest.json (fetch.py writes it), this:
    initializers / Constant nodes ("const": such values are folded by a runtime
    at load time and are not activations);
 4. sums the bytes of the non-const values: ``activation_bytes``; of those,
-   ``shape_bytes`` are the values marked "shape" (they read the inputs only
+   ``shape_bytes`` are the values marked "shape_only" (they read the inputs only
    through Shape/Size: shape arithmetic), and ``const_bytes`` sums the const
    ones.
 
@@ -278,7 +278,7 @@ def truth_for(entry, seed, threads):
         else:
             act += d["bytes"] or 0
             if o in shape_only:
-                d["shape"] = True
+                d["shape_only"] = True
                 sbytes += d["bytes"] or 0
         values[o] = d
     if missing:

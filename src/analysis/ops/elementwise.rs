@@ -524,9 +524,15 @@ fn cast_value(v: &Konst, to: DType) -> Option<Konst> {
     None
 }
 
-/// `Dropout`: the output keeps the input; the optional mask is boolean of the same shape.
+/// `Dropout`: the output keeps the input; the optional mask has the same shape, boolean from
+/// opset 10 on and of the input's type before (Dropout-7).
 pub fn dropout(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let f = cx.input(0)?;
+    let mask = if cx.opset < 10 {
+        f.dtype
+    } else {
+        Some(DType::Bool)
+    };
     Ok(vec![
         Fact {
             dtype: f.dtype,
@@ -534,7 +540,7 @@ pub fn dropout(cx: &OpCx) -> InferResult<Vec<Fact>> {
             value: None,
         },
         Fact {
-            dtype: Some(DType::Bool),
+            dtype: mask,
             shape: f.shape.clone(),
             value: None,
         },

@@ -274,6 +274,19 @@ pub enum View {
     Gather,
 }
 
+/// What an op's outputs depend on, for constant folding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outputs {
+    /// The input values.
+    Computed,
+    /// Nothing: the op holds its value (`Constant`).
+    Held,
+    /// Only the input's shape (`Shape`, `Size`): folded once the shapes are known.
+    ShapeOnly,
+    /// Random draws: never folded.
+    Random,
+}
+
 /// One registered operator and every fact nnlint knows about it.
 pub struct OpDef {
     pub name: &'static str,
@@ -292,6 +305,8 @@ pub struct OpDef {
     /// Whether gradients flow through it (shapes, comparisons and random sources stop them).
     pub grad: bool,
     pub view: View,
+    /// What the outputs depend on (constant folding).
+    pub outputs: Outputs,
 }
 
 fn not_counted(_: &OpCx, _: &[Fact]) -> Option<Dim> {
@@ -315,6 +330,7 @@ impl OpDef {
         slots: Slots::Data,
         grad: true,
         view: View::No,
+        outputs: Outputs::Computed,
     };
 }
 
@@ -380,7 +396,7 @@ registry! {
     "BatchNormalization" => BatchNormalization(norm::BatchNorm) {
         infer: norm::batch_norm, saves: norm::saves, slots: Slots::BatchNorm,
     }
-    "Bernoulli" => Bernoulli(source::RandomLike) { infer: source::random_like, grad: false }
+    "Bernoulli" => Bernoulli(source::RandomLike) { infer: source::random_like, grad: false, outputs: Outputs::Random }
     "BitShift" => BitShift { infer: ew::binary_arith }
     "Cast" => Cast(ew::Cast) { infer: ew::cast, autocast: CastTo }
     "CastLike" => CastLike { infer: ew::cast_like, slots: Slots::ConfigFrom(1) }
@@ -388,7 +404,7 @@ registry! {
     "Celu" => Celu { infer: ew::unary, saves: sv::input_if_grad }
     "Clip" => Clip(ew::Clip) { infer: ew::unary, saves: sv::input_if_grad, slots: Slots::ConfigFrom(1) }
     "Concat" => Concat(movement::Concat) { infer: movement::concat, autocast: Promote }
-    "Constant" => Constant(source::Constant) { infer: source::constant }
+    "Constant" => Constant(source::Constant) { infer: source::constant, outputs: Outputs::Held }
     "ConstantOfShape" => ConstantOfShape { infer: source::constant_of_shape, slots: Slots::AllConfig, grad: false }
     "Conv" => Conv(conv::Conv) {
         infer: conv::conv, macs: conv::conv_macs, saves: conv::saves, autocast: Lower,
@@ -486,10 +502,10 @@ registry! {
     "RNN" => Rnn(linalg::Rnn) {
         infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
     }
-    "RandomNormal" => RandomNormal(source::Random) { infer: source::random, grad: false }
-    "RandomNormalLike" => RandomNormalLike(source::RandomLike) { infer: source::random_like, grad: false }
-    "RandomUniform" => RandomUniform(source::Random) { infer: source::random, grad: false }
-    "RandomUniformLike" => RandomUniformLike(source::RandomLike) { infer: source::random_like, grad: false }
+    "RandomNormal" => RandomNormal(source::Random) { infer: source::random, grad: false, outputs: Outputs::Random }
+    "RandomNormalLike" => RandomNormalLike(source::RandomLike) { infer: source::random_like, grad: false, outputs: Outputs::Random }
+    "RandomUniform" => RandomUniform(source::Random) { infer: source::random, grad: false, outputs: Outputs::Random }
+    "RandomUniformLike" => RandomUniformLike(source::RandomLike) { infer: source::random_like, grad: false, outputs: Outputs::Random }
     "Range" => Range { infer: source::range, slots: Slots::AllConfig, grad: false }
     "Reciprocal" => Reciprocal { infer: ew::unary, saves: sv::output_if_grad }
     "ReduceL1" => ReduceL1(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
@@ -517,13 +533,13 @@ registry! {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }
     "Selu" => Selu { infer: ew::unary, saves: sv::input_if_grad }
-    "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false }
+    "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
     "Shrink" => Shrink { infer: ew::unary, saves: sv::input_if_grad }
     "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }
     "Sign" => Sign { infer: ew::unary_fold, grad: false }
     "Sin" => Sin { infer: ew::unary, saves: sv::input_if_grad }
     "Sinh" => Sinh { infer: ew::unary, saves: sv::input_if_grad }
-    "Size" => Size { infer: source::size, slots: Slots::AllConfig, grad: false }
+    "Size" => Size { infer: source::size, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
     "Slice" => Slice(movement::Slice) { infer: movement::slice, slots: Slots::ConfigFrom(1), view: View::Slice }
     "Softmax" => Softmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
     "Softplus" => Softplus { infer: ew::unary, saves: sv::input_if_grad }
