@@ -448,8 +448,101 @@ fn cmp(op: &Op, x: f64, y: f64) -> Option<bool> {
 }
 
 pub fn logical(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let (_, shape) = broadcast_inputs(cx, 2)?;
-    Ok(vec![Fact::new(Some(DType::Bool), shape)])
+    let (facts, shape) = broadcast_inputs(cx, 2)?;
+    let op = cx.op;
+    let value = fold_broadcast(&facts, &shape, |v, i| {
+        let a = int_at(v[0], i[0])?.as_i64()? != 0;
+        let b = int_at(v[1], i[1])?.as_i64()? != 0;
+        let r = match op {
+            Op::And => a && b,
+            Op::Or => a || b,
+            Op::Xor => a != b,
+            _ => return None,
+        };
+        Some(Konst::Int(vec![Dim::known(r as i64)]))
+    });
+    Ok(vec![Fact {
+        dtype: Some(DType::Bool),
+        shape: Some(shape),
+        value,
+    }])
+}
+
+/// `CumSum`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CumSum {
+    pub exclusive: bool,
+    pub reverse: bool,
+}
+
+impl FromAttrs for CumSum {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(CumSum {
+            exclusive: r.flag("exclusive", false)?,
+            reverse: r.flag("reverse", false)?,
+        })
+    }
+}
+
+/// `CumSum`: the input's shape; a known value is summed along the axis (position ids are
+/// `CumSum` of a mask in some exports).
+pub fn cum_sum(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let c = attrs!(cx, CumSum);
+    let mut out = same_as_input(cx)?;
+    let x = cx.input(0)?;
+    out[0].value = (|| {
+        let shape = x.known_shape()?;
+        let a = super::axis(*cx.ints(1).ok()?.first()?, shape.len()).ok()?;
+        let v = x.value.as_ref()?;
+        let inner: u64 = shape[a + 1..].iter().product();
+        let n = shape[a];
+        let outer: u64 = shape[..a].iter().product();
+        let at = |o: u64, k: u64, j: u64| ((o * n + k) * inner + j) as usize;
+        match v {
+            Konst::Int(d) => {
+                let mut r = d.clone();
+                for o in 0..outer {
+                    for j in 0..inner {
+                        let mut acc = Dim::ZERO;
+                        for step in 0..n {
+                            let k = if c.reverse { n - 1 - step } else { step };
+                            let here = d.get(at(o, k, j))?.clone();
+                            if c.exclusive {
+                                r[at(o, k, j)] = acc.clone();
+                                acc = acc.checked_add(&here)?;
+                            } else {
+                                acc = acc.checked_add(&here)?;
+                                r[at(o, k, j)] = acc.clone();
+                            }
+                        }
+                    }
+                }
+                Some(Konst::Int(r))
+            }
+            Konst::Float(d) => {
+                let mut r = d.clone();
+                for o in 0..outer {
+                    for j in 0..inner {
+                        let mut acc = 0.0;
+                        for step in 0..n {
+                            let k = if c.reverse { n - 1 - step } else { step };
+                            let here = *d.get(at(o, k, j))?;
+                            if c.exclusive {
+                                r[at(o, k, j)] = acc;
+                                acc += here;
+                            } else {
+                                acc += here;
+                                r[at(o, k, j)] = acc;
+                            }
+                        }
+                    }
+                }
+                Some(Konst::Float(r))
+            }
+        }
+    })();
+    Ok(out)
 }
 
 pub fn logical_not(cx: &OpCx) -> InferResult<Vec<Fact>> {

@@ -7,6 +7,7 @@
 
 pub mod conv;
 pub mod elementwise;
+mod fold;
 pub mod linalg;
 pub mod movement;
 pub mod norm;
@@ -415,7 +416,7 @@ registry! {
     }
     "Cos" => Cos { infer: ew::unary, saves: sv::input_if_grad }
     "Cosh" => Cosh { infer: ew::unary, saves: sv::input_if_grad }
-    "CumSum" => CumSum { infer: ew::unary, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "CumSum" => CumSum(ew::CumSum) { infer: ew::cum_sum, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "DepthToSpace" => DepthToSpace(movement::Blocks) { infer: movement::depth_to_space }
     "DequantizeLinear" => DequantizeLinear { infer: ew::dequantize, slots: Slots::ConfigFrom(1) }
     "Div" => Div { infer: ew::binary_arith, saves: sv::div, autocast: Promote }

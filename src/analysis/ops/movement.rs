@@ -3,7 +3,7 @@
 //! move too, which is what makes `Shape → Gather → Concat → Reshape` chains resolve.
 
 use super::{
-    attrs, axis, broadcast, invalid, known_usize, ovf, AttrReader, FromAttrs, InferError,
+    attrs, axis, broadcast, fold, invalid, known_usize, ovf, AttrReader, FromAttrs, InferError,
     InferResult, Op, OpCx,
 };
 use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
@@ -359,7 +359,12 @@ pub fn transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
         ));
     }
     let out: Vec<Dim> = perm.iter().map(|&p| s[p].clone()).collect();
-    let value = if s.len() <= 1 { x.value.clone() } else { None };
+    let value = fold::moved(x, &out, |o, src| {
+        for (i, &p) in perm.iter().enumerate() {
+            src[p] = o[i];
+        }
+        true
+    });
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
@@ -397,31 +402,52 @@ pub fn concat(cx: &OpCx) -> InferResult<Vec<Fact>> {
             }
         }
     }
-    // values concatenate when the axis is the outermost one (the common 1-D shape-vector case)
-    let value = if a == 0 {
-        let mut ints = Vec::new();
-        let mut floats = Vec::new();
-        let mut ok = true;
-        for f in &facts {
-            match &f.value {
-                Some(Konst::Int(v)) => ints.extend(v.iter().cloned()),
-                Some(Konst::Float(v)) => floats.extend(v.iter().copied()),
-                None => ok = false,
-            }
-        }
-        match (ok, ints.is_empty(), floats.is_empty()) {
-            (true, _, true) => Some(Konst::Int(ints)),
-            (true, true, false) => Some(Konst::Float(floats)),
-            _ => None,
-        }
-    } else {
-        None
-    };
+    let value = concat_values(&facts, a);
     Ok(vec![Fact {
         dtype: facts.iter().find_map(|f| f.dtype).or(first.dtype),
         shape: Some(out),
         value,
     }])
+}
+
+/// The concatenation of known values along `a`: for each block of the outer axes, every input's
+/// slab in turn.
+fn concat_values(facts: &[&Fact], a: usize) -> Option<Konst> {
+    let shapes: Vec<Vec<u64>> = facts
+        .iter()
+        .map(|f| f.known_shape())
+        .collect::<Option<_>>()?;
+    let values: Vec<&Konst> = facts
+        .iter()
+        .map(|f| f.value.as_ref())
+        .collect::<Option<_>>()?;
+    let outer: u64 = shapes[0][..a].iter().product();
+    let mut parts: Vec<Konst> = Vec::new();
+    for o in 0..outer {
+        for (s, v) in shapes.iter().zip(&values) {
+            let slab: u64 = s[a..].iter().product();
+            let start = (o * slab) as usize;
+            let idx: Vec<usize> = (start..start + slab as usize).collect();
+            parts.push(v.gather(&idx)?);
+        }
+    }
+    let total: usize = parts.iter().map(Konst::len).sum();
+    if total as u64 > MAX_FOLD_ELEMS {
+        return None;
+    }
+    let mut ints = Vec::new();
+    let mut floats = Vec::new();
+    for p in parts {
+        match p {
+            Konst::Int(v) => ints.extend(v),
+            Konst::Float(v) => floats.extend(v),
+        }
+    }
+    match (ints.is_empty(), floats.is_empty()) {
+        (_, true) => Some(Konst::Int(ints)),
+        (true, false) => Some(Konst::Float(floats)),
+        _ => None,
+    }
 }
 
 pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
@@ -460,12 +486,24 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
             v
         }
     };
+    let mut offset = 0u64;
     Ok(sizes
         .into_iter()
         .map(|d| {
             let mut o = s.to_vec();
+            let start = offset;
+            offset = offset.saturating_add(d.as_u64().unwrap_or(0));
             o[a] = d;
-            Fact::new(x.dtype, o)
+            let value = fold::moved(x, &o, |c, src| {
+                src.copy_from_slice(c);
+                src[a] += start;
+                true
+            });
+            Fact {
+                dtype: x.dtype,
+                shape: Some(o),
+                value,
+            }
         })
         .collect())
 }
@@ -576,34 +614,35 @@ pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
     for k in 0..axes.len() {
         out[axes[k]] = slice_len(&s[axes[k]], &starts[k], &ends[k], steps[k])?;
     }
-    // fold 1-D values (shape vectors)
     if starts.is_empty() {
         return Ok(vec![x.clone()]);
     }
-    let value = match (&x.value, s.len(), starts[0].as_i64(), ends[0].as_i64()) {
-        (Some(v), 1, Some(st), Some(en)) if axes == [0] => {
-            let d = v.len() as i64;
-            let step = steps[0];
-            let mut idx = Vec::new();
-            if step > 0 {
-                let mut i = (if st < 0 { st + d } else { st }).clamp(0, d);
-                let e = (if en < 0 { en.saturating_add(d) } else { en }).clamp(0, d);
-                while i < e {
-                    idx.push(i as usize);
-                    i += step;
-                }
+    // every axis of a known value: the first index taken on each sliced axis, and the step
+    let value = (|| {
+        let inp = x.known_shape()?;
+        let mut first = vec![0i64; inp.len()];
+        let mut step = vec![1i64; inp.len()];
+        for k in 0..axes.len() {
+            let d = inp[axes[k]] as i64;
+            let st = starts[k].as_i64()?;
+            first[axes[k]] = if steps[k] > 0 {
+                (if st < 0 { st.saturating_add(d) } else { st }).clamp(0, d)
             } else {
-                let mut i = (if st < 0 { st + d } else { st }).clamp(0, d - 1);
-                let e = (if en < 0 { en.saturating_add(d) } else { en }).clamp(-1, d - 1);
-                while i > e {
-                    idx.push(i as usize);
-                    i += step;
-                }
-            }
-            v.gather(&idx)
+                (if st < 0 { st.saturating_add(d) } else { st }).clamp(0, d - 1)
+            };
+            step[axes[k]] = steps[k];
         }
-        _ => None,
-    };
+        fold::moved(x, &out, |o, src| {
+            for i in 0..src.len() {
+                let c = first[i] + o[i] as i64 * step[i];
+                if c < 0 {
+                    return false;
+                }
+                src[i] = c as u64;
+            }
+            true
+        })
+    })();
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
@@ -651,7 +690,32 @@ pub fn gather(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn gather_elements(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    Ok(vec![Fact::new(cx.dtype(0), cx.shape(1)?.to_vec())])
+    let g = attrs!(cx, GatherElements);
+    let data = cx.input(0)?;
+    let out = cx.shape(1)?.to_vec();
+    let rank = cx.shape(0)?.len();
+    let a = axis(g.axis, rank.max(1))?;
+    let value = (|| {
+        let idx = cx.ints(1).ok()?;
+        let n = *data.known_shape()?.get(a)? as i64;
+        let mut k = 0;
+        fold::moved(data, &out, |o, src| {
+            src.copy_from_slice(o);
+            let i = idx[k];
+            k += 1;
+            let i = if i < 0 { i + n } else { i };
+            if !(0..n).contains(&i) {
+                return false;
+            }
+            src[a] = i as u64;
+            true
+        })
+    })();
+    Ok(vec![Fact {
+        dtype: data.dtype,
+        shape: Some(out),
+        value,
+    }])
 }
 
 pub fn gather_nd(cx: &OpCx) -> InferResult<Vec<Fact>> {
@@ -746,16 +810,9 @@ pub fn expand(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let s = cx.shape(0)?;
     let target = cx.value(1)?.as_dims().ok_or(InferError::Unknown)?;
     let out = broadcast(&[s, &target])?;
-    let value = match (&x.value, Dim::product(&out).and_then(|d| d.as_u64())) {
-        (Some(Konst::Int(v)), Some(n)) if v.len() == 1 && n <= MAX_FOLD_ELEMS => {
-            Some(Konst::Int(vec![v[0].clone(); n as usize]))
-        }
-        (Some(Konst::Float(v)), Some(n)) if v.len() == 1 && n <= MAX_FOLD_ELEMS => {
-            Some(Konst::Float(vec![v[0]; n as usize]))
-        }
-        (Some(v), Some(n)) if v.len() as u64 == n => Some(v.clone()),
-        _ => None,
-    };
+    let value = x
+        .known_shape()
+        .and_then(|inp| fold::moved(x, &out, fold::broadcast_from(&inp, out.len())));
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
@@ -764,17 +821,30 @@ pub fn expand(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn tile(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.input(0)?;
     let s = cx.shape(0)?;
     let reps = cx.ints(1)?;
     if reps.len() != s.len() {
         return invalid(format!("{} repeats for rank {}", reps.len(), s.len()));
     }
-    let out = s
+    let out: Vec<Dim> = s
         .iter()
         .zip(&reps)
         .map(|(d, &r)| ovf(d.checked_mul(&Dim::known(r)), "tiled size"))
         .collect::<InferResult<_>>()?;
-    Ok(vec![Fact::new(cx.dtype(0), out)])
+    let value = x.known_shape().and_then(|inp| {
+        fold::moved(x, &out, |o, src| {
+            for i in 0..src.len() {
+                src[i] = o[i] % inp[i].max(1);
+            }
+            true
+        })
+    });
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
 }
 
 pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
@@ -811,7 +881,49 @@ pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
             }
         }
     }
-    Ok(vec![Fact::new(cx.dtype(0), out)])
+    let x = cx.input(0)?;
+    let p = attrs!(cx, Pad);
+    let value = (|| {
+        let inp = x.known_shape()?;
+        let mut begin = vec![0i64; inp.len()];
+        for (k, &a) in axes.iter().enumerate() {
+            begin[a] = pads[k];
+        }
+        let fill = match cx.opt_input(2) {
+            Some(f) if cx.opset >= 11 => f.value.clone()?,
+            _ => Konst::Float(vec![p.value as f64]),
+        };
+        let v = x.value.as_ref()?;
+        let idx = fold::index_map(&fold::known(&out)?, &inp, |o, src| {
+            for i in 0..src.len() {
+                let d = inp[i] as i64;
+                let mut c = o[i] as i64 - begin[i];
+                if !(0..d).contains(&c) {
+                    match p.mode {
+                        PadMode::Constant => return false,
+                        PadMode::Edge => c = c.clamp(0, d - 1),
+                        PadMode::Reflect if d > 1 => {
+                            let period = 2 * (d - 1);
+                            c = c.rem_euclid(period);
+                            if c >= d {
+                                c = period - c;
+                            }
+                        }
+                        PadMode::Wrap => c = c.rem_euclid(d),
+                        PadMode::Reflect => c = 0,
+                    }
+                }
+                src[i] = c as u64;
+            }
+            true
+        })?;
+        fold::pick(v, &idx, Some(&fill))
+    })();
+    Ok(vec![Fact {
+        dtype: x.dtype,
+        shape: Some(out),
+        value,
+    }])
 }
 
 /// `Resize` (opsets 10, 11+, 18+) and `Upsample`.

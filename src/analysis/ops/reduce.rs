@@ -111,31 +111,109 @@ pub fn reduce(cx: &OpCx) -> InferResult<Vec<Fact>> {
             out.push(d.clone());
         }
     }
-    // a full reduction of a folded 1-D vector (numel computations)
-    let value = match (&x.value, s.len()) {
-        (Some(Konst::Int(v)), 1) if axes == [0] => match cx.op {
-            Op::ReduceProd(_) => Dim::product(v).map(|d| Konst::Int(vec![d])),
-            Op::ReduceSum(_) => Dim::sum(v).map(|d| Konst::Int(vec![d])),
-            Op::ReduceMax(_) | Op::ReduceMin(_) => {
-                let k: Option<Vec<i64>> = v.iter().map(Dim::as_i64).collect();
-                k.and_then(|k| {
-                    if matches!(cx.op, Op::ReduceMax(_)) {
-                        k.into_iter().max()
-                    } else {
-                        k.into_iter().min()
-                    }
-                })
-                .map(|m| Konst::Int(vec![Dim::known(m)]))
-            }
-            _ => None,
-        },
-        _ => None,
-    };
+    let value = reduce_value(cx.op, x, &axes);
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
         value,
     }])
+}
+
+/// The reduction of a known value over `axes` (sums, products, extremes and means of shape
+/// vectors, masks, small tables).
+fn reduce_value(op: &Op, x: &Fact, axes: &[usize]) -> Option<Konst> {
+    let v = x.value.as_ref()?;
+    let shape = x.known_shape()?;
+    if shape.iter().product::<u64>() != v.len() as u64 {
+        return None;
+    }
+    // the output element each input element falls in
+    let out_len: u64 = shape
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, &d)| d)
+        .product();
+    let mut target = Vec::with_capacity(v.len());
+    for flat in 0..v.len() as u64 {
+        let mut rest = flat;
+        let mut o = 0u64;
+        let mut scale = 1u64;
+        for ax in (0..shape.len()).rev() {
+            let c = rest % shape[ax].max(1);
+            rest /= shape[ax].max(1);
+            if !axes.contains(&ax) {
+                o += c * scale;
+                scale *= shape[ax];
+            }
+        }
+        target.push(o as usize);
+    }
+    let n = out_len as usize;
+    match (op, v) {
+        (Op::ReduceSum(_) | Op::ReduceProd(_), Konst::Int(d)) => {
+            let prod = matches!(op, Op::ReduceProd(_));
+            let mut acc = vec![Dim::known(i64::from(prod)); n];
+            for (e, &t) in d.iter().zip(&target) {
+                acc[t] = if prod {
+                    acc[t].checked_mul(e)?
+                } else {
+                    acc[t].checked_add(e)?
+                };
+            }
+            Some(Konst::Int(acc))
+        }
+        (Op::ReduceMax(_) | Op::ReduceMin(_), Konst::Int(d)) => {
+            let max = matches!(op, Op::ReduceMax(_));
+            let mut acc: Vec<Option<i64>> = vec![None; n];
+            for (e, &t) in d.iter().zip(&target) {
+                let e = e.as_i64()?;
+                acc[t] = Some(match acc[t] {
+                    None => e,
+                    Some(a) if max => a.max(e),
+                    Some(a) => a.min(e),
+                });
+            }
+            Some(Konst::Int(
+                acc.into_iter()
+                    .map(|a| a.map(Dim::known))
+                    .collect::<Option<_>>()?,
+            ))
+        }
+        (
+            Op::ReduceSum(_)
+            | Op::ReduceProd(_)
+            | Op::ReduceMax(_)
+            | Op::ReduceMin(_)
+            | Op::ReduceMean(_),
+            _,
+        ) => {
+            let f = v.as_f64s()?;
+            let mut acc: Vec<Option<f64>> = vec![None; n];
+            let mut count = vec![0u64; n];
+            for (&e, &t) in f.iter().zip(&target) {
+                count[t] += 1;
+                acc[t] = Some(match (acc[t], op) {
+                    (None, _) => e,
+                    (Some(a), Op::ReduceProd(_)) => a * e,
+                    (Some(a), Op::ReduceMax(_)) => a.max(e),
+                    (Some(a), Op::ReduceMin(_)) => a.min(e),
+                    (Some(a), _) => a + e,
+                });
+            }
+            let mut out: Vec<f64> = acc
+                .into_iter()
+                .map(|a| a.or(matches!(op, Op::ReduceSum(_) | Op::ReduceMean(_)).then_some(0.0)))
+                .collect::<Option<_>>()?;
+            if matches!(op, Op::ReduceMean(_)) {
+                for (o, &c) in out.iter_mut().zip(&count) {
+                    *o /= c.max(1) as f64;
+                }
+            }
+            Some(Konst::Float(out))
+        }
+        _ => None,
+    }
 }
 
 /// `ArgMax`, `ArgMin`: int64 indices with the axis reduced.
@@ -178,9 +256,29 @@ pub fn top_k(cx: &OpCx) -> InferResult<Vec<Fact>> {
     ])
 }
 
-/// `NonZero`: `[rank, count]`, the count known only at run time.
+/// `NonZero`: `[rank, count]`, the count known only at run time; on a known value, the
+/// coordinates themselves.
 pub fn non_zero(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let s = cx.shape(0)?;
+    let x = cx.input(0)?;
+    if let (Some(v), Some(shape)) = (x.value.as_ref().and_then(Konst::as_f64s), x.known_shape()) {
+        let rank = shape.len();
+        let hits: Vec<usize> = (0..v.len()).filter(|&i| v[i] != 0.0).collect();
+        // row-major coordinates of each hit, axis by axis
+        let mut coords = vec![Vec::with_capacity(hits.len()); rank];
+        for &h in &hits {
+            let mut rest = h as u64;
+            for ax in (0..rank).rev() {
+                coords[ax].push(Dim::known((rest % shape[ax].max(1)) as i64));
+                rest /= shape[ax].max(1);
+            }
+        }
+        return Ok(vec![Fact::new(
+            Some(DType::I64),
+            vec![Dim::known(rank as i64), Dim::known(hits.len() as i64)],
+        )
+        .with_value(Konst::Int(coords.into_iter().flatten().collect()))]);
+    }
     Ok(vec![Fact::new(
         Some(DType::I64),
         vec![
