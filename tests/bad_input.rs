@@ -847,7 +847,7 @@ fn subgraph_initializers_are_counted() {
         "{}",
         report["totals"]
     );
-    let params: Vec<(String, u64)> = report["layers"]
+    let params: Vec<(String, u64, u64)> = report["layers"]
         .as_array()
         .unwrap()
         .iter()
@@ -855,10 +855,23 @@ fn subgraph_initializers_are_counted() {
             (
                 l["name"].as_str().unwrap().to_string(),
                 l["params"].as_u64().unwrap(),
+                l["depth"].as_u64().unwrap(),
             )
         })
         .collect();
-    assert_eq!(params, [("if".to_string(), 8), ("loop".to_string(), 8)]);
+    // the subgraphs' nodes are listed under their node; their weights are charged to it
+    let p = |n: &str, k: u64, d: u64| (n.to_string(), k, d);
+    assert_eq!(
+        params,
+        [
+            p("if", 8, 0),
+            p("add_then", 0, 1),
+            p("add_else", 0, 1),
+            p("loop", 8, 0),
+            p("keep_going", 0, 1),
+            p("mul", 0, 1)
+        ]
+    );
 }
 
 #[test]

@@ -161,8 +161,30 @@ fn check(root: &Path, m: &Value) -> Row {
             }
         }
     }
-    row.acts = r.totals.activation_bytes.as_ref().and_then(|d| d.as_u64());
-    row.acts_exact = r.unaccounted.is_empty() && r.unknown_ops.is_empty();
+    // onnxruntime exposes main-graph values only: compare the main graph's own outputs (a
+    // control-flow node's row also carries what its subgraphs compute)
+    let folded = analysis::memory::folded_values(g);
+    let mut main = Some(0u64);
+    for (n, node) in g.nodes.iter().enumerate() {
+        if matches!(inf.ops[n], nnlint::analysis::ops::Op::Constant(_)) {
+            continue;
+        }
+        if node
+            .outputs
+            .iter()
+            .flatten()
+            .all(|&v| folded[v] || inf.facts[v].value.is_some())
+        {
+            continue;
+        }
+        for &v in node.outputs.iter().flatten() {
+            main = main
+                .zip(inf.facts[v].bytes().and_then(|d| d.as_u64()))
+                .map(|(a, b)| a + b);
+        }
+    }
+    row.acts = main;
+    row.acts_exact = !r.totals.lower.activations() && r.totals.lower.undecided_branches == 0;
     row
 }
 

@@ -73,6 +73,11 @@ pub struct Layer {
     pub saved_bytes: Option<u64>,
     /// With `--train`: bytes of this layer's parameter gradients.
     pub gradient_bytes: Option<u64>,
+    /// 0 for the main graph; 1 and more for the nodes of a control-flow node's subgraphs, listed
+    /// under it (their costs are in its row already: totals add depth-0 rows only).
+    pub depth: u32,
+    /// For a subgraph's node: `If_0.then_branch`, and whether that branch runs.
+    pub branch: Option<String>,
 }
 
 /// Totals over the model.
@@ -88,6 +93,34 @@ pub struct Totals {
     pub activation_bytes: Option<Dim>,
     pub inference_peak_bytes: Option<u64>,
     pub macs: Option<Dim>,
+    /// Which totals leave something out (they are then lower bounds), and what.
+    pub lower: LowerBounds,
+}
+
+/// Why totals are lower bounds: what nnlint could not account for. A total that leaves layers
+/// out is never shown as if it were the whole.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LowerBounds {
+    /// Layers whose output bytes are unknown (left out of the activations and the peak).
+    pub layers_without_size: usize,
+    /// Layers whose MACs are unknown (left out of the total).
+    pub layers_without_macs: usize,
+    /// Stored tensors whose element count is unknown (left out of the parameters).
+    pub tensors_without_size: usize,
+    /// Control-flow nodes whose branch is not known (the larger branch is counted).
+    pub undecided_branches: usize,
+}
+
+impl LowerBounds {
+    pub fn activations(&self) -> bool {
+        self.layers_without_size > 0
+    }
+    pub fn macs(&self) -> bool {
+        self.layers_without_macs > 0
+    }
+    pub fn params(&self) -> bool {
+        self.tensors_without_size > 0
+    }
 }
 
 /// An op nnlint could not account for, with the nodes that use it.
@@ -117,6 +150,8 @@ fn op_label(domain: &str, op: &str) -> String {
 /// Stored tensors of a graph and its subgraphs, classified, with the node each is charged to.
 struct StoredTensor {
     role: Role,
+    /// Whether its size is known (a count of 0 for an unknown one is a lower bound).
+    known: bool,
     numel: u64,
     bytes: u64,
     /// The first node reading it (top-level graph), or the node holding the subgraph.
@@ -125,11 +160,12 @@ struct StoredTensor {
 
 fn stored_tensors(graph: &Graph, holder: Option<NodeId>, out: &mut Vec<StoredTensor>) {
     for (id, t) in graph.initializers() {
-        let numel = t.numel().unwrap_or(0);
+        let numel = t.numel();
         let first_use = graph.values[id].consumers.iter().map(|&(n, _)| n).min();
         out.push(StoredTensor {
-            role: storage::classify(graph, id, t.dtype, numel),
-            numel,
+            role: storage::classify(graph, id, t.dtype, numel.unwrap_or(0)),
+            known: numel.is_some() && t.byte_size().is_some(),
+            numel: numel.unwrap_or(0),
             bytes: t.byte_size().unwrap_or(0),
             node: holder.or(first_use),
         });
@@ -137,11 +173,12 @@ fn stored_tensors(graph: &Graph, holder: Option<NodeId>, out: &mut Vec<StoredTen
     for (n, node) in graph.nodes.iter().enumerate() {
         if node.op_type == "Constant" {
             if let (Some(v), Some(Attr::Tensor(t))) = (node.output(0), node.attrs.get("value")) {
-                let numel = t.numel().unwrap_or(0);
+                let numel = t.numel();
                 let first_use = graph.values[v].consumers.iter().map(|&(n, _)| n).min();
                 out.push(StoredTensor {
-                    role: storage::classify(graph, v, t.dtype, numel),
-                    numel,
+                    role: storage::classify(graph, v, t.dtype, numel.unwrap_or(0)),
+                    known: numel.is_some() && t.byte_size().is_some(),
+                    numel: numel.unwrap_or(0),
                     bytes: t.byte_size().unwrap_or(0),
                     node: holder.or(first_use),
                 });
@@ -150,6 +187,7 @@ fn stored_tensors(graph: &Graph, holder: Option<NodeId>, out: &mut Vec<StoredTen
             {
                 out.push(StoredTensor {
                     role: Role::Constant,
+                    known: true,
                     numel,
                     bytes,
                     node: holder.or(Some(n)),
@@ -193,6 +231,151 @@ pub fn analyze_path(
     }
 }
 
+/// The row of one node: its outputs' shapes and bytes, its MACs (parameters are added after).
+fn row(
+    node: &crate::ir::Node,
+    n: NodeId,
+    inf: &Inference,
+    is_static: &[bool],
+    depth: u32,
+) -> Option<Layer> {
+    if matches!(inf.ops.get(n), Some(ops::Op::Constant(_))) {
+        return None;
+    }
+    let outs: Vec<&Fact> = node
+        .outputs
+        .iter()
+        .flatten()
+        .map(|&v| &inf.facts[v])
+        .collect();
+    let activation_bytes = outs
+        .iter()
+        .map(|f| f.bytes())
+        .collect::<Option<Vec<Dim>>>()
+        .and_then(|b| Dim::sum(&b));
+    let opaque = inf.opaque.contains(&n);
+    let computed_once = node.outputs.iter().flatten().all(|&v| is_static[v]);
+    Some(Layer {
+        name: node.name.clone(),
+        op: op_label(&node.domain, &node.op_type),
+        output_shapes: outs.iter().map(|f| f.shape.clone()).collect(),
+        params: 0,
+        param_bytes: 0,
+        buffers: 0,
+        buffer_bytes: 0,
+        activation_bytes,
+        macs: inf.macs[n].clone(),
+        saved_bytes: None,
+        gradient_bytes: None,
+        folded: !opaque
+            && !outs.is_empty()
+            && (computed_once || outs.iter().all(|f| f.value.is_some())),
+        depth,
+        branch: None,
+    })
+}
+
+/// The subgraph of `node` held in attribute `attr`.
+fn branch_graph<'a>(node: &'a crate::ir::Node, attr: &str) -> Option<&'a Graph> {
+    node.attrs
+        .subgraphs()
+        .find(|(a, _)| *a == attr)
+        .map(|(_, g)| g)
+}
+
+/// Bytes a subgraph's nodes produce in one run of its node: the outputs of every node that is not
+/// folded, times the runs (the branch that runs; the larger of two undecided ones).
+fn branch_activations(node: &crate::ir::Node, bs: &[shape::Branch]) -> Option<Dim> {
+    let mut parts: Vec<Option<Dim>> = Vec::new();
+    for b in bs.iter().filter(|b| b.runs != Some(false)) {
+        let g = branch_graph(node, &b.attr)?;
+        let is_static = memory::folded_values(g);
+        let mut sum = Some(Dim::ZERO);
+        for (n, sub) in g.nodes.iter().enumerate() {
+            let Some(r) = row(sub, n, &b.inference, &is_static, 1) else {
+                continue;
+            };
+            let mut bytes = if r.folded {
+                Some(Dim::ZERO)
+            } else {
+                r.activation_bytes
+            };
+            if let Some(inner) = b.inference.branches.get(&n) {
+                bytes = bytes
+                    .zip(branch_activations(sub, inner))
+                    .and_then(|(a, c)| a.checked_add(&c));
+            }
+            sum = sum.zip(bytes).and_then(|(a, c)| a.checked_add(&c));
+        }
+        let times = Dim::known(i64::try_from(b.times.unwrap_or(1)).ok()?);
+        parts.push(sum.and_then(|s| s.checked_mul(&times)));
+    }
+    let known: Vec<Dim> = parts.into_iter().collect::<Option<_>>()?;
+    if bs.iter().any(|b| b.runs.is_none()) {
+        return known
+            .into_iter()
+            .max_by_key(|d| d.as_i64().unwrap_or(i64::MAX));
+    }
+    Dim::sum(&known)
+}
+
+/// Inconsistent nodes and declared-shape disagreements, in the graph and its subgraphs (named by
+/// their path: `If_0.else_branch/Conv_3`).
+fn subgraph_warnings(graph: &Graph, inf: &Inference, path: &str, out: &mut Vec<String>) {
+    for (n, msg) in &inf.invalid {
+        out.push(format!("node {path}{}: {msg}", graph.nodes[*n].label()));
+    }
+    for m in &inf.mismatches {
+        out.push(if path.is_empty() {
+            m.clone()
+        } else {
+            format!("{path}{m}")
+        });
+    }
+    for (&n, bs) in &inf.branches {
+        let node = &graph.nodes[n];
+        // a branch that does not run (its condition is known, or its nodes cannot run with
+        // these shapes) has nothing to warn about
+        for b in bs.iter().filter(|b| b.runs != Some(false)) {
+            if let Some(g) = branch_graph(node, &b.attr) {
+                let inner = format!("{path}{}.{}/", node.name, b.attr);
+                subgraph_warnings(g, &b.inference, &inner, out);
+            }
+        }
+    }
+}
+
+/// The rows of a control-flow node's subgraphs, after its own.
+fn branch_rows(node: &crate::ir::Node, bs: &[shape::Branch], depth: u32, out: &mut Vec<Layer>) {
+    for b in bs {
+        let Some(g) = branch_graph(node, &b.attr) else {
+            continue;
+        };
+        let is_static = memory::folded_values(g);
+        let label = format!(
+            "{}.{}{}",
+            node.name,
+            b.attr,
+            match (b.runs, b.times) {
+                (Some(false), _) => " (not taken)".to_string(),
+                (None, _) => " (one of two)".to_string(),
+                (Some(true), Some(t)) if t != 1 => format!(" (x{t})"),
+                (Some(true), None) => " (trip count unknown: counted once)".to_string(),
+                _ => String::new(),
+            }
+        );
+        for (n, sub) in g.nodes.iter().enumerate() {
+            if let Some(mut r) = row(sub, n, &b.inference, &is_static, depth) {
+                r.branch = Some(label.clone());
+                out.push(r);
+                if let Some(inner) = b.inference.branches.get(&n) {
+                    branch_rows(sub, inner, depth + 1, out);
+                }
+            }
+        }
+    }
+}
+
 /// Analyses an ONNX model: shapes, costs, stored tensors and the inference peak, and with a
 /// training plan, the memory of a training step.
 pub fn analyze(
@@ -215,46 +398,25 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         .nodes
         .iter()
         .enumerate()
-        .map(|(n, node)| {
-            if node.op_type == "Constant" {
-                return None;
-            }
-            let outs: Vec<&Fact> = node
-                .outputs
-                .iter()
-                .flatten()
-                .map(|&v| &inf.facts[v])
-                .collect();
-            let activation_bytes = outs
-                .iter()
-                .map(|f| f.bytes())
-                .collect::<Option<Vec<Dim>>>()
-                .and_then(|b| Dim::sum(&b));
-            let opaque = inf.opaque.contains(&n);
-            let computed_once = node.outputs.iter().flatten().all(|&v| is_static[v]);
-            Some(Layer {
-                name: node.name.clone(),
-                op: op_label(&node.domain, &node.op_type),
-                output_shapes: outs.iter().map(|f| f.shape.clone()).collect(),
-                params: 0,
-                param_bytes: 0,
-                buffers: 0,
-                buffer_bytes: 0,
-                activation_bytes,
-                macs: inf.macs[n].clone(),
-                saved_bytes: None,
-                gradient_bytes: None,
-                folded: !opaque
-                    && !outs.is_empty()
-                    && (computed_once || outs.iter().all(|f| f.value.is_some())),
-            })
-        })
+        .map(|(n, node)| row(node, n, inf, &is_static, 0))
         .collect();
-
+    // a control-flow node's row carries what its subgraphs compute
+    for (&n, branches) in &inf.branches {
+        if let Some(Some(r)) = rows.get_mut(n) {
+            r.activation_bytes = r
+                .activation_bytes
+                .take()
+                .zip(branch_activations(&graph.nodes[n], branches))
+                .and_then(|(a, b)| a.checked_add(&b));
+        }
+    }
     let mut totals = Totals::default();
     let mut stored = Vec::new();
     stored_tensors(graph, None, &mut stored);
     for t in &stored {
+        if !t.known && t.role != Role::Constant {
+            totals.lower.tensors_without_size += 1;
+        }
         let (count, bytes) = match t.role {
             Role::Param => (&mut totals.params, &mut totals.param_bytes),
             Role::Buffer => (&mut totals.buffers, &mut totals.buffer_bytes),
@@ -286,16 +448,32 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
             }
         }
     }
-    let layers: Vec<Layer> = rows.into_iter().flatten().collect();
+    let mut layers: Vec<Layer> = Vec::with_capacity(rows.len());
+    for (n, r) in rows.into_iter().enumerate() {
+        let Some(r) = r else { continue };
+        layers.push(r);
+        if let Some(bs) = inf.branches.get(&n) {
+            branch_rows(&graph.nodes[n], bs, 1, &mut layers);
+        }
+    }
     // folded rows (shape computations, weight transposes) run once at load: not activations
-    let known_acts: Vec<Dim> = layers
-        .iter()
+    let top = || layers.iter().filter(|l| l.depth == 0);
+    let known_acts: Vec<Dim> = top()
         .filter(|l| !l.folded)
         .filter_map(|l| l.activation_bytes.clone())
         .collect();
     totals.activation_bytes = Dim::sum(&known_acts);
-    let known_macs: Vec<Dim> = layers.iter().filter_map(|l| l.macs.clone()).collect();
+    let known_macs: Vec<Dim> = top().filter_map(|l| l.macs.clone()).collect();
     totals.macs = Dim::sum(&known_macs);
+    totals.lower.layers_without_size = top()
+        .filter(|l| !l.folded && l.activation_bytes.is_none())
+        .count();
+    totals.lower.layers_without_macs = top().filter(|l| l.macs.is_none()).count();
+    totals.lower.undecided_branches = inf
+        .branches
+        .values()
+        .filter(|bs| bs.iter().any(|b| b.runs.is_none()))
+        .count();
     let unaccounted: Vec<String> = layers
         .iter()
         .filter(|l| l.activation_bytes.is_none())
@@ -348,10 +526,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
     unbound.dedup();
 
     let mut warnings = model.warnings.clone();
-    for (n, msg) in &inf.invalid {
-        warnings.push(format!("node {}: {msg}", graph.nodes[*n].label()));
-    }
-    warnings.extend(inf.mismatches.iter().cloned());
+    subgraph_warnings(graph, inf, "", &mut warnings);
 
     MemReport {
         model: model.path.display().to_string(),

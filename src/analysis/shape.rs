@@ -2,12 +2,12 @@
 //! nodes in topological order computing each output's facts from the op registry. Values the file
 //! declares (`value_info`) fill in what inference cannot know and are cross-checked where it can.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::fact::Fact;
 use super::ops::{self, InferError, Op, OpCx};
 use crate::error::{Error, Result};
-use crate::ir::{shape_to_string, Dim, Graph, Model, NodeId, TypeDecl, ValueId};
+use crate::ir::{shape_to_string, Dim, Graph, Model, Node, NodeId, TypeDecl, ValueId};
 
 /// The dimensions the user binds.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +25,8 @@ pub struct Bindings {
 pub struct Inference {
     /// Every node's op with its typed attributes, parsed once.
     pub ops: Vec<Op>,
+    /// The subgraphs of control-flow nodes (`If`, `Loop`, `Scan`), analysed, by node.
+    pub branches: BTreeMap<NodeId, Vec<Branch>>,
     /// Facts per value of the main graph.
     pub facts: Vec<Fact>,
     /// MACs per node: zero for ops that are not counted, `None` when not computable (unknown
@@ -45,6 +47,17 @@ pub struct Inference {
 }
 
 impl Inference {
+    /// Whether every node of the graph and of its subgraphs that run could be inferred
+    /// consistently (no node whose inputs contradict its attributes).
+    pub fn is_consistent(&self) -> bool {
+        self.invalid.is_empty()
+            && self.branches.values().all(|bs| {
+                bs.iter()
+                    .filter(|b| b.runs != Some(false))
+                    .all(|b| b.inference.is_consistent())
+            })
+    }
+
     /// Symbols left unbound in the shapes of values (sorted, without repeats).
     pub fn unbound_symbols(&self) -> Vec<String> {
         let mut out: Vec<String> = self
@@ -419,43 +432,126 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
             facts[v] = f;
         }
     }
+    let root = Scope {
+        facts: &[],
+        names: HashMap::new(),
+        parent: None,
+    };
+    let w = walk(graph, opset, &mut facts, &bound, &root);
+    Ok(Inference {
+        ops: w.ops,
+        facts,
+        macs: w.macs,
+        opaque: w.opaque,
+        invalid: w.invalid,
+        mismatches: w.mismatches,
+        branches: w.branches,
+        batch,
+        bound,
+        notes,
+    })
+}
+
+/// What walking one graph found.
+struct Walk {
+    ops: Vec<Op>,
+    macs: Vec<Option<Dim>>,
+    opaque: Vec<NodeId>,
+    invalid: Vec<(NodeId, String)>,
+    mismatches: Vec<String>,
+    branches: BTreeMap<NodeId, Vec<Branch>>,
+}
+
+/// The values visible from a subgraph: its enclosing graphs' facts, by name.
+struct Scope<'a> {
+    facts: &'a [Fact],
+    names: HashMap<&'a str, ValueId>,
+    parent: Option<&'a Scope<'a>>,
+}
+
+impl Scope<'_> {
+    fn get(&self, name: &str) -> Option<&Fact> {
+        match self.names.get(name) {
+            Some(&v) => self.facts.get(v),
+            None => self.parent?.get(name),
+        }
+    }
+}
+
+/// Infers every node of `graph` in order, `facts` holding what is known of its values already
+/// (initializers, inputs).
+fn walk(
+    graph: &Graph,
+    opset: i64,
+    facts: &mut [Fact],
+    bound: &BTreeMap<String, i64>,
+    scope: &Scope,
+) -> Walk {
     let op_list = ops::parse_graph(graph, opset);
-    let mut macs = vec![None; graph.nodes.len()];
-    let mut opaque = Vec::new();
-    let mut invalid = Vec::new();
-    let mut mismatches = Vec::new();
+    let mut w = Walk {
+        ops: Vec::new(),
+        macs: vec![None; graph.nodes.len()],
+        opaque: Vec::new(),
+        invalid: Vec::new(),
+        mismatches: Vec::new(),
+        branches: BTreeMap::new(),
+    };
     for (n, node) in graph.nodes.iter().enumerate() {
-        let inputs: Vec<Option<&Fact>> = node.inputs.iter().map(|v| v.map(|v| &facts[v])).collect();
         let op = &op_list[n];
-        let cx = OpCx {
-            node,
-            op,
-            inputs,
-            opset,
-        };
         let (outs, cost) = match (op, op.def()) {
             (Op::Malformed(m), _) => {
-                invalid.push((n, m.clone()));
+                w.invalid.push((n, m.clone()));
                 (Vec::new(), None)
             }
-            (_, Some(def)) => match (def.infer)(&cx) {
-                Ok(outs) => {
-                    let cost = (def.macs)(&cx, &outs);
-                    (outs, cost)
+            (Op::If | Op::Loop | Op::Scan(_), _) => {
+                let here = Scope {
+                    facts,
+                    names: graph
+                        .values
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (v.name.as_str(), i))
+                        .collect(),
+                    parent: Some(scope),
+                };
+                match control_flow(node, op, opset, bound, &here) {
+                    Ok((outs, cost, branches)) => {
+                        w.branches.insert(n, branches);
+                        (outs, cost)
+                    }
+                    Err(m) => {
+                        w.invalid.push((n, m));
+                        (Vec::new(), None)
+                    }
                 }
-                Err(InferError::Unknown) => (Vec::new(), None),
-                Err(InferError::Invalid(m)) => {
-                    invalid.push((n, m));
-                    (Vec::new(), None)
+            }
+            (_, Some(def)) => {
+                let inputs: Vec<Option<&Fact>> =
+                    node.inputs.iter().map(|v| v.map(|v| &facts[v])).collect();
+                let cx = OpCx {
+                    node,
+                    op,
+                    inputs,
+                    opset,
+                };
+                match (def.infer)(&cx) {
+                    Ok(outs) => {
+                        let cost = (def.macs)(&cx, &outs);
+                        (outs, cost)
+                    }
+                    Err(InferError::Unknown) => (Vec::new(), None),
+                    Err(InferError::Invalid(m)) => {
+                        w.invalid.push((n, m));
+                        (Vec::new(), None)
+                    }
                 }
-            },
+            }
             (_, None) => {
-                opaque.push(n);
+                w.opaque.push(n);
                 (Vec::new(), None)
             }
         };
-        drop(cx);
-        macs[n] = cost;
+        w.macs[n] = cost;
         let mut outs = outs.into_iter();
         for v in node.outputs.iter() {
             let inferred = outs.next().unwrap_or_default();
@@ -463,19 +559,312 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
             let declared = graph.values[v]
                 .declared
                 .as_ref()
-                .map(|d| substitute(d, &bound));
-            facts[v] = merge(inferred, declared, &graph.values[v].name, &mut mismatches);
+                .map(|d| substitute(d, bound));
+            facts[v] = merge(inferred, declared, &graph.values[v].name, &mut w.mismatches);
         }
     }
-    Ok(Inference {
-        ops: op_list,
+    w.ops = op_list;
+    w
+}
+
+/// One subgraph of a control-flow node, analysed.
+#[derive(Clone, Debug)]
+pub struct Branch {
+    /// The attribute that holds it: `then_branch`, `else_branch` or `body`.
+    pub attr: String,
+    pub inference: Inference,
+    /// Whether it runs: `Some(false)` for the branch an `If` with a known condition skips, `None`
+    /// when the condition is not known.
+    pub runs: Option<bool>,
+    /// How many times it runs each time the node runs (a `Loop`'s trip count, a `Scan`'s sequence
+    /// length), when known.
+    pub times: Option<u64>,
+}
+
+impl Branch {
+    /// The subgraph's total MACs for one run of the node: its own total × the times it runs.
+    pub fn macs(&self) -> Option<Dim> {
+        let one = Dim::sum(
+            &self
+                .inference
+                .macs
+                .iter()
+                .cloned()
+                .collect::<Option<Vec<_>>>()?,
+        )?;
+        let inner: Option<Vec<Dim>> = self
+            .inference
+            .branches
+            .values()
+            .flat_map(|bs| nested_cost(bs))
+            .collect();
+        let one = one.checked_add(&Dim::sum(&inner?)?)?;
+        one.checked_mul(&Dim::known(i64::try_from(self.times.unwrap_or(1)).ok()?))
+    }
+}
+
+/// The cost the branches of one node add: the branch that runs, or the larger when undecided.
+fn nested_cost(bs: &[Branch]) -> Vec<Option<Dim>> {
+    let running: Vec<&Branch> = bs.iter().filter(|b| b.runs != Some(false)).collect();
+    let costs: Vec<Option<Dim>> = running.iter().map(|b| b.macs()).collect();
+    if bs.iter().any(|b| b.runs.is_none()) && costs.len() > 1 {
+        // alternatives: the larger
+        let known: Option<Vec<Dim>> = costs.into_iter().collect();
+        return vec![
+            known.and_then(|k| k.into_iter().max_by_key(|d| d.as_i64().unwrap_or(i64::MAX)))
+        ];
+    }
+    costs
+}
+
+/// The cost a control-flow node's branches add to its own row.
+pub fn branch_macs(bs: &[Branch]) -> Option<Dim> {
+    let parts: Option<Vec<Dim>> = nested_cost(bs).into_iter().collect();
+    Dim::sum(&parts?)
+}
+
+fn subgraph<'a>(node: &'a Node, attr: &str) -> Option<&'a Graph> {
+    node.attrs
+        .subgraphs()
+        .find(|(name, _)| *name == attr)
+        .map(|(_, g)| g)
+}
+
+/// Analyses a subgraph whose inputs have the given facts.
+fn analyse_subgraph(
+    g: &Graph,
+    inputs: &[Fact],
+    opset: i64,
+    bound: &BTreeMap<String, i64>,
+    scope: &Scope,
+) -> Inference {
+    let mut facts = vec![Fact::unknown(); g.values.len()];
+    for (id, t) in g.initializers() {
+        facts[id] = ops::tensor_fact(t);
+    }
+    for (i, v) in g.values.iter().enumerate() {
+        if v.outer {
+            if let Some(f) = scope.get(&v.name) {
+                facts[i] = f.clone();
+            }
+        }
+    }
+    for (k, &v) in g.inputs.iter().enumerate() {
+        let declared = g.values[v].declared.as_ref().map(|d| substitute(d, bound));
+        facts[v] = match (inputs.get(k), declared) {
+            (Some(f), Some(d)) => merge(f.clone(), Some(d), &g.values[v].name, &mut Vec::new()),
+            (Some(f), None) => f.clone(),
+            (None, Some(d)) => d,
+            (None, None) => Fact::unknown(),
+        };
+    }
+    let w = walk(g, opset, &mut facts, bound, scope);
+    Inference {
+        ops: w.ops,
         facts,
-        macs,
-        opaque,
-        invalid,
-        mismatches,
-        batch,
-        bound,
-        notes,
-    })
+        macs: w.macs,
+        opaque: w.opaque,
+        invalid: w.invalid,
+        mismatches: w.mismatches,
+        branches: w.branches,
+        batch: None,
+        bound: BTreeMap::new(),
+        notes: Vec::new(),
+    }
+}
+
+fn output_facts(g: &Graph, inf: &Inference) -> Vec<Fact> {
+    g.outputs.iter().map(|&v| inf.facts[v].clone()).collect()
+}
+
+/// The fact of a value that is one of two alternatives: what both agree on (a dim they disagree
+/// on gets a name of its own, `NODE_either_d1`).
+fn either(a: &Fact, b: &Fact, node: &str) -> Fact {
+    let shape = match (&a.shape, &b.shape) {
+        (Some(x), Some(y)) if x.len() == y.len() => Some(
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .map(|(i, (p, q))| {
+                    if p == q {
+                        p.clone()
+                    } else {
+                        Dim::sym(&format!("{node}_either_d{i}"))
+                    }
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    Fact {
+        dtype: a.dtype.or(b.dtype),
+        shape,
+        value: if a.value == b.value {
+            a.value.clone()
+        } else {
+            None
+        },
+    }
+}
+
+type FlowResult = std::result::Result<(Vec<Fact>, Option<Dim>, Vec<Branch>), String>;
+
+/// `If`, `Loop` and `Scan`: their subgraphs analysed with what flows in, their outputs from what
+/// flows out, their cost from the subgraphs' (the branch that runs; the body × its trip count).
+fn control_flow(
+    node: &Node,
+    op: &Op,
+    opset: i64,
+    bound: &BTreeMap<String, i64>,
+    scope: &Scope,
+) -> FlowResult {
+    let input = |i: usize| -> Fact {
+        node.input(i)
+            .and_then(|v| scope.facts.get(v).cloned())
+            .unwrap_or_default()
+    };
+    match op {
+        Op::If => {
+            let mut cond = input(0)
+                .value
+                .and_then(|v| v.as_i64s())
+                .and_then(|v| v.first().map(|&c| c != 0));
+            let mut branches = Vec::new();
+            let mut outs: Vec<Vec<Fact>> = Vec::new();
+            for attr in ["then_branch", "else_branch"] {
+                let g =
+                    subgraph(node, attr).ok_or_else(|| format!("attribute '{attr}' is missing"))?;
+                let inf = analyse_subgraph(g, &[], opset, bound, scope);
+                outs.push(output_facts(g, &inf));
+                branches.push(Branch {
+                    attr: attr.into(),
+                    inference: inf,
+                    runs: None,
+                    times: Some(1),
+                });
+            }
+            // a branch that is inconsistent with these input shapes (a node it cannot run) is not
+            // the one that runs
+            if cond.is_none() {
+                match (
+                    branches[0].inference.is_consistent(),
+                    branches[1].inference.is_consistent(),
+                ) {
+                    (true, false) => cond = Some(true),
+                    (false, true) => cond = Some(false),
+                    _ => {}
+                }
+            }
+            for (b, taken) in branches.iter_mut().zip([true, false]) {
+                b.runs = cond.map(|c| c == taken);
+            }
+            let facts = match cond {
+                Some(true) => outs[0].clone(),
+                Some(false) => outs[1].clone(),
+                None => outs[0]
+                    .iter()
+                    .zip(&outs[1])
+                    .map(|(a, b)| either(a, b, &node.name))
+                    .collect(),
+            };
+            let cost = branch_macs(&branches);
+            Ok((facts, cost, branches))
+        }
+        Op::Loop => {
+            let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
+            let trips = input(0)
+                .value
+                .and_then(|v| v.as_i64s())
+                .and_then(|v| v.first().copied())
+                .and_then(|t| u64::try_from(t).ok());
+            let carried: Vec<Fact> = (2..node.inputs.len()).map(input).collect();
+            let mut body_in = vec![
+                Fact::new(Some(crate::ir::DType::I64), vec![]),
+                Fact::new(Some(crate::ir::DType::Bool), vec![]),
+            ];
+            body_in.extend(carried.iter().cloned());
+            let inf = analyse_subgraph(g, &body_in, opset, bound, scope);
+            let body_out = output_facts(g, &inf);
+            let n_carried = carried.len();
+            let mut facts: Vec<Fact> = body_out.iter().skip(1).take(n_carried).cloned().collect();
+            let trip_dim = match trips {
+                Some(t) => Dim::known(t as i64),
+                None => Dim::sym(&format!("{}_trips", node.name)),
+            };
+            for f in body_out.iter().skip(1 + n_carried) {
+                facts.push(Fact {
+                    dtype: f.dtype,
+                    shape: f.shape.as_ref().map(|s| {
+                        let mut v = vec![trip_dim.clone()];
+                        v.extend(s.iter().cloned());
+                        v
+                    }),
+                    value: None,
+                });
+            }
+            let branches = vec![Branch {
+                attr: "body".into(),
+                inference: inf,
+                runs: Some(true),
+                times: trips,
+            }];
+            let cost = branch_macs(&branches);
+            Ok((facts, cost, branches))
+        }
+        Op::Scan(sc) => {
+            let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
+            let n_scan =
+                usize::try_from(sc.num_scan_inputs).map_err(|_| "num_scan_inputs is negative")?;
+            let n_in = node.inputs.len();
+            let n_state = n_in
+                .checked_sub(n_scan)
+                .ok_or("fewer inputs than num_scan_inputs")?;
+            let mut body_in: Vec<Fact> = (0..n_state).map(input).collect();
+            let mut seq: Option<Dim> = None;
+            for k in 0..n_scan {
+                let f = input(n_state + k);
+                let ax = sc.scan_input_axes.get(k).copied().unwrap_or(0);
+                let elem = f.shape.as_ref().and_then(|s| {
+                    let a = super::ops::axis_of(ax, s.len())?;
+                    seq.get_or_insert(s[a].clone());
+                    let mut e = s.clone();
+                    e.remove(a);
+                    Some(e)
+                });
+                body_in.push(Fact {
+                    dtype: f.dtype,
+                    shape: elem,
+                    value: None,
+                });
+            }
+            let inf = analyse_subgraph(g, &body_in, opset, bound, scope);
+            let body_out = output_facts(g, &inf);
+            let mut facts: Vec<Fact> = body_out.iter().take(n_state).cloned().collect();
+            let len = seq
+                .clone()
+                .unwrap_or_else(|| Dim::sym(&format!("{}_len", node.name)));
+            for (k, f) in body_out.iter().skip(n_state).enumerate() {
+                let ax = sc.scan_output_axes.get(k).copied().unwrap_or(0);
+                facts.push(Fact {
+                    dtype: f.dtype,
+                    shape: f.shape.as_ref().and_then(|s| {
+                        let a = super::ops::axis_of(ax, s.len() + 1)?;
+                        let mut v = s.clone();
+                        v.insert(a, len.clone());
+                        Some(v)
+                    }),
+                    value: None,
+                });
+            }
+            let branches = vec![Branch {
+                attr: "body".into(),
+                inference: inf,
+                runs: Some(true),
+                times: seq.and_then(|d| d.as_u64()),
+            }];
+            let cost = branch_macs(&branches);
+            Ok((facts, cost, branches))
+        }
+        _ => Err("not a control-flow op".into()),
+    }
 }

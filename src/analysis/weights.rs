@@ -115,6 +115,8 @@ pub fn analyze(w: &Weights) -> MemReport {
             folded: false,
             saved_bytes: None,
             gradient_bytes: None,
+            depth: 0,
+            branch: None,
         };
         for t in &tensors {
             if is_buffer(t) {

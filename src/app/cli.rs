@@ -264,6 +264,9 @@ fn parse_input(s: &str) -> Result<(String, Vec<u64>), String> {
     if name.is_empty() {
         return Err(format!("'{s}' names no input"));
     }
+    if shape.trim().is_empty() {
+        return Ok((name.to_string(), Vec::new())); // a scalar
+    }
     let dims = shape
         .split(['x', 'X', ','])
         .map(|d| {

@@ -11,7 +11,7 @@ use crate::analysis::{Format, UnknownOp};
 use crate::ir::Dim;
 
 /// Version of the JSON layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 struct Report<'a> {
@@ -77,6 +77,27 @@ struct LayerJson<'a> {
     saved_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gradient_bytes: Option<u64>,
+    depth: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<&'a str>,
+}
+
+/// Which totals are lower bounds.
+#[derive(Serialize)]
+struct LowerBoundJson {
+    params: bool,
+    activation_bytes: bool,
+    inference_peak_bytes: bool,
+    macs: bool,
+}
+
+/// What the totals leave out.
+#[derive(Serialize)]
+struct UnaccountedJson {
+    layers_without_size: usize,
+    layers_without_macs: usize,
+    tensors_without_size: usize,
+    undecided_branches: usize,
 }
 
 #[derive(Serialize)]
@@ -95,6 +116,8 @@ struct TotalsJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     macs_expr: Option<String>,
     flops: Option<u64>,
+    lower_bound: LowerBoundJson,
+    unaccounted: UnaccountedJson,
 }
 
 #[derive(Serialize)]
@@ -163,6 +186,8 @@ pub fn render(view: &MemView) -> String {
                 folded: l.folded,
                 saved_bytes: l.saved_bytes,
                 gradient_bytes: l.gradient_bytes,
+                depth: l.depth,
+                branch: l.branch.as_deref(),
             }
         })
         .collect();
@@ -189,6 +214,18 @@ pub fn render(view: &MemView) -> String {
             macs,
             macs_expr,
             flops: macs.and_then(|m| m.checked_mul(2)),
+            lower_bound: LowerBoundJson {
+                params: t.lower.params(),
+                activation_bytes: t.lower.activations(),
+                inference_peak_bytes: t.lower.activations(),
+                macs: t.lower.macs(),
+            },
+            unaccounted: UnaccountedJson {
+                layers_without_size: t.lower.layers_without_size,
+                layers_without_macs: t.lower.layers_without_macs,
+                tensors_without_size: t.lower.tensors_without_size,
+                undecided_branches: t.lower.undecided_branches,
+            },
         },
         peak: r.peak.as_ref().map(|p| PeakJson {
             node: p.node.as_deref(),

@@ -114,11 +114,19 @@ pub struct MemView<'a> {
 impl<'a> MemView<'a> {
     pub fn new(report: &'a MemReport, opts: ViewOptions) -> Self {
         let share_of = opts.sort.unwrap_or(SortKey::Params);
-        let total: f64 = report.layers.iter().map(|l| metric(l, share_of)).sum();
+        // subgraph rows are in their control-flow node's row already
+        let total: f64 = report
+            .layers
+            .iter()
+            .filter(|l| l.depth == 0)
+            .map(|l| metric(l, share_of))
+            .sum();
         let mut rows: Vec<&Layer> = report
             .layers
             .iter()
             .filter(|l| opts.all || !l.folded)
+            // a sorted view ranks the main graph's layers
+            .filter(|l| opts.sort.is_none() || l.depth == 0)
             .collect();
         let folded_hidden = report.layers.len() - rows.len();
         if let Some(key) = opts.sort {

@@ -2,7 +2,7 @@
 
 use super::units::{bytes, count, dim_bytes, dim_count, percent};
 use super::{shapes_text, MemView};
-use crate::analysis::{Format, MemReport};
+use crate::analysis::{Format, Layer, MemReport};
 use crate::util::table::{Align, Table};
 
 const HEADERS: [&str; 7] = [
@@ -35,11 +35,29 @@ fn opt_bytes(b: Option<u64>) -> String {
 /// Cells of one row, formatted for people.
 fn cells(view: &MemView) -> Vec<Vec<String>> {
     let training = view.report.training.is_some();
-    view.rows
-        .iter()
-        .map(|(l, share)| {
+    let width = headers(view).len();
+    let mut out = Vec::new();
+    let mut last_branch: Option<&str> = None;
+    for (l, share) in &view.rows {
+        // a subgraph's rows: a label line, then the nodes indented under their control-flow node
+        if l.branch.as_deref() != last_branch {
+            if let Some(b) = &l.branch {
+                let mut label = vec![format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1))];
+                label.resize(width, String::new());
+                out.push(label);
+            }
+            last_branch = l.branch.as_deref();
+        }
+        out.push(cell_row(l, *share, view, training));
+    }
+    out
+}
+
+fn cell_row(l: &Layer, share: f64, view: &MemView, training: bool) -> Vec<String> {
+    {
+        {
             let mut row = vec![
-                l.name.clone(),
+                format!("{}{}", "  ".repeat(l.depth as usize), l.name),
                 l.op.clone(),
                 shapes_text(&l.output_shapes),
                 if l.params > 0 {
@@ -68,10 +86,10 @@ fn cells(view: &MemView) -> Vec<Vec<String>> {
                 row.push(opt_bytes(l.saved_bytes));
                 row.push(opt_bytes(l.gradient_bytes));
             }
-            row.push(percent(*share, 1.0));
+            row.push(percent(share, 1.0));
             row
-        })
-        .collect()
+        }
+    }
 }
 
 /// `(label, value, detail)` lines of the training step, which add up to the total.
@@ -233,8 +251,30 @@ fn training_heading(r: &MemReport) -> Option<String> {
 /// `(label, value, detail)` lines summarising the model.
 pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
     let t = &r.totals;
+    let at_least = |lower: bool, text: String| {
+        if !lower {
+            text
+        } else if text == "0" || text == "0 B" {
+            // nothing is known: a lower bound of zero says nothing
+            "?".to_string()
+        } else {
+            format!("≥ {text}")
+        }
+    };
     let mut out = vec![
-        ("parameters".into(), count(t.params), bytes(t.param_bytes)),
+        (
+            "parameters".into(),
+            at_least(t.lower.params(), count(t.params)),
+            if t.lower.params() {
+                format!(
+                    "{}; {} stored tensors of unknown size left out",
+                    bytes(t.param_bytes),
+                    t.lower.tensors_without_size
+                )
+            } else {
+                bytes(t.param_bytes)
+            },
+        ),
         (
             "buffers".into(),
             count(t.buffers),
@@ -252,10 +292,26 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
     if r.format == Format::Safetensors {
         return out;
     }
+    let unsized_note = |what: &str, n: usize| {
+        if n == 0 {
+            String::new()
+        } else {
+            format!(
+                "; a lower bound: {n} layer{} of unknown {what} left out",
+                if n == 1 { "" } else { "s" }
+            )
+        }
+    };
     out.push((
         "activations".into(),
-        t.activation_bytes.as_ref().map_or("?".into(), dim_bytes),
-        "sum of every layer's outputs".into(),
+        at_least(
+            t.lower.activations(),
+            t.activation_bytes.as_ref().map_or("?".into(), dim_bytes),
+        ),
+        format!(
+            "sum of every layer's outputs{}",
+            unsized_note("size", t.lower.layers_without_size)
+        ),
     ));
     let peak_detail = match (&r.peak, &r.peak_missing) {
         (Some(p), _) => {
@@ -282,18 +338,36 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
     };
     out.push((
         "inference peak".into(),
-        t.inference_peak_bytes.map_or("?".into(), bytes),
+        at_least(
+            t.lower.activations(),
+            t.inference_peak_bytes.map_or("?".into(), bytes),
+        ),
         peak_detail,
     ));
     let macs = t.macs.as_ref();
+    let flops = macs
+        .and_then(|m| m.checked_mul(&crate::ir::Dim::known(2)))
+        .map_or(String::new(), |f| {
+            format!("FLOPs = 2 x MACs = {}", dim_count(&f))
+        });
     out.push((
         "MACs".into(),
-        macs.map_or("?".into(), dim_count),
-        macs.and_then(|m| m.checked_mul(&crate::ir::Dim::known(2)))
-            .map_or(String::new(), |f| {
-                format!("FLOPs = 2 x MACs = {}", dim_count(&f))
-            }),
+        at_least(t.lower.macs(), macs.map_or("?".into(), dim_count)),
+        format!(
+            "{flops}{}",
+            unsized_note("cost", t.lower.layers_without_macs)
+        )
+        .trim_start_matches("; ")
+        .to_string(),
     ));
+    if t.lower.undecided_branches > 0 {
+        out.push((
+            "branches".into(),
+            t.lower.undecided_branches.to_string(),
+            "If nodes whose condition depends on input values: each counts its larger branch"
+                .into(),
+        ));
+    }
     out
 }
 

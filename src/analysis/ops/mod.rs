@@ -119,6 +119,11 @@ macro_rules! attrs {
 }
 pub(crate) use attrs;
 
+/// A possibly negative axis normalised against a rank, `None` when out of range.
+pub(crate) fn axis_of(a: i64, rank: usize) -> Option<usize> {
+    axis(a, rank).ok()
+}
+
 /// Normalises a possibly negative axis against a rank.
 pub(crate) fn axis(a: i64, rank: usize) -> InferResult<usize> {
     let r = rank as i64;
@@ -459,6 +464,7 @@ registry! {
     "HardSwish" => HardSwish { infer: ew::unary, saves: sv::input_if_grad }
     "Hardmax" => Hardmax(ew::Softmax) { infer: ew::unary }
     "Identity" => Identity { infer: ew::identity, view: View::Alias }
+    "If" => If {}
     "InstanceNormalization" => InstanceNormalization(norm::InstanceNorm) {
         infer: norm::same_shape_norm, saves: norm::saves,
     }
@@ -476,6 +482,7 @@ registry! {
     "LessOrEqual" => LessOrEqual { infer: ew::compare, grad: false }
     "Log" => Log { infer: ew::unary, saves: sv::input_if_grad, autocast: Fp32OnCuda }
     "LogSoftmax" => LogSoftmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
+    "Loop" => Loop {}
     "LpNormalization" => LpNormalization { infer: ew::unary, saves: sv::input_if_grad }
     "LpPool" => LpPool(pool::Pool) { infer: pool::pool, saves: sv::input_if_grad }
     "MatMul" => MatMul {
@@ -527,6 +534,7 @@ registry! {
     "Reshape" => Reshape(movement::Reshape) { infer: movement::reshape, slots: Slots::ConfigFrom(1), view: View::Reshape }
     "Resize" => Resize(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "Round" => Round { infer: ew::unary_fold, grad: false }
+    "Scan" => Scan(source::Scan) {}
     "ScatterElements" => ScatterElements(movement::Scatter) {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }

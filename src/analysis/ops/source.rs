@@ -46,6 +46,27 @@ impl FromAttrs for Constant {
     }
 }
 
+/// `Scan`'s attributes (its body stays in the node).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scan {
+    pub num_scan_inputs: i64,
+    pub scan_input_axes: Vec<i64>,
+    pub scan_output_axes: Vec<i64>,
+}
+
+impl FromAttrs for Scan {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Scan {
+            num_scan_inputs: r
+                .int_opt("num_scan_inputs")?
+                .ok_or("attribute 'num_scan_inputs' is required")?,
+            scan_input_axes: r.ints("scan_input_axes")?.unwrap_or_default(),
+            scan_output_axes: r.ints("scan_output_axes")?.unwrap_or_default(),
+        })
+    }
+}
+
 /// `Shape`'s slice of the dims (opset 15).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
