@@ -160,8 +160,10 @@ struct StoredTensor {
 
 fn stored_tensors(graph: &Graph, holder: Option<NodeId>, out: &mut Vec<StoredTensor>) {
     for (id, t) in graph.initializers() {
-        let numel = t.numel();
-        let first_use = graph.values[id].consumers.iter().map(|&(n, _)| n).min();
+        let numel = t
+            .numel()
+            .map(|n| storage::logical_numel(graph, id, t.dtype, n));
+        let first_use = storage::charged_node(graph, id);
         out.push(StoredTensor {
             role: storage::classify(graph, id, t.dtype, numel.unwrap_or(0)),
             known: numel.is_some() && t.byte_size().is_some(),
@@ -174,7 +176,7 @@ fn stored_tensors(graph: &Graph, holder: Option<NodeId>, out: &mut Vec<StoredTen
         if node.op_type == "Constant" {
             if let (Some(v), Some(Attr::Tensor(t))) = (node.output(0), node.attrs.get("value")) {
                 let numel = t.numel();
-                let first_use = graph.values[v].consumers.iter().map(|&(n, _)| n).min();
+                let first_use = storage::charged_node(graph, v);
                 out.push(StoredTensor {
                     role: storage::classify(graph, v, t.dtype, numel.unwrap_or(0)),
                     known: numel.is_some() && t.byte_size().is_some(),

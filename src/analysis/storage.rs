@@ -24,26 +24,88 @@ fn slot_role(graph: &Graph, node: usize, slot: usize) -> SlotRole {
 }
 
 /// Classifies the stored tensor (initializer or `Constant` output) of value `id`, of the given
-/// element type and count, from how the graph uses it.
+/// element type and count, from how the graph uses it. A quantized weight (int8, int4, packed
+/// uint8, read by a quantized op's weight slot or a `DequantizeLinear`) is a parameter whatever
+/// its type; its scales and zero points are buffers.
 pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     let uses = &graph.values[id].consumers;
-    if uses
+    let roles: Vec<SlotRole> = uses
         .iter()
-        .any(|&(n, slot)| slot_role(graph, n, slot) == SlotRole::Buffer)
-    {
+        .map(|&(n, slot)| {
+            // a quantized embedding table: gathered, then dequantized
+            if slot == 0 && is(graph, n, "Gather") && feeds_dequantize(graph, n) {
+                return SlotRole::QuantWeight;
+            }
+            slot_role(graph, n, slot)
+        })
+        .collect();
+    if roles.contains(&SlotRole::Buffer) {
+        return Role::Buffer;
+    }
+    if numel >= 1 && roles.contains(&SlotRole::QuantWeight) && !dtype.is_float() {
+        return Role::Param;
+    }
+    if !roles.is_empty() && roles.iter().all(|r| *r == SlotRole::QuantParam) {
         return Role::Buffer;
     }
     if !dtype.is_float() || numel <= 1 {
         return Role::Constant;
     }
-    if !uses.is_empty()
-        && uses
-            .iter()
-            .all(|&(n, slot)| slot_role(graph, n, slot) == SlotRole::Config)
-    {
+    if !roles.is_empty() && roles.iter().all(|r| *r == SlotRole::Config) {
         return Role::Constant;
     }
     Role::Param
+}
+
+fn is(graph: &Graph, n: usize, name: &str) -> bool {
+    let node = &graph.nodes[n];
+    lookup(&node.domain, &node.op_type).is_some_and(|d| d.name == name && d.domain.is_empty())
+}
+
+/// Whether node `n`'s first output is read by a `DequantizeLinear` as its data.
+fn feeds_dequantize(graph: &Graph, n: usize) -> bool {
+    graph.nodes[n].output(0).is_some_and(|v| {
+        graph.values[v]
+            .consumers
+            .iter()
+            .any(|&(c, slot)| slot == 0 && is(graph, c, "DequantizeLinear"))
+    })
+}
+
+/// The logical element count of a stored tensor: a uint8 tensor that a `MatMulNBits` or
+/// `GatherBlockQuantized` reads as `bits`-bit values holds `8 / bits` weights per byte.
+pub fn logical_numel(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> u64 {
+    if dtype != DType::U8 {
+        return numel;
+    }
+    for &(n, slot) in &graph.values[id].consumers {
+        let op = super::ops::parse(&graph.nodes[n], 0);
+        let bits = match (&op, slot) {
+            (super::ops::Op::MatMulNBits(nb), 1) => nb.bits,
+            (super::ops::Op::GatherBlockQuantized(g), 0) => g.bits,
+            _ => continue,
+        };
+        if (1..8).contains(&bits) && 8 % bits == 0 {
+            return numel.saturating_mul((8 / bits) as u64);
+        }
+    }
+    numel
+}
+
+/// The node a stored tensor is charged to in the per-layer table: its first reader, or, for a
+/// weight a `DequantizeLinear` turns back into floats, the layer that reads the dequantized value.
+pub fn charged_node(graph: &Graph, id: ValueId) -> Option<usize> {
+    let first = graph.values[id].consumers.iter().map(|&(n, _)| n).min()?;
+    let node = &graph.nodes[first];
+    let is_dq = is(graph, first, "DequantizeLinear");
+    if is_dq {
+        if let Some(out) = node.output(0) {
+            if let Some(reader) = graph.values[out].consumers.iter().map(|&(n, _)| n).min() {
+                return Some(reader);
+            }
+        }
+    }
+    Some(first)
 }
 
 #[cfg(test)]

@@ -313,8 +313,20 @@ fn rank_check(x: &[Dim], w_rank: usize) -> InferResult<()> {
 
 pub fn conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let c = attrs!(cx, Conv);
-    let x = cx.shape(0)?;
-    let w = cx.shape(1)?;
+    conv_at(cx, c, 0, 1, cx.dtype(0))
+}
+
+/// A convolution's output reading its input at slot `x` and its weight at slot `w` (the quantized
+/// convolutions put them elsewhere), of type `dtype`.
+pub fn conv_at(
+    cx: &OpCx,
+    c: &Conv,
+    x: usize,
+    w: usize,
+    dtype: Option<crate::ir::DType>,
+) -> InferResult<Vec<Fact>> {
+    let x = cx.shape(x)?;
+    let w = cx.shape(w)?;
     rank_check(x, w.len())?;
     let group = c.group;
     if let (Some(ch), Some(wc)) = (x[1].as_i64(), w[1].as_i64()) {
@@ -336,11 +348,16 @@ pub fn conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
     for (i, d) in x[2..].iter().enumerate() {
         out.push(win.out_dim(i, d)?);
     }
-    Ok(vec![Fact::new(cx.dtype(0), out)])
+    Ok(vec![Fact::new(dtype, out)])
 }
 
 pub fn conv_macs(cx: &OpCx, out: &[Fact]) -> Option<Dim> {
-    let w = cx.shape(1).ok()?;
+    conv_macs_at(cx, out, 1)
+}
+
+/// A convolution's MACs with its weight at slot `w`.
+pub fn conv_macs_at(cx: &OpCx, out: &[Fact], w: usize) -> Option<Dim> {
+    let w = cx.shape(w).ok()?;
     let y = out.first()?.numel()?;
     y.checked_mul(&Dim::product(w.get(1..)?)?)
 }

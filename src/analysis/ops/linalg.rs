@@ -74,8 +74,13 @@ fn mismatch(what: &str, a: &Dim, b: &Dim) -> InferResult<()> {
 
 /// `(M, K, N)` of a `Gemm`.
 fn gemm_dims(cx: &OpCx) -> InferResult<(Dim, Dim, Dim)> {
-    let a = cx.shape(0)?;
-    let b = cx.shape(1)?;
+    gemm_dims_at(cx, attrs!(cx, Gemm), 0, 1)
+}
+
+/// `(M, K, N)` of a Gemm reading A at slot `a` and B at slot `b`.
+pub fn gemm_dims_at(cx: &OpCx, g: &Gemm, a: usize, b: usize) -> InferResult<(Dim, Dim, Dim)> {
+    let a = cx.shape(a)?;
+    let b = cx.shape(b)?;
     if a.len() != 2 || b.len() != 2 {
         return invalid(format!(
             "A and B must be matrices, found ranks {} and {}",
@@ -83,7 +88,6 @@ fn gemm_dims(cx: &OpCx) -> InferResult<(Dim, Dim, Dim)> {
             b.len()
         ));
     }
-    let g = attrs!(cx, Gemm);
     let (m, k) = if g.trans_a {
         (&a[1], &a[0])
     } else {
@@ -120,17 +124,27 @@ pub fn gemm_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
 }
 
 /// A numpy-style matmul: broadcast batch, `M`, `K`, `N`, and the output shape.
-struct MatMulDims {
-    batch: Vec<Dim>,
-    m: Dim,
-    k: Dim,
-    n: Dim,
-    out: Vec<Dim>,
+pub struct MatMulDims {
+    pub batch: Vec<Dim>,
+    pub m: Dim,
+    pub k: Dim,
+    pub n: Dim,
+    pub out: Vec<Dim>,
+}
+
+impl MatMulDims {
+    /// `batch × M × K × N`.
+    pub fn macs(&self) -> Option<Dim> {
+        Dim::product(self.batch.iter().chain([&self.m, &self.k, &self.n]))
+    }
 }
 
 fn matmul_dims(cx: &OpCx) -> InferResult<MatMulDims> {
-    let a = cx.shape(0)?;
-    let b = cx.shape(1)?;
+    matmul_dims_of(cx.shape(0)?, cx.shape(1)?)
+}
+
+/// The product of `a` and `b` as numpy's matmul takes it.
+pub fn matmul_dims_of(a: &[Dim], b: &[Dim]) -> InferResult<MatMulDims> {
     if a.is_empty() || b.is_empty() {
         return invalid("MatMul operands must have rank 1 or more");
     }
@@ -170,8 +184,7 @@ pub fn matmul(cx: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 pub fn matmul_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
-    let d = matmul_dims(cx).ok()?;
-    Dim::product(d.batch.iter().chain([&d.m, &d.k, &d.n]))
+    matmul_dims(cx).ok()?.macs()
 }
 
 /// A parsed einsum equation: the letters of each operand and of the output, with `.` standing for

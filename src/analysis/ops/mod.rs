@@ -5,6 +5,7 @@
 //! An op not listed here is *opaque*: its outputs take the types the file declares (`value_info`),
 //! or stay unknown, and the report lists it.
 
+pub mod contrib;
 pub mod conv;
 pub mod elementwise;
 mod fold;
@@ -12,6 +13,7 @@ pub mod linalg;
 pub mod movement;
 pub mod norm;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
 pub mod source;
 
@@ -232,6 +234,8 @@ pub enum Slots {
     AllConfig,
     /// BatchNormalization: inputs 3 and 4 are the running statistics (buffers).
     BatchNorm,
+    /// One role per slot (quantized ops); slots past the table are data.
+    Table(&'static [SlotRole]),
 }
 
 /// The role of one input slot.
@@ -240,6 +244,10 @@ pub enum SlotRole {
     Data,
     Config,
     Buffer,
+    /// A weight stored quantized (int8, int4, packed): a parameter whatever its type.
+    QuantWeight,
+    /// A quantization scale or zero point: a buffer.
+    QuantParam,
 }
 
 impl Slots {
@@ -253,6 +261,7 @@ impl Slots {
             Slots::AllConfig => SlotRole::Config,
             Slots::BatchNorm if slot == 3 || slot == 4 => SlotRole::Buffer,
             Slots::BatchNorm => SlotRole::Data,
+            Slots::Table(t) => t.get(slot).copied().unwrap_or(SlotRole::Data),
         }
     }
 }
@@ -343,7 +352,7 @@ impl OpDef {
 /// The registry: one line per op, generating the [`Op`] enum (a variant per op, holding its typed
 /// attributes) and the sorted table of [`OpDef`]s.
 macro_rules! registry {
-    ($( $name:literal => $variant:ident $(($attrs:ty))? { $($field:ident: $value:expr),* $(,)? } )*) => {
+    ($( $name:literal $(in $domain:literal)? => $variant:ident $(($attrs:ty))? { $($field:ident: $value:expr),* $(,)? } )*) => {
         /// A node's operator with its typed attributes, parsed once ([`parse`]).
         #[derive(Clone, Debug)]
         pub enum Op {
@@ -357,6 +366,7 @@ macro_rules! registry {
         /// Every supported op, sorted by domain and name (a test keeps it sorted).
         static OPS: &[OpDef] = &[ $( OpDef {
             name: $name,
+            domain: registry!(@domain $($domain)?),
             parse: registry!(@parse $variant $($attrs)?),
             $($field: $value,)*
             ..OpDef::BASE
@@ -365,13 +375,20 @@ macro_rules! registry {
         impl Op {
             /// The op type of a registered op.
             pub fn name(&self) -> Option<&'static str> {
+                self.key().map(|(_, n)| n)
+            }
+
+            /// The domain and op type of a registered op.
+            pub fn key(&self) -> Option<(&'static str, &'static str)> {
                 match self {
-                    $( registry!(@pat $variant $($attrs)?) => Some($name), )*
+                    $( registry!(@pat $variant $($attrs)?) => Some((registry!(@domain $($domain)?), $name)), )*
                     Op::Opaque | Op::Malformed(_) => None,
                 }
             }
         }
     };
+    (@domain $d:literal) => { $d };
+    (@domain) => { "" };
     (@parse $v:ident $t:ty) => {
         |a: &Attrs, opset: i64| <$t as FromAttrs>::from_attrs(a, opset).map(Op::$v)
     };
@@ -415,6 +432,9 @@ registry! {
     "Conv" => Conv(conv::Conv) {
         infer: conv::conv, macs: conv::conv_macs, saves: conv::saves, autocast: Lower,
     }
+    "ConvInteger" => ConvInteger(conv::Conv) {
+        infer: quant::conv_integer, macs: quant::conv_integer_macs, slots: Slots::Table(quant::INTEGER),
+    }
     "ConvTranspose" => ConvTranspose(conv::ConvTranspose) {
         infer: conv::conv_transpose, macs: conv::conv_transpose_macs, saves: conv::saves,
         autocast: Lower,
@@ -423,11 +443,12 @@ registry! {
     "Cosh" => Cosh { infer: ew::unary, saves: sv::input_if_grad }
     "CumSum" => CumSum(ew::CumSum) { infer: ew::cum_sum, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "DepthToSpace" => DepthToSpace(movement::Blocks) { infer: movement::depth_to_space }
-    "DequantizeLinear" => DequantizeLinear { infer: ew::dequantize, slots: Slots::ConfigFrom(1) }
+    "DequantizeLinear" => DequantizeLinear { infer: ew::dequantize, slots: Slots::Table(quant::DEQUANTIZE) }
     "Div" => Div { infer: ew::binary_arith, saves: sv::div, autocast: Promote }
     "Dropout" => Dropout(ew::Dropout) {
         infer: ew::dropout, saves: sv::dropout, slots: Slots::ConfigFrom(1), view: View::Dropout,
     }
+    "DynamicQuantizeLinear" => DynamicQuantizeLinear { infer: quant::dynamic_quantize }
     "Einsum" => Einsum(linalg::EinsumAttrs) {
         infer: linalg::einsum, macs: linalg::einsum_macs, saves: sv::operands, autocast: Lower,
     }
@@ -488,6 +509,9 @@ registry! {
     "MatMul" => MatMul {
         infer: linalg::matmul, macs: linalg::matmul_macs, saves: sv::operands, autocast: Lower,
     }
+    "MatMulInteger" => MatMulInteger {
+        infer: quant::matmul_integer, macs: quant::matmul_integer_macs, slots: Slots::Table(quant::INTEGER),
+    }
     "Max" => Max { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
     "MaxPool" => MaxPool(pool::Pool) { infer: pool::pool, saves: sv::input_and_indices }
     "Mean" => Mean { infer: ew::variadic, autocast: Promote }
@@ -506,7 +530,16 @@ registry! {
         slots: Slots::ConfigFrom(1),
     }
     "Pow" => Pow { infer: ew::binary_arith, saves: sv::input_if_grad, autocast: Fp32OnCuda }
-    "QuantizeLinear" => QuantizeLinear(ew::Quantize) { infer: ew::quantize, slots: Slots::ConfigFrom(1) }
+    "QLinearConv" => QLinearConv(conv::Conv) {
+        infer: quant::qlinear_conv, macs: quant::qlinear_conv_macs, slots: Slots::Table(quant::QLINEAR_CONV),
+    }
+    "QLinearMatMul" => QLinearMatMul {
+        infer: quant::qlinear_matmul, macs: quant::qlinear_matmul_macs, slots: Slots::Table(quant::QLINEAR_MATMUL),
+    }
+    "QuantizeLinear" => QuantizeLinear(ew::Quantize) { infer: ew::quantize, slots: Slots::Table(quant::QUANTIZE) }
+    "RMSNormalization" => RmsNormalization(norm::LayerNorm) {
+        infer: norm::simplified_layer_norm, saves: norm::saves, autocast: Fp32OnCuda,
+    }
     "RNN" => Rnn(linalg::Rnn) {
         infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
     }
@@ -546,6 +579,9 @@ registry! {
     "Shrink" => Shrink { infer: ew::unary, saves: sv::input_if_grad }
     "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }
     "Sign" => Sign { infer: ew::unary_fold, grad: false }
+    "SimplifiedLayerNormalization" => SimplifiedLayerNormalization(norm::LayerNorm) {
+        infer: norm::simplified_layer_norm, saves: norm::saves, autocast: Fp32OnCuda,
+    }
     "Sin" => Sin { infer: ew::unary, saves: sv::input_if_grad }
     "Sinh" => Sinh { infer: ew::unary, saves: sv::input_if_grad }
     "Size" => Size { infer: source::size, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
@@ -570,6 +606,58 @@ registry! {
     "Upsample" => Upsample(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "Where" => Where { infer: ew::where_, saves: sv::condition, autocast: Promote, slots: Slots::Config(&[0]) }
     "Xor" => Xor { infer: ew::logical, grad: false }
+    "Attention" in "com.microsoft" => MsAttention(contrib::Heads) {
+        infer: contrib::attention, macs: contrib::attention_macs, slots: Slots::Table(contrib::ATTENTION),
+    }
+    "BiasAdd" in "com.microsoft" => BiasAdd { infer: contrib::like_input }
+    "BiasGelu" in "com.microsoft" => BiasGelu { infer: contrib::like_input }
+    "DynamicQuantizeLSTM" in "com.microsoft" => DynamicQuantizeLstm(linalg::Rnn) {
+        infer: quant::dq_lstm, macs: quant::dq_lstm_macs, slots: Slots::Table(quant::DQ_LSTM),
+    }
+    "EmbedLayerNormalization" in "com.microsoft" => EmbedLayerNormalization {
+        infer: contrib::embed_norm, slots: Slots::Table(contrib::EMBED_LN),
+    }
+    "FastGelu" in "com.microsoft" => FastGelu { infer: contrib::like_input }
+    "FusedMatMul" in "com.microsoft" => FusedMatMul(contrib::FusedMatMul) {
+        infer: contrib::fused_matmul, macs: contrib::fused_matmul_macs,
+    }
+    "GatherBlockQuantized" in "com.microsoft" => GatherBlockQuantized(contrib::BlockGather) {
+        infer: contrib::gather_block_quantized, slots: Slots::Table(contrib::BLOCK_GATHER),
+    }
+    "Gelu" in "com.microsoft" => MsGelu { infer: contrib::like_input }
+    "GroupQueryAttention" in "com.microsoft" => GroupQueryAttention(contrib::Heads) {
+        infer: contrib::group_query_attention, macs: contrib::gqa_macs,
+        slots: Slots::ConfigFrom(5),
+    }
+    "MatMulNBits" in "com.microsoft" => MatMulNBits(contrib::NBits) {
+        infer: contrib::matmul_nbits, macs: contrib::matmul_nbits_macs, slots: Slots::Table(contrib::NBITS),
+    }
+    "MultiHeadAttention" in "com.microsoft" => MultiHeadAttention(contrib::Heads) {
+        infer: contrib::multi_head_attention, macs: contrib::mha_macs, slots: Slots::Config(&[4, 8]),
+    }
+    "QAttention" in "com.microsoft" => QAttention(contrib::Heads) {
+        infer: contrib::attention, macs: contrib::attention_macs, slots: Slots::Table(contrib::QATTENTION),
+    }
+    "QEmbedLayerNormalization" in "com.microsoft" => QEmbedLayerNormalization {
+        infer: contrib::embed_norm, slots: Slots::Table(contrib::QEMBED_LN),
+    }
+    "QGemm" in "com.microsoft" => QGemm(linalg::Gemm) {
+        infer: quant::qgemm, macs: quant::qgemm_macs, slots: Slots::Table(quant::QGEMM),
+    }
+    "QLinearAdd" in "com.microsoft" => QLinearAdd { infer: quant::qlinear_binary, slots: Slots::Table(quant::QLINEAR_BINARY) }
+    "QLinearAveragePool" in "com.microsoft" => QLinearAveragePool(pool::Pool) { infer: quant::qlinear_pool, slots: Slots::Table(quant::QLINEAR_UNARY) }
+    "QLinearConcat" in "com.microsoft" => QLinearConcat(quant::QConcat) { infer: quant::qlinear_concat, slots: Slots::AllConfig }
+    "QLinearGlobalAveragePool" in "com.microsoft" => QLinearGlobalAveragePool(quant::QGlobalPool) {
+        infer: quant::qlinear_global_pool, slots: Slots::Table(quant::QLINEAR_UNARY),
+    }
+    "QLinearLeakyRelu" in "com.microsoft" => QLinearLeakyRelu { infer: quant::qlinear_unary, slots: Slots::Table(quant::QLINEAR_UNARY) }
+    "QLinearMul" in "com.microsoft" => QLinearMul { infer: quant::qlinear_binary, slots: Slots::Table(quant::QLINEAR_BINARY) }
+    "QLinearSigmoid" in "com.microsoft" => QLinearSigmoid { infer: quant::qlinear_unary, slots: Slots::Table(quant::QLINEAR_UNARY) }
+    "QLinearSoftmax" in "com.microsoft" => QLinearSoftmax { infer: quant::qlinear_unary, slots: Slots::Table(quant::QLINEAR_UNARY) }
+    "QuickGelu" in "com.microsoft" => QuickGelu { infer: contrib::like_input }
+    "RotaryEmbedding" in "com.microsoft" => MsRotaryEmbedding { infer: contrib::like_input, slots: Slots::ConfigFrom(1) }
+    "SkipLayerNormalization" in "com.microsoft" => SkipLayerNormalization { infer: contrib::skip_norm }
+    "SkipSimplifiedLayerNormalization" in "com.microsoft" => SkipSimplifiedLayerNormalization { infer: contrib::skip_norm }
 }
 
 fn is_default_domain(domain: &str) -> bool {
@@ -591,7 +679,7 @@ pub fn lookup(domain: &str, op_type: &str) -> Option<&'static OpDef> {
 impl Op {
     /// The registry entry of this op (`None` for opaque and malformed ones).
     pub fn def(&self) -> Option<&'static OpDef> {
-        self.name().and_then(|n| lookup("", n))
+        self.key().and_then(|(d, n)| lookup(d, n))
     }
 }
 

@@ -131,8 +131,15 @@ pub fn saves(cx: &SaveCx) -> Option<Vec<Save>> {
     let x = cx.node.input(0)?;
     let shape = cx.fact(x).shape.as_ref()?;
     let mut s = Vec::new();
+    // RMS norms keep one statistic (the inverse RMS), the others two (mean, inverse std)
+    let per_group = match cx.op {
+        Op::SimplifiedLayerNormalization(_) | Op::RmsNormalization(_) => 4,
+        _ => 2 * 4,
+    };
     let groups = match cx.op {
-        Op::LayerNormalization(ln) => {
+        Op::LayerNormalization(ln)
+        | Op::SimplifiedLayerNormalization(ln)
+        | Op::RmsNormalization(ln) => {
             let a = axis(ln.axis, shape.len()).ok()?;
             shape[..a]
                 .iter()
@@ -159,6 +166,20 @@ pub fn saves(cx: &SaveCx) -> Option<Vec<Save>> {
         }
     };
     s.push(Save::Value(x));
-    s.push(Save::Own(groups.saturating_mul(2 * 4)));
+    s.push(Save::Own(groups.saturating_mul(per_group)));
     Some(s)
+}
+
+/// `SimplifiedLayerNormalization` (onnxruntime's RMSNorm in the default domain) and ONNX's
+/// `RMSNormalization`: `Y` like `X`; `inv_std_var` keeps the leading axes, size 1 on the others.
+pub fn simplified_layer_norm(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let ln = attrs!(cx, SimplifiedLayerNormalization | RmsNormalization);
+    let x = cx.shape(0)?;
+    let a = axis(ln.axis, x.len())?;
+    let mut stat = x[..a].to_vec();
+    stat.extend(std::iter::repeat_n(Dim::known(1), x.len() - a));
+    Ok(vec![
+        Fact::new(cx.dtype(0), x.to_vec()),
+        Fact::new(Some(ln.stash_type), stat),
+    ])
 }
