@@ -367,6 +367,68 @@ fn nothing_to_rewrite_writes_nothing() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("nothing to rewrite"), "{}", stdout(&o));
     assert!(!out.exists());
+    // in JSON too, for scripts
+    let o = nnlint(&[
+        "rewrite",
+        &fixture("resnet_like.onnx"),
+        "-o",
+        &out.display().to_string(),
+        "--no-config",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+    assert_eq!(r["output"], serde_json::Value::Null);
+    assert_eq!(rewrites(&r).len(), 0);
+    assert!(!out.exists());
+}
+
+/// Paddle2ONNX holds weights in `Constant` nodes: they are rewritten like initializers, and the
+/// Constant node that held the replaced weight goes.
+#[test]
+fn weights_in_constant_nodes_are_rewritable() {
+    use common::onnx::{constant, floats, node, vi, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("paddle_like.onnx");
+    let mut rng = 1u64;
+    let w: Vec<f32> = (0..32 * 16 * 9)
+        .map(|_| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((rng >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect();
+    let conv = with(
+        node("Conv", "conv", &["x", "w"], &["y"]),
+        vec![common::onnx::ints_attr("pads", &[1, 1, 1, 1])],
+    );
+    let bytes = G::new("g")
+        .input(vi("x", 1, &[1, 16, 32, 32]))
+        .output(vi("y", 1, &[1, 32, 32, 32]))
+        .node(constant("w", floats("w", &[32, 16, 3, 3], &w)))
+        .node(conv)
+        .model();
+    std::fs::write(&model, bytes).unwrap();
+    let out = dir.path().join("slim.onnx");
+    let r = rewrite(
+        &model.display().to_string(),
+        &out,
+        &["--rank", "full", "--rule", "depthwise-separable"],
+    );
+    assert_eq!(rewrites(&r).len(), 1, "{r}");
+    assert_eq!(r["rewrites"][0]["params"]["before"], 32 * 16 * 9);
+    assert!(r["whole_model"]["checked"].as_bool().unwrap(), "{r}");
+    let err = r["whole_model"]["outputs"][0]["max_rel_error"]
+        .as_f64()
+        .unwrap();
+    assert!(err < 1e-5, "full rank is exact: {err}");
+    let m = nnlint::load::onnx::load(&out).unwrap();
+    assert!(
+        m.graph.nodes.iter().all(|n| n.op_type != "Constant"),
+        "the replaced weight's Constant node is dropped"
+    );
 }
 
 #[test]

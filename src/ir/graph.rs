@@ -82,6 +82,22 @@ impl Graph {
             .filter_map(|(i, v)| v.init.as_ref().map(|t| (i, t)))
     }
 
+    /// The stored tensor behind a value: its initializer, or the `value` tensor of the `Constant`
+    /// node that makes it (Paddle2ONNX and some tf2onnx exports hold their weights that way).
+    pub fn stored(&self, v: ValueId) -> Option<&Tensor> {
+        let value = &self.values[v];
+        value.init.as_ref().or_else(|| {
+            let node = &self.nodes[value.producer?.0];
+            if node.op_type != "Constant" || !(node.domain.is_empty() || node.domain == "ai.onnx") {
+                return None;
+            }
+            match node.attrs.get("value") {
+                Some(super::attr::Attr::Tensor(t)) => Some(t),
+                _ => None,
+            }
+        })
+    }
+
     /// Every graph nested in node attributes, recursively, with the label of the node that holds it.
     pub fn subgraphs(&self) -> Vec<(String, &Graph)> {
         let mut out = Vec::new();

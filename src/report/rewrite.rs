@@ -108,6 +108,19 @@ pub struct RewriteReport {
     pub notes: Vec<String>,
 }
 
+/// The report of a run that had nothing to rewrite: no model is written.
+#[derive(Clone, Debug, Serialize)]
+pub struct NothingReport {
+    pub model: String,
+    /// Always `null`: nothing was written.
+    pub output: Option<String>,
+    /// Always empty.
+    pub rewrites: Vec<Row>,
+    /// The findings with a rewrite that could not be applied, and why.
+    pub skipped: Vec<Skipped>,
+    pub notes: Vec<String>,
+}
+
 /// Per-node costs of one model at the bound batch.
 struct Costs {
     report: MemReport,
@@ -175,7 +188,7 @@ fn stored(g: &Graph, nodes: &[NodeId]) -> (u64, u64) {
                     _ => break,
                 }
             }
-            if let Some(t) = g.values[v].init.as_ref().filter(|t| t.dtype.is_float()) {
+            if let Some(t) = g.stored(v).filter(|t| t.dtype.is_float()) {
                 if seen.insert(v) {
                     count += t.numel().unwrap_or(0);
                     size += t.byte_size().unwrap_or(0);

@@ -25,7 +25,8 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     if conv.group != 1 {
         return Err("the convolution is already grouped".into());
     }
-    let (x, wt, y) = cx.layer(node)?;
+    let layer = cx.layer(node)?;
+    let (x, wt, y) = (layer.x, layer.tensor, layer.y);
     if wt.dims.len() < 3 {
         return Err(format!("the weight has rank {}", wt.dims.len()));
     }
@@ -90,7 +91,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     }
 
     let base = cx.base_name(node, y);
-    let w_name = wt.name.clone();
+    let w_name = layer.weight.clone();
     let dw_w = cx.names.fresh(&format!("{w_name}.depthwise"));
     let pw_w = cx.names.fresh(&format!("{w_name}.pointwise"));
     let dw_out = cx.names.fresh(&format!("{}/depthwise", cx.name(y)));

@@ -24,7 +24,8 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         Op::MatMul => None,
         _ => return Err(format!("{} is not a Gemm or MatMul", node.label())),
     };
-    let (a, wt, y) = cx.layer(node)?;
+    let layer = cx.layer(node)?;
+    let (a, wt, y) = (layer.x, layer.tensor, layer.y);
     if wt.dims.len() != 2 {
         return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
     }
@@ -121,7 +122,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         removed.push(m);
     }
     // a removed Reshape's shape: its initializer is released, its Constant node goes with it
-    let mut released = vec![wt.name.clone()];
+    let mut released = vec![layer.weight.clone()];
     for &m in removed.clone().iter().filter(|&&m| m != n) {
         for v in g.nodes[m].inputs.iter().skip(1).flatten() {
             if g.values[*v].init.is_some() {
@@ -137,7 +138,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     removed.sort_unstable();
 
     let base = cx.base_name(node, y);
-    let w_name = wt.name.clone();
+    let w_name = layer.weight.clone();
     let new_w = cx.names.fresh(&format!("{w_name}.gap"));
     let pooled = cx.names.fresh(&format!("{}/gap", cx.name(x)));
     let pooled_flat = cx.names.fresh(&format!("{}/gap_flat", cx.name(x)));

@@ -21,7 +21,8 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
         Op::MatMul => (false, false, false, 1.0, 1.0),
         _ => return Err(format!("{} is not a Gemm or MatMul", node.label())),
     };
-    let (a, wt, y) = cx.layer(node)?;
+    let layer = cx.layer(node)?;
+    let (a, wt, y) = (layer.x, layer.tensor, layer.y);
     if wt.dims.len() != 2 {
         return Err(format!("the weight has rank {}, not 2", wt.dims.len()));
     }
@@ -87,7 +88,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     };
 
     let base = cx.base_name(node, y);
-    let w_name = wt.name.clone();
+    let w_name = layer.weight.clone();
     let w1 = cx.names.fresh(&format!("{w_name}.low_rank_0"));
     let w2 = cx.names.fresh(&format!("{w_name}.low_rank_1"));
     let mid = cx.names.fresh(&format!("{}/low_rank", cx.name(y)));

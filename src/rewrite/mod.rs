@@ -108,9 +108,9 @@ impl<'a> Cx<'a> {
         &self.model.graph
     }
 
-    /// The stored weight behind an input, if it is an initializer.
+    /// The stored weight behind an input: an initializer or a `Constant` node's tensor.
     pub fn init(&self, v: ValueId) -> Option<&'a Tensor> {
-        self.model.graph.values[v].init.as_ref()
+        self.model.graph.stored(v)
     }
 
     pub fn shape(&self, v: ValueId) -> Option<&'a [Dim]> {
@@ -122,12 +122,17 @@ impl<'a> Cx<'a> {
     }
 
     /// A layer's activation input, stored weight (input 1) and output.
-    pub fn layer(&self, node: &Node) -> Result<(ValueId, &'a Tensor, ValueId), String> {
+    pub fn layer(&self, node: &Node) -> Result<Layer<'a>, String> {
         let (Some(x), Some(w), Some(y)) = (node.input(0), node.input(1), node.output(0)) else {
             return Err("the layer has no input, weight or output".into());
         };
-        let wt = self.init(w).ok_or("the weight is computed, not stored")?;
-        Ok((x, wt, y))
+        let tensor = self.init(w).ok_or("the weight is computed, not stored")?;
+        Ok(Layer {
+            x,
+            weight: self.name(w).to_string(),
+            tensor,
+            y,
+        })
     }
 
     /// The name new nodes of a rewrite of `node` start with.
@@ -138,6 +143,16 @@ impl<'a> Cx<'a> {
             node.name.clone()
         }
     }
+}
+
+/// The parts of a layer a rewrite reads.
+pub struct Layer<'a> {
+    /// The activation input.
+    pub x: ValueId,
+    /// The weight's value name (an initializer's, or a `Constant` node's output).
+    pub weight: String,
+    pub tensor: &'a Tensor,
+    pub y: ValueId,
 }
 
 /// What a factorising rewrite (one node into two, at a rank) produced.
@@ -548,6 +563,14 @@ pub fn apply(proto: &mut pb::ModelProto, model: &Model, plans: &[Planned]) -> cr
     graph
         .initializer
         .retain(|t| !t.name.as_ref().is_some_and(|n| released.contains(n)));
+    // a weight held in a Constant node: the node goes
+    graph.node.retain(|n| {
+        !(n.op_type.as_deref() == Some("Constant")
+            && n.domain
+                .as_deref()
+                .is_none_or(|d| d.is_empty() || d == "ai.onnx")
+            && n.output.first().is_some_and(|o| released.contains(o)))
+    });
     graph
         .input
         .retain(|i| !i.name.as_ref().is_some_and(|n| released.contains(n)));

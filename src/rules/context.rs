@@ -77,9 +77,9 @@ impl<'a> LintContext<'a> {
         &self.inf.ops[n]
     }
 
-    /// The stored tensor behind a value (an initializer), if it is one.
+    /// The stored tensor behind a value (an initializer or a `Constant` node's tensor), if any.
     pub fn weight(&self, v: ValueId) -> Option<&'a Tensor> {
-        self.graph().values[v].init.as_ref()
+        self.graph().stored(v)
     }
 
     /// A layer's parameters: the elements of the trainable tensors it reads (weight and bias), the
@@ -91,7 +91,7 @@ impl<'a> LintContext<'a> {
             .iter()
             .flatten()
             .filter_map(|&v| {
-                let t = g.values[v].init.as_ref()?;
+                let t = g.stored(v)?;
                 let numel = t.numel()?;
                 (storage::classify(g, v, t.dtype, numel) == Role::Param).then_some(numel)
             })

@@ -150,6 +150,29 @@ pub fn with(mut n: pb::NodeProto, attrs: Vec<pb::AttributeProto>) -> pb::NodePro
     n
 }
 
+/// An `ints` attribute.
+pub fn ints_attr(name: &str, values: &[i64]) -> pb::AttributeProto {
+    pb::AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(pb::attribute_proto::AttributeType::Ints as i32),
+        ints: values.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// A `Constant` node holding `t` (the way Paddle2ONNX stores weights).
+pub fn constant(output: &str, t: pb::TensorProto) -> pb::NodeProto {
+    with(
+        node("Constant", &format!("{output}_const"), &[], &[output]),
+        vec![pb::AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
+            t: Some(Box::new(t)),
+            ..Default::default()
+        }],
+    )
+}
+
 pub fn graph_attr(name: &str, g: pb::GraphProto) -> pb::AttributeProto {
     pb::AttributeProto {
         name: Some(name.into()),

@@ -23,7 +23,14 @@ Values that cannot be exposed are listed under ``skipped`` with the reason:
 everything inside If/Loop/Scan bodies (onnxruntime only exposes main-graph
 values), and any output onnxruntime refuses or fails on (found by bisection).
 
+5. adds the MAC reference (macs.py: textbook formulas on the measured shapes,
+   the initializer shapes and the node attributes): ``macs``, ``macs_by_op``,
+   ``macs_by_node`` (and ``macs_subgraphs`` / ``macs_skipped``).
+
 usage: python tools/corpus/truth.py [--only NAME,...] [--seed 0]
+       python tools/corpus/truth.py --macs-only [--only NAME,...]
+           recomputes only the MAC fields of the existing truth files, from the
+           model and the shapes already recorded (onnxruntime is not run)
 """
 
 import argparse
@@ -43,6 +50,7 @@ TRUTH = os.path.join(HERE, "truth")
 
 sys.path.insert(0, HERE)
 from fetch import op_key, sha256_file, walk_subgraphs  # noqa: E402
+import macs  # noqa: E402
 
 # ops whose output is not a function of their inputs: never "const"
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
@@ -291,6 +299,26 @@ def truth_for(entry, seed, threads):
     doc["values"] = values
     if skipped:
         doc["skipped"] = skipped
+    doc.update(macs.compute(model, doc, feeds, ort_values=got))
+    return doc
+
+
+def feeds_of(doc):
+    """The feeds a truth document was measured with (its inputs in order, its seed)."""
+    return make_feeds([dict(v, name=k) for k, v in doc["inputs"].items()], doc["seed"])
+
+
+def macs_only(entry):
+    """Recompute the MAC fields of an existing truth file (model + recorded shapes; no onnxruntime)."""
+    path = os.path.join(ROOT, entry["file"])
+    tpath = os.path.join(TRUTH, entry["name"] + ".json")
+    with open(tpath) as fh:
+        doc = json.load(fh)
+    if sha256_file(path) != doc["sha256"]:
+        raise RuntimeError(f"{path} is not the file {tpath} was measured on (rerun truth.py)")
+    for k in macs.MAC_KEYS:
+        doc.pop(k, None)
+    doc.update(macs.compute(onnx.load(path), doc, feeds_of(doc)))
     return doc
 
 
@@ -304,6 +332,9 @@ def dumps(doc):
         elif k == "inputs" and v:
             body = ",\n".join(f"    {json.dumps(n)}: {json.dumps(d, separators=(',', ':'))}" for n, d in v.items())
             lines.append(f'  "inputs": {{\n{body}\n  }}')
+        elif k in ("macs_by_node", "macs_subgraphs") and v:
+            body = ",\n".join(f"    {json.dumps(n)}: {json.dumps(d, separators=(',', ':'))}" for n, d in v.items())
+            lines.append(f'  {json.dumps(k)}: {{\n{body}\n  }}')
         elif k == "skipped" and v:
             body = ",\n".join(f"    {json.dumps(d, separators=(',', ':'))}" for d in v)
             lines.append(f'  "skipped": [\n{body}\n  ]')
@@ -317,6 +348,8 @@ def main():
     ap.add_argument("--only", help="comma-separated model names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1))
+    ap.add_argument("--macs-only", action="store_true",
+                    help="recompute only the MAC fields of the existing truth files (no onnxruntime run)")
     args, _ = ap.parse_known_args()  # run.sh passes fetch.py's flags (--force, --strict) here too
     only = set(args.only.split(",")) if args.only else None
     with open(MANIFEST) as fh:
@@ -328,6 +361,18 @@ def main():
         if only and e["name"] not in only:
             continue
         t = time.time()
+        if args.macs_only:
+            try:
+                doc = macs_only(e)
+            except Exception as ex:  # noqa: BLE001
+                failed[e["name"]] = first_line(ex)
+                print(f"{e['name']}: FAILED {failed[e['name']]}", flush=True)
+                continue
+            with open(os.path.join(TRUTH, e["name"] + ".json"), "w") as fh:
+                fh.write(dumps(doc))
+            print(f"{e['name']}: macs {doc['macs']}" + (f" ({doc['macs_skipped']})" if doc["macs"] is None else "")
+                  + f", {time.time() - t:.1f}s", flush=True)
+            continue
         try:
             doc = truth_for(e, args.seed, args.threads)
         except Exception as ex:  # noqa: BLE001

@@ -114,6 +114,20 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         &options,
         bar.as_ref(),
     );
+    if plans.is_empty() && args.format == RewriteFormat::Json {
+        let report = report::rewrite::NothingReport {
+            model: args.model.display().to_string(),
+            output: None,
+            rewrites: Vec::new(),
+            notes: vec![format!(
+                "nothing to rewrite ({} finding{} with a rewrite)",
+                skipped.len(),
+                if skipped.len() == 1 { "" } else { "s" }
+            )],
+            skipped,
+        };
+        return Ok(Outcome::clean(report::rewrite::json(&report)));
+    }
     if plans.is_empty() {
         let mut text = format!(
             "{}: nothing to rewrite ({} finding{} with a rewrite)\n",
