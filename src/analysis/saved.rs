@@ -92,6 +92,9 @@ pub struct Saved {
     pub buffer_bytes: u64,
     /// Nodes whose op has no rule (unknown ops): their saved tensors are not counted.
     pub unmodelled: Vec<NodeId>,
+    /// Nodes that save a tensor whose size is unknown (a symbolic or unknown shape): not counted,
+    /// so the total is a lower bound.
+    pub size_unknown: Vec<NodeId>,
     /// Sum over `storages`.
     pub total: u64,
 }
@@ -141,7 +144,7 @@ impl<'a> Flow<'a> {
         head_major: HashSet<ValueId>,
     ) -> Flow<'a> {
         let n = graph.values.len();
-        let stored: Vec<bool> = graph.values.iter().map(|v| v.init.is_some()).collect();
+        let stored: Vec<bool> = (0..n).map(|v| graph.stored(v).is_some()).collect();
         let mut f = Flow {
             graph,
             facts,
@@ -155,7 +158,7 @@ impl<'a> Flow<'a> {
             precision,
             device,
         };
-        for (id, t) in graph.initializers() {
+        for (id, t) in graph.stored_tensors() {
             f.grad[id] =
                 storage::classify(graph, id, t.dtype, t.numel().unwrap_or(0)) == Role::Param;
             if precision == Precision::Bf16 && t.dtype.is_float() {
@@ -286,7 +289,7 @@ impl<'a> Flow<'a> {
                 .is_some_and(|(p, _)| matches!(self.ops[p], Op::MatMul | Op::Gemm(_)))
         };
         let is_bias =
-            |v: ValueId| self.graph.values[v].init.is_some() && self.facts[v].rank() == Some(1);
+            |v: ValueId| self.graph.stored(v).is_some() && self.facts[v].rank() == Some(1);
         (from_matmul(a) && is_bias(b)) || (from_matmul(b) && is_bias(a))
     }
 
@@ -701,8 +704,9 @@ impl SaveCx<'_> {
         self.flow.is_stored(v)
     }
 
+    /// Whether `v` is a stored tensor itself (an initializer or a `Constant` node's tensor).
     pub fn is_initializer(&self, v: ValueId) -> bool {
-        self.flow.graph.values[v].init.is_some()
+        self.flow.graph.stored(v).is_some()
     }
 }
 
@@ -890,12 +894,26 @@ pub fn saved_tensors(
                 op,
             }),
         };
-        let Some(saves) = saves else { continue };
+        let Some(saves) = saves else {
+            out.size_unknown.push(n);
+            continue;
+        };
         let lowered = precision.is_autocast() && def.autocast == Autocast::Lower;
         let fp32_on_cuda = precision.is_autocast()
             && device == Device::Cuda
             && def.autocast == Autocast::Fp32OnCuda;
         let mut own = 0u8;
+        let sized = |v: ValueId| facts[v].numel().and_then(|d| d.as_u64()).is_some();
+        if saves.iter().any(|s| match *s {
+            Save::Value(v) => {
+                let b = flow.base[v];
+                !sized(v) && !flow.is_stored(b) && !graph.inputs.contains(&b)
+            }
+            Save::CopyOf(v, _) | Save::Buffer(v) => !sized(v),
+            Save::Own(_) => false,
+        }) {
+            out.size_unknown.push(n);
+        }
         for save in saves {
             let (key, bytes) = match save {
                 Save::Value(v) => {
@@ -908,8 +926,23 @@ pub fn saved_tensors(
                     } else {
                         None
                     };
+                    // a view of a trainable weight (the Transpose(W) of a legacy Linear export):
+                    // autocast casts the weight itself, once per region: a weight copy
+                    let root = flow.base[v];
+                    let weight_view = flow.is_stored(v)
+                        && root != v
+                        && flow.grad[root]
+                        && graph.stored(root).is_some();
                     match cast_to {
-                        Some(d) if !flow.is_stored(v) || graph.values[v].init.is_none() => {
+                        Some(d) if weight_view => {
+                            if !weight_copies.insert(root) {
+                                continue;
+                            }
+                            let bytes = flow.bytes_as(root, Some(d));
+                            out.weight_copy_bytes += bytes;
+                            (StorageKey::WeightCopy(root), bytes)
+                        }
+                        Some(d) if !flow.is_stored(v) || graph.stored(v).is_none() => {
                             (StorageKey::Copy(v, n), flow.bytes_as(v, Some(d)))
                         }
                         _ => {
@@ -934,7 +967,7 @@ pub fn saved_tensors(
                     (StorageKey::Own(n, own), bytes)
                 }
                 Save::Buffer(v) => {
-                    if graph.values[v].init.is_none() {
+                    if graph.stored(v).is_none() {
                         continue;
                     }
                     let bytes = flow.bytes_as(v, facts[v].dtype);
@@ -956,7 +989,7 @@ pub fn saved_tensors(
         if lowered {
             for (slot, w) in node.inputs.iter().enumerate() {
                 let Some(w) = *w else { continue };
-                let is_weight = graph.values[w].init.is_some()
+                let is_weight = graph.stored(w).is_some()
                     && flow.grad[w]
                     && flow.facts[w].rank().unwrap_or(0) >= 2;
                 let needed = match op {

@@ -229,6 +229,10 @@ pub struct Training {
     /// Per node: saved bytes and parameter-gradient bytes.
     #[serde(skip)]
     pub per_node: Vec<(u64, u64)>,
+    /// Whether the total is a lower bound: something it would include could not be counted.
+    pub lower_bound: bool,
+    /// What could not be counted (empty when the estimate is exact).
+    pub unknown: Vec<String>,
     pub notes: Vec<String>,
 }
 
@@ -290,11 +294,11 @@ fn div_ceil(a: u64, n: u64) -> u64 {
 /// Layers for checkpoint segments: nodes that read a trainable parameter, in order.
 fn param_layers(graph: &Graph) -> Vec<NodeId> {
     let mut out: Vec<NodeId> = graph
-        .initializers()
+        .stored_tensors()
         .filter(|(id, t)| {
             storage::classify(graph, *id, t.dtype, t.numel().unwrap_or(0)) == Role::Param
         })
-        .filter_map(|(id, _)| graph.values[id].consumers.iter().map(|&(n, _)| n).min())
+        .filter_map(|(id, _)| storage::charged_node(graph, id))
         .collect();
     out.sort_unstable();
     out.dedup();
@@ -403,7 +407,7 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) ->
     let node = &graph.nodes[n];
     let numel = |v: ValueId| facts[v].numel().and_then(|d| d.as_u64()).unwrap_or(0);
     let float =
-        |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && graph.values[v].init.is_none();
+        |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && graph.stored(v).is_none();
     let elems: u64 = node
         .outputs
         .iter()
@@ -420,10 +424,21 @@ pub fn estimate(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Training {
     let (facts, batch) = (&inf.facts[..], inf.batch);
     let mut notes = Vec::new();
     let saved = saved::saved_tensors(graph, facts, &inf.ops, cfg.precision, cfg.device);
+    // what the estimate could not count: it is then a lower bound
+    let mut unknown = Vec::new();
     if !saved.unmodelled.is_empty() {
-        notes.push(format!(
-            "{} nodes of unknown ops: what they save for backward is not counted",
-            saved.unmodelled.len()
+        let mut ops: Vec<&str> = saved
+            .unmodelled
+            .iter()
+            .map(|&n| graph.nodes[n].op_type.as_str())
+            .collect();
+        ops.sort_unstable();
+        ops.dedup();
+        unknown.push(format!(
+            "{} node{} of unknown ops ({}): what they save for backward",
+            saved.unmodelled.len(),
+            if saved.unmodelled.len() == 1 { "" } else { "s" },
+            ops.join(", ")
         ));
     }
     let macs: Vec<u64> = inf
@@ -437,18 +452,43 @@ pub fn estimate(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Training {
     let mut node_params = vec![0u64; graph.nodes.len()];
     let (mut params, mut buffers) = (0u64, 0u64);
     let mut largest_layer = 0u64;
-    for (id, t) in graph.initializers() {
-        let numel = t.numel().unwrap_or(0);
+    // the tensors `mem` counts, counted the same way: logical element counts (packed 4-bit
+    // weights included), charged to the layer that reads them (through a DequantizeLinear)
+    let mut unsized_tensors = 0usize;
+    for (id, t) in graph.stored_tensors() {
+        let Some(numel) = t.numel() else {
+            unsized_tensors += 1;
+            continue;
+        };
+        let numel = storage::logical_numel(graph, id, t.dtype, numel);
         match storage::classify(graph, id, t.dtype, numel) {
             Role::Param => {
-                params += numel;
-                if let Some(n) = graph.values[id].consumers.iter().map(|&(n, _)| n).min() {
-                    node_params[n] += numel;
+                params = params.saturating_add(numel);
+                if let Some(n) = storage::charged_node(graph, id) {
+                    node_params[n] = node_params[n].saturating_add(numel);
                 }
             }
-            Role::Buffer => buffers += numel,
+            Role::Buffer => buffers = buffers.saturating_add(numel),
             Role::Constant => {}
         }
+    }
+    if unsized_tensors > 0 {
+        unknown.push(format!(
+            "{unsized_tensors} stored tensor{} of unknown size",
+            if unsized_tensors == 1 { "" } else { "s" }
+        ));
+    }
+    if !saved.size_unknown.is_empty() {
+        unknown.push(format!(
+            "{} node{} saving tensors of unknown size (first: {})",
+            saved.size_unknown.len(),
+            if saved.size_unknown.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            graph.nodes[saved.size_unknown[0]].label()
+        ));
     }
     for &p in &node_params {
         largest_layer = largest_layer.max(p);
@@ -617,6 +657,8 @@ pub fn estimate(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Training {
         communication_bytes,
         host_bytes,
         per_node,
+        lower_bound: !unknown.is_empty(),
+        unknown,
         notes,
     }
 }

@@ -98,6 +98,19 @@ impl Graph {
         })
     }
 
+    /// Every stored tensor of this graph: initializers (in value order), then the tensors of
+    /// `Constant` nodes (in node order).
+    pub fn stored_tensors(&self) -> impl Iterator<Item = (ValueId, &Tensor)> {
+        self.initializers().chain(
+            self.nodes
+                .iter()
+                .filter(|n| n.op_type == "Constant")
+                .filter_map(|n| n.output(0))
+                .filter(|&v| self.values[v].init.is_none())
+                .filter_map(|v| self.stored(v).map(|t| (v, t))),
+        )
+    }
+
     /// Every graph nested in node attributes, recursively, with the label of the node that holds it.
     pub fn subgraphs(&self) -> Vec<(String, &Graph)> {
         let mut out = Vec::new();

@@ -53,6 +53,10 @@ struct TrainingJson<'a> {
     communication_bytes: u64,
     host_bytes: u64,
     config: &'a crate::analysis::training::TrainConfig,
+    /// Whether `total_bytes` (and `saved_activation_bytes`) are lower bounds.
+    lower_bound: bool,
+    /// What could not be counted, when they are.
+    unknown: &'a [String],
     notes: &'a [String],
 }
 
@@ -262,6 +266,8 @@ pub fn render(view: &MemView) -> String {
             communication_bytes: t.communication_bytes,
             host_bytes: t.host_bytes,
             config: &t.config,
+            lower_bound: t.lower_bound,
+            unknown: &t.unknown,
             notes: &t.notes,
         }),
     };

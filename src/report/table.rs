@@ -129,7 +129,7 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
         ),
         (
             "saved activations".into(),
-            bytes(p.saved_activation_bytes),
+            at_least(t.lower_bound, bytes(p.saved_activation_bytes)),
             {
                 let mut d = if p.saved_activation_bytes + t.saved_buffer_bytes
                     >= t.saved_activation_bytes
@@ -191,9 +191,16 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
     ));
     out.push((
         "peak per GPU".into(),
-        bytes(t.total_bytes),
+        at_least(t.lower_bound, bytes(t.total_bytes)),
         format!("during the {}; the lines above add up to it", p.phase),
     ));
+    if t.lower_bound {
+        out.push((
+            "not counted".into(),
+            "?".into(),
+            format!("a lower bound: {}", t.unknown.join("; ")),
+        ));
+    }
     if t.recompute_macs > 0 {
         out.push((
             "recompute".into(),
@@ -248,19 +255,20 @@ fn training_heading(r: &MemReport) -> Option<String> {
     ))
 }
 
+/// `≥ text` for a lower bound; `?` for a lower bound of nothing, which says nothing.
+fn at_least(lower: bool, text: String) -> String {
+    if !lower {
+        text
+    } else if text == "0" || text == "0 B" {
+        "?".to_string()
+    } else {
+        format!("≥ {text}")
+    }
+}
+
 /// `(label, value, detail)` lines summarising the model.
 pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
     let t = &r.totals;
-    let at_least = |lower: bool, text: String| {
-        if !lower {
-            text
-        } else if text == "0" || text == "0 B" {
-            // nothing is known: a lower bound of zero says nothing
-            "?".to_string()
-        } else {
-            format!("≥ {text}")
-        }
-    };
     let mut out = vec![
         (
             "parameters".into(),

@@ -200,7 +200,7 @@ def conv_transpose(n, ins, outs):
     return numel(x) * numel(w[1:])
 
 
-def matmul(n, ins, outs, b_at):
+def matmul(n, ins, outs):
     a = need(ins, 0, "A", n)
     y = need_out(outs, 0, "Y", n)
     k = a[-1]
@@ -311,8 +311,6 @@ def attention(n, ins, outs, quantized):
 
 
 def multi_head_attention(n, ins, outs):
-    at = attrs(n)
-    heads = int(at["num_heads"])
     q = need(ins, 0, "query", n)
     key, value = opt(ins, 1), opt(ins, 2)
     if len(ins) > 8 and ins[8] is not None:
@@ -341,7 +339,6 @@ def multi_head_attention(n, ins, outs):
         t = present_key[2]
     else:
         t = (past_key[2] if past_key is not None else 0) + length
-    del heads
     return b * s * t * (dq + dv)
 
 
@@ -378,10 +375,8 @@ def node_macs(n, ins, outs, const_values=None):
         return conv(n, ins, outs, 3)
     if op == "ConvTranspose":
         return conv_transpose(n, ins, outs)
-    if op in ("MatMul", "MatMulInteger"):
-        return matmul(n, ins, outs, 1)
-    if op == "QLinearMatMul":
-        return matmul(n, ins, outs, 3)
+    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
+        return matmul(n, ins, outs)  # A is input 0 in all three
     if op == "FusedMatMul":
         return fused_matmul(n, ins, outs)
     if op in ("Gemm", "QGemm"):
