@@ -13,9 +13,10 @@ use std::fmt;
 
 use candle_core::{Device, Tensor as CTensor};
 
-use super::kernels::{self, first_line, Cx};
-use crate::analysis::ops::{parse_graph, Op};
-use crate::ir::{DType, Graph, NodeId, Tensor, ValueId, Values};
+use super::kernels::{self, first_line, to_ints, Cx};
+use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
+use crate::analysis::ops::{parse_graph, Op, OpCx};
+use crate::ir::{DType, Dim, Graph, NodeId, Tensor, ValueId, Values};
 
 /// The most elements one tensor a kernel makes may have (tiles, pads, ranges, constants): 2^28
 /// f64 values are 2 GiB.
@@ -94,6 +95,7 @@ pub struct Executor<'g> {
     graph: &'g Graph,
     /// Every node's typed op, parsed once.
     ops: Vec<Op>,
+    opset: i64,
     cache: HashMap<ValueId, CTensor>,
     /// Most intermediate values held at once during the last `eval`.
     peak_live: usize,
@@ -106,6 +108,7 @@ impl<'g> Executor<'g> {
         Executor {
             graph,
             ops: parse_graph(graph, opset),
+            opset,
             cache: HashMap::new(),
             peak_live: 0,
         }
@@ -135,7 +138,7 @@ impl<'g> Executor<'g> {
         feeds: &HashMap<ValueId, CTensor>,
         wanted: &[ValueId],
     ) -> Result<Vec<CTensor>, ExecError> {
-        let (graph, ops, cache) = (self.graph, &self.ops, &mut self.cache);
+        let (graph, ops, cache, opset) = (self.graph, &self.ops, &mut self.cache, self.opset);
         let mut producer_pos: HashMap<ValueId, usize> = HashMap::new();
         let mut last_use: HashMap<ValueId, usize> = HashMap::new();
         let mut steps = Vec::with_capacity(nodes.len());
@@ -156,6 +159,8 @@ impl<'g> Executor<'g> {
         }
         let wanted_set: HashSet<ValueId> = wanted.iter().copied().collect();
         let mut env: HashMap<ValueId, CTensor> = HashMap::new();
+        // element types, where known: what a value holds beyond its f64 numbers
+        let mut dtypes: HashMap<ValueId, DType> = HashMap::new();
         self.peak_live = 0;
         for (pos, &(node, op)) in steps.iter().enumerate() {
             kernels::static_check(graph, node, op).map_err(|reason| match op {
@@ -183,9 +188,25 @@ impl<'g> Executor<'g> {
                     ),
                 });
             }
-            let cx = Cx { node, op, inputs };
+            let in_dtypes: Vec<Option<DType>> = node
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| dtypes.get(&v).copied().or_else(|| source_dtype(graph, v))))
+                .collect();
+            let cx = Cx {
+                node,
+                op,
+                inputs,
+                dtypes: in_dtypes,
+            };
             let outs = kernels::run(&cx)?;
+            let out_dtypes = output_dtypes(&cx, opset, outs.len());
             drop(cx);
+            for (v, d) in node.outputs.iter().zip(out_dtypes) {
+                if let (Some(v), Some(d)) = (v, d) {
+                    dtypes.insert(*v, d);
+                }
+            }
             for (slot, v) in node.outputs.iter().enumerate() {
                 let Some(v) = *v else { continue };
                 let Some(t) = outs.get(slot) else {
@@ -222,6 +243,61 @@ impl<'g> Executor<'g> {
             })
             .collect()
     }
+}
+
+/// The element type a graph input declares or an initializer stores.
+fn source_dtype(graph: &Graph, v: ValueId) -> Option<DType> {
+    let value = graph.values.get(v)?;
+    match &value.init {
+        Some(t) => Some(t.dtype),
+        None => value.declared.as_ref().and_then(|d| d.dtype),
+    }
+}
+
+/// The element types of a node's `n` outputs, from the analysis' inference on the concrete shapes
+/// (and the values of small integer inputs: `ConstantOfShape`'s shape, `TopK`'s k): the one
+/// description of each op. An output it cannot type takes input 0's type.
+fn output_dtypes(cx: &Cx, opset: i64, n: usize) -> Vec<Option<DType>> {
+    let facts: Vec<Option<Fact>> = cx
+        .inputs
+        .iter()
+        .zip(&cx.dtypes)
+        .map(|(t, &dtype)| {
+            let t = t.as_ref()?;
+            let shape = t
+                .dims()
+                .iter()
+                .map(|&d| i64::try_from(d).map(Dim::known))
+                .collect::<Result<Vec<_>, _>>()
+                .ok()?;
+            let mut fact = Fact::new(dtype, shape);
+            if dtype.is_some_and(DType::is_int) && (t.elem_count() as u64) <= MAX_FOLD_ELEMS {
+                fact.value = to_ints(t)
+                    .ok()
+                    .map(|v| Konst::Int(v.into_iter().map(Dim::known).collect()));
+            }
+            Some(fact)
+        })
+        .collect();
+    let inferred = cx.op.def().and_then(|def| {
+        (def.infer)(&OpCx {
+            node: cx.node,
+            op: cx.op,
+            inputs: facts.iter().map(Option::as_ref).collect(),
+            opset,
+        })
+        .ok()
+    });
+    let first = cx.dtypes.first().copied().flatten();
+    (0..n)
+        .map(|i| {
+            inferred
+                .as_ref()
+                .and_then(|f| f.get(i))
+                .and_then(|f| f.dtype)
+                .or(first)
+        })
+        .collect()
 }
 
 /// A value evaluation reads: computed by an earlier node, fed, or an initializer (converted

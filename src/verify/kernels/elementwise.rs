@@ -23,8 +23,18 @@ pub fn mul(cx: &Cx) -> OpResult {
     binary(cx, CTensor::broadcast_mul)
 }
 
+/// Integers divide truncating toward zero, as onnxruntime's (C++) integer division does: a
+/// shape computation's `d / heads` stays an integer.
 pub fn div(cx: &Cx) -> OpResult {
-    binary(cx, CTensor::broadcast_div)
+    if !(cx.is_int(0) && cx.is_int(1)) {
+        return binary(cx, CTensor::broadcast_div);
+    }
+    let Broadcast { a, b, shape } = broadcast_values(cx, cx.input(0)?, cx.input(1)?)?;
+    if b.contains(&0.0) {
+        return Err(cx.fail("integer division by zero"));
+    }
+    let y = a.iter().zip(&b).map(|(x, d)| (x / d).trunc()).collect();
+    one(tensor(y, &shape).at(cx)?)
 }
 
 /// `f64::powf` element by element: candle's pow goes through `exp(log)` and loses negative bases.
@@ -377,6 +387,35 @@ mod tests {
         // (d - x) * c, negated
         assert_close(&flat(&out[1]), &[-9.0, -18.0, -1.0, -8.0]);
         assert_close(&flat(&out[2]), &[10.0, 20.0, 10.0, 20.0]);
+    }
+
+    #[test]
+    fn integers_divide_truncating_and_floats_do_not() {
+        let mut g = G::new();
+        g.input("x", &[2], vec![7.0, -7.0])
+            .init_i64("i", vec![7, -7])
+            .init_i64("d", vec![2])
+            .init("h", &[1], vec![2.0])
+            .node("Div", &["i", "d"], &["q"], vec![])
+            .node("Div", &["x", "h"], &["f"], vec![])
+            // the type follows through ops: a Shape's dims are int64, so is their Concat
+            .node("Shape", &["x"], &["s"], vec![])
+            .node("Concat", &["s", "i"], &["c"], vec![("axis", Attr::Int(0))])
+            .node("Div", &["c", "d"], &["cq"], vec![]);
+        let out = g.run(&["q", "f", "cq"]).unwrap();
+        assert_close(&flat(&out[0]), &[3.0, -3.0]);
+        assert_close(&flat(&out[1]), &[3.5, -3.5]);
+        assert_close(&flat(&out[2]), &[1.0, 3.0, -3.0]);
+    }
+
+    #[test]
+    fn integer_division_by_zero_fails() {
+        let mut g = G::new();
+        g.init_i64("i", vec![7])
+            .init_i64("z", vec![0])
+            .node("Div", &["i", "z"], &["q"], vec![]);
+        let err = g.run(&["q"]).unwrap_err();
+        assert!(err.to_string().contains("division by zero"), "{err}");
     }
 
     #[test]

@@ -210,12 +210,14 @@ pub(crate) fn static_check(graph: &Graph, node: &Node, op: &Op) -> Result<(), St
 // ---------------------------------------------------------------------------------------------
 // Op context
 
-/// One node being evaluated: its typed op and its input tensors (`None` for omitted optional
-/// inputs).
+/// One node being evaluated: its typed op, its input tensors (`None` for omitted optional
+/// inputs) and their element types where known (every tensor is f64: the types say which hold
+/// integers).
 pub(crate) struct Cx<'a> {
     pub node: &'a Node,
     pub op: &'a Op,
     pub inputs: Vec<Option<CTensor>>,
+    pub dtypes: Vec<Option<DType>>,
 }
 
 /// The typed attributes of the op a kernel is registered for; another variant is an error naming
@@ -269,6 +271,15 @@ impl Cx<'_> {
             self.node.op_type,
             op.name().unwrap_or("an unknown op")
         ))
+    }
+
+    /// Whether input `i` is known to hold integers.
+    pub fn is_int(&self, i: usize) -> bool {
+        self.dtypes
+            .get(i)
+            .copied()
+            .flatten()
+            .is_some_and(DType::is_int)
     }
 
     pub fn opt(&self, i: usize) -> Option<&CTensor> {
