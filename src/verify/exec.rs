@@ -120,9 +120,9 @@ impl<'g> Executor<'g> {
         nodes
             .iter()
             .filter_map(|&id| match (self.graph.nodes.get(id), self.ops.get(id)) {
-                (Some(node), Some(op)) => kernels::static_check(self.graph, node, op)
-                    .err()
-                    .map(|why| (id, why)),
+                (Some(node), Some(op)) => {
+                    kernels::static_check(node, op).err().map(|why| (id, why))
+                }
                 _ => Some((id, format!("there is no node #{id}"))),
             })
             .collect()
@@ -163,7 +163,7 @@ impl<'g> Executor<'g> {
         let mut dtypes: HashMap<ValueId, DType> = HashMap::new();
         self.peak_live = 0;
         for (pos, &(node, op)) in steps.iter().enumerate() {
-            kernels::static_check(graph, node, op).map_err(|reason| match op {
+            kernels::static_check(node, op).map_err(|reason| match op {
                 Op::Malformed(_) => ExecError::Failed {
                     node: node.name.clone(),
                     message: reason,

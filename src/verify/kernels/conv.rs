@@ -12,9 +12,9 @@
 use candle_core::Tensor as CTensor;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::{attrs, one, At, Cx, OpResult};
-use crate::analysis::ops::conv::Window;
-use crate::verify::exec::ExecError;
+use super::{advance, attrs, checked_product, one, At, Cx, OpResult};
+use crate::analysis::ops::conv::{AutoPad, Window};
+use crate::verify::exec::{ExecError, MAX_ELEMENTS};
 
 /// One spatial axis of a window over a concrete input: [`crate::analysis::ops::conv::AxisPlan`]
 /// in `usize`.
@@ -76,20 +76,20 @@ fn narrow_out(cx: &Cx, y: CTensor, axes: &[Axis]) -> Result<CTensor, ExecError> 
     Ok(y)
 }
 
-pub fn conv(cx: &Cx) -> OpResult {
-    let c = attrs!(cx, Conv);
-    let x = cx.input(0)?;
-    let w = cx.input(1)?;
-    let n = match x.rank() {
-        r @ (3 | 4) => r - 2,
-        r if r > 4 => {
-            return Err(cx.unsupported(format!(
-                "{}-D convolution is not supported by the interpreter (1-D and 2-D only)",
-                r - 2
-            )))
-        }
-        r => return Err(cx.fail(format!("input has rank {r}, expected (N, C, spatial...)"))),
-    };
+/// The group count and the kernel (the weight's spatial dims, which `kernel_shape` must equal).
+fn group_and_kernel(
+    cx: &Cx,
+    x: &CTensor,
+    w: &CTensor,
+    group: i64,
+    kernel_shape: &Option<Vec<i64>>,
+) -> Result<(usize, Vec<i64>), ExecError> {
+    if x.rank() < 3 {
+        return Err(cx.fail(format!(
+            "input has rank {}, expected (N, C, spatial...)",
+            x.rank()
+        )));
+    }
     if w.rank() != x.rank() {
         return Err(cx.fail(format!(
             "input has rank {} but the weight has rank {}",
@@ -97,15 +97,48 @@ pub fn conv(cx: &Cx) -> OpResult {
             w.rank()
         )));
     }
-    let group = usize::try_from(c.group)
+    let group = usize::try_from(group)
         .ok()
         .filter(|&g| g > 0)
-        .ok_or_else(|| {
-            cx.fail(format!(
-                "attribute 'group' must be positive, found {}",
-                c.group
-            ))
-        })?;
+        .ok_or_else(|| cx.fail(format!("attribute 'group' must be positive, found {group}")))?;
+    let kernel = &w.dims()[2..];
+    let kernel_i64 = kernel
+        .iter()
+        .map(|&k| i64::try_from(k))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| cx.fail("the kernel is too large"))?;
+    if let Some(k) = kernel_shape {
+        if *k != kernel_i64 {
+            return Err(cx.fail(format!(
+                "attribute kernel_shape {k:?} does not match the weight's {kernel:?}"
+            )));
+        }
+    }
+    Ok((group, kernel_i64))
+}
+
+/// `y + B` with the bias `[m]` on axis 1.
+fn add_bias(cx: &Cx, y: CTensor, m: usize) -> Result<CTensor, ExecError> {
+    let Some(b) = cx.opt(2) else {
+        return Ok(y);
+    };
+    if b.dims() != [m] {
+        return Err(cx.fail(format!("bias has shape {:?}, expected [{m}]", b.dims())));
+    }
+    let mut shape = vec![1, m];
+    shape.resize(y.rank(), 1);
+    y.broadcast_add(&b.reshape(shape).at(cx)?).at(cx)
+}
+
+fn flat(cx: &Cx, t: &CTensor) -> Result<Vec<f64>, ExecError> {
+    t.flatten_all().and_then(|t| t.to_vec1::<f64>()).at(cx)
+}
+
+pub fn conv(cx: &Cx) -> OpResult {
+    let c = attrs!(cx, Conv);
+    let x = cx.input(0)?;
+    let w = cx.input(1)?;
+    let (group, kernel) = group_and_kernel(cx, x, w, c.group, &c.window.kernel_shape)?;
     let (ch, m, wc) = (x.dims()[1], w.dims()[0], w.dims()[1]);
     if wc.checked_mul(group) != Some(ch) {
         return Err(cx.fail(format!(
@@ -117,20 +150,7 @@ pub fn conv(cx: &Cx) -> OpResult {
             "{m} output channels do not split into {group} groups"
         )));
     }
-    let kernel = &w.dims()[2..];
-    let kernel_i64 = kernel
-        .iter()
-        .map(|&k| i64::try_from(k))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| cx.fail("the kernel is too large"))?;
-    if let Some(k) = &c.window.kernel_shape {
-        if *k != kernel_i64 {
-            return Err(cx.fail(format!(
-                "attribute kernel_shape {k:?} does not match the weight's {kernel:?}"
-            )));
-        }
-    }
-    let win = c.window.window(kernel_i64).map_err(|e| cx.fail(e))?;
+    let win = c.window.window(kernel).map_err(|e| cx.fail(e))?;
     let axes = plan(cx, &win, &x.dims()[2..])?;
     // as 2-D: a 1-D convolution is one of height 1
     let unit = Axis {
@@ -145,7 +165,21 @@ pub fn conv(cx: &Cx) -> OpResult {
     let (ah, aw) = match axes.as_slice() {
         [a] => (unit, *a),
         [h, w] => (*h, *w),
-        _ => return Err(cx.fail("expected 1 or 2 spatial axes")),
+        _ => {
+            let y = conv_direct(
+                &flat(cx, x)?,
+                &flat(cx, w)?,
+                x.dims(),
+                w.dims(),
+                group,
+                &axes,
+            )
+            .map_err(|e| cx.fail(e))?;
+            let mut shape = vec![x.dims()[0], m];
+            shape.extend(axes.iter().map(|a| a.out));
+            let y = CTensor::from_vec(y, shape, &candle_core::Device::Cpu).at(cx)?;
+            return one(add_bias(cx, y, m)?);
+        }
     };
     let geometry = Geometry {
         input: [x.dims()[0], ch, ah.len, aw.len],
@@ -155,25 +189,242 @@ pub fn conv(cx: &Cx) -> OpResult {
         dilations: [ah.dilation, aw.dilation],
         pads: [ah.begin, aw.begin, ah.end, aw.end],
     };
-    let data = |t: &CTensor| t.flatten_all().and_then(|t| t.to_vec1::<f64>()).at(cx);
     let (out, [b, m_out, ho, wo]) =
-        conv2d(&data(x)?, &data(w)?, &geometry).map_err(|e| cx.fail(e))?;
-    let shape = if n == 1 {
+        conv2d(&flat(cx, x)?, &flat(cx, w)?, &geometry).map_err(|e| cx.fail(e))?;
+    let shape = if axes.len() == 1 {
         vec![b, m_out, wo]
     } else {
         vec![b, m_out, ho, wo]
     };
     let y = CTensor::from_vec(out, shape, &candle_core::Device::Cpu).at(cx)?;
-    let mut y = narrow_out(cx, y, &axes)?;
-    if let Some(b) = cx.opt(2) {
-        if b.dims() != [m] {
-            return Err(cx.fail(format!("bias has shape {:?}, expected [{m}]", b.dims())));
-        }
-        let mut shape = vec![1, m];
-        shape.resize(n + 2, 1);
-        y = y.broadcast_add(&b.reshape(shape).at(cx)?).at(cx)?;
+    let y = narrow_out(cx, y, &axes)?;
+    one(add_bias(cx, y, m)?)
+}
+
+/// Per spatial axis and (output or input position, tap): the position on the other side, if it is
+/// inside. `Conv` reads input `o·s + k·d - begin`; `ConvTranspose` writes output `i·s + k·d -
+/// begin`.
+fn taps(a: &Axis, positions: usize, targets: usize) -> Vec<Option<usize>> {
+    (0..positions * a.kernel)
+        .map(|j| {
+            let (p, k) = (j / a.kernel, j % a.kernel);
+            (p * a.stride + k * a.dilation)
+                .checked_sub(a.begin)
+                .filter(|&t| t < targets)
+        })
+        .collect()
+}
+
+/// Row-major strides of `dims`.
+fn strides(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * dims[i + 1];
     }
-    one(y)
+    s
+}
+
+/// A convolution over any number of spatial axes, by its definition (for the 3-D and higher ones
+/// [`conv2d`] does not lower).
+fn conv_direct(
+    x: &[f64],
+    w: &[f64],
+    xd: &[usize],
+    wd: &[usize],
+    group: usize,
+    axes: &[Axis],
+) -> Result<Vec<f64>, String> {
+    let (n, c, m, cg) = (xd[0], xd[1], wd[0], wd[1]);
+    let mg = m / group;
+    let in_dims: Vec<usize> = axes.iter().map(|a| a.len).collect();
+    let out_dims: Vec<usize> = axes.iter().map(|a| a.out).collect();
+    let kernel: Vec<usize> = axes.iter().map(|a| a.kernel).collect();
+    let size = |d: &[usize]| checked_product(d).ok_or("the convolution is too large");
+    let (in_size, out_size, k_size) = (size(&in_dims)?, size(&out_dims)?, size(&kernel)?);
+    let total = size(&[n, m, out_size])?;
+    if size(xd)? != x.len() || size(wd)? != w.len() {
+        return Err("the data does not match the shapes".into());
+    }
+    let tables: Vec<Vec<Option<usize>>> = axes.iter().map(|a| taps(a, a.out, a.len)).collect();
+    let (row, krow) = (strides(&in_dims), strides(&kernel));
+    let mut y = Vec::with_capacity(total);
+    let (mut o, mut k) = (vec![0; axes.len()], vec![0; axes.len()]);
+    for b in 0..n {
+        for oc in 0..m {
+            let gi = oc / mg;
+            loop {
+                let mut acc = 0.0;
+                loop {
+                    let offset = (0..axes.len()).try_fold(0, |off, i| {
+                        tables[i][o[i] * kernel[i] + k[i]].map(|p| off + p * row[i])
+                    });
+                    if let Some(off) = offset {
+                        let kf: usize = k.iter().zip(&krow).map(|(a, b)| a * b).sum();
+                        for ci in 0..cg {
+                            let xi = (b * c + gi * cg + ci) * in_size + off;
+                            let wi = (oc * cg + ci) * k_size + kf;
+                            acc += x[xi] * w[wi];
+                        }
+                    }
+                    if !advance(&mut k, &kernel) {
+                        break;
+                    }
+                }
+                y.push(acc);
+                if !advance(&mut o, &out_dims) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(y)
+}
+
+/// Splits the total padding a transposed convolution's output size implies (from `output_shape`,
+/// or SAME's `in · s`) as the spec says and onnxruntime does: an odd cell goes to the end for
+/// SAME_UPPER, to the beginning otherwise. (onnxruntime's fixtures decide it: older onnxruntime
+/// sources and the ONNX reference implementation split some of these cases the other way.)
+fn split_padding(auto_pad: AutoPad, total: usize) -> (usize, usize) {
+    if auto_pad == AutoPad::SameUpper {
+        (total / 2, total - total / 2)
+    } else {
+        (total - total / 2, total / 2)
+    }
+}
+
+/// `ConvTranspose`, by its definition: each input cell scatters `x · w` into the outputs
+/// `i·s + k·d - begin`. The output size is `output_shape` (which overrides `pads`), else `in · s`
+/// for SAME, else `(in - 1)·s + output_padding + (k - 1)·d + 1 - pads`.
+pub fn conv_transpose(cx: &Cx) -> OpResult {
+    let t = attrs!(cx, ConvTranspose);
+    let x = cx.input(0)?;
+    let w = cx.input(1)?;
+    let (group, kernel) = group_and_kernel(cx, x, w, t.conv.group, &t.conv.window.kernel_shape)?;
+    let (n, c, mg) = (x.dims()[0], x.dims()[1], w.dims()[1]);
+    if w.dims()[0] != c || c % group != 0 {
+        return Err(cx.fail(format!(
+            "input has {c} channels, the weight {} and group is {group}",
+            w.dims()[0]
+        )));
+    }
+    let cg = c / group;
+    let m = mg
+        .checked_mul(group)
+        .ok_or_else(|| cx.fail("too many output channels"))?;
+    let win = t.conv.window.window(kernel).map_err(|e| cx.fail(e))?;
+    let spatial = &x.dims()[2..];
+    let r = spatial.len();
+    let adj = match &t.output_padding {
+        None => vec![0; r],
+        Some(v) if v.len() == r => v
+            .iter()
+            .map(|&p| usize::try_from(p))
+            .collect::<Result<_, _>>()
+            .map_err(|_| cx.fail(format!("output_padding {v:?} has a negative value")))?,
+        Some(v) => {
+            return Err(cx.fail(format!(
+                "attribute 'output_padding' has {} values, expected {r}",
+                v.len()
+            )))
+        }
+    };
+    let out_shape: Option<&[i64]> = match t.output_shape.as_deref() {
+        None => None,
+        Some(v) if v.len() == r => Some(v),
+        Some(v) if v.len() == r + 2 => Some(&v[2..]),
+        Some(v) => {
+            return Err(cx.fail(format!(
+                "attribute 'output_shape' has {} values, expected {r}",
+                v.len()
+            )))
+        }
+    };
+    let ovf = || cx.fail("transposed convolution sizes overflow");
+    let usize_of = |v: i64| usize::try_from(v).map_err(|_| ovf());
+    let mut axes = Vec::with_capacity(r);
+    for i in 0..r {
+        let (len, k) = (spatial[i], usize_of(win.kernel[i])?);
+        let (s, d) = (usize_of(win.strides[i])?, usize_of(win.dilations[i])?);
+        if len == 0 {
+            return Err(cx.fail(format!("spatial axis {i} is empty")));
+        }
+        let full = (len - 1)
+            .checked_mul(s)
+            .and_then(|v| v.checked_add(adj[i]))
+            .and_then(|v| v.checked_add((k - 1).checked_mul(d)? + 1))
+            .ok_or_else(ovf)?;
+        let same = matches!(win.auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
+        let target = match out_shape {
+            Some(o) => Some(usize_of(o[i])?),
+            None if same => Some(len.checked_mul(s).ok_or_else(ovf)?),
+            None => None,
+        };
+        let (begin, end) = match (target, win.auto_pad) {
+            (Some(out), _) => split_padding(win.auto_pad, full.saturating_sub(out)),
+            (None, AutoPad::Valid) => (0, 0),
+            (None, _) => (usize_of(win.pads[i])?, usize_of(win.pads[i + r])?),
+        };
+        let out = full
+            .checked_sub(begin + end)
+            .filter(|&o| o > 0)
+            .ok_or_else(|| cx.fail(format!("the output of spatial axis {i} is empty")))?;
+        axes.push(Axis {
+            len,
+            out,
+            begin,
+            end,
+            kernel: k,
+            stride: s,
+            dilation: d,
+        });
+    }
+    let in_dims: Vec<usize> = spatial.to_vec();
+    let out_dims: Vec<usize> = axes.iter().map(|a| a.out).collect();
+    let kernel: Vec<usize> = axes.iter().map(|a| a.kernel).collect();
+    let size = |d: &[usize]| checked_product(d).ok_or_else(ovf);
+    let (in_size, out_size, k_size) = (size(&in_dims)?, size(&out_dims)?, size(&kernel)?);
+    let total = size(&[n, m, out_size])?;
+    if total > MAX_ELEMENTS {
+        return Err(cx.fail("the output is too large"));
+    }
+    let (xv, wv) = (flat(cx, x)?, flat(cx, w)?);
+    let tables: Vec<Vec<Option<usize>>> = axes.iter().map(|a| taps(a, a.len, a.out)).collect();
+    let (row, krow) = (strides(&out_dims), strides(&kernel));
+    let mut y = vec![0.0; total];
+    let (mut i, mut k) = (vec![0; r], vec![0; r]);
+    for b in 0..n {
+        for ic in 0..c {
+            let gi = ic / cg;
+            let xin = (b * c + ic) * in_size;
+            let mut i_flat = 0;
+            loop {
+                let v = xv[xin + i_flat];
+                loop {
+                    let offset = (0..r).try_fold(0, |off, a| {
+                        tables[a][i[a] * kernel[a] + k[a]].map(|p| off + p * row[a])
+                    });
+                    if let Some(off) = offset {
+                        let kf: usize = k.iter().zip(&krow).map(|(a, b)| a * b).sum();
+                        for om in 0..mg {
+                            let yo = (b * m + gi * mg + om) * out_size + off;
+                            y[yo] += v * wv[(ic * mg + om) * k_size + kf];
+                        }
+                    }
+                    if !advance(&mut k, &kernel) {
+                        break;
+                    }
+                }
+                i_flat += 1;
+                if !advance(&mut i, &in_dims) {
+                    break;
+                }
+            }
+        }
+    }
+    let mut shape = vec![n, m];
+    shape.extend_from_slice(&out_dims);
+    let y = CTensor::from_vec(y, shape, &candle_core::Device::Cpu).at(cx)?;
+    one(add_bias(cx, y, m)?)
 }
 
 /// A 2-D convolution's geometry (a 1-D one has `h = kh = 1`).
@@ -637,5 +888,124 @@ mod tests {
         let r = ramp(16);
         let want: Vec<f64> = r[0..4].iter().chain(&r[8..12]).copied().collect();
         assert_close(&flat(&y[0]), &want);
+    }
+
+    #[test]
+    fn direct_convolution_matches_the_lowered_one() {
+        // the 2-D geometries of matches_the_definition_in_every_geometry, through conv_direct
+        let cases = [
+            ([2, 6, 7, 9], [4, 6, 3, 3], 1, [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 6, 8, 8], [6, 3, 3, 2], 2, [2, 1], [1, 2], [0, 1, 2, 0]),
+            ([1, 4, 6, 6], [4, 1, 2, 3], 4, [1, 2], [2, 1], [1, 0, 0, 1]),
+        ];
+        for (input, kernel, group, strides, dilations, pads) in cases {
+            let g = Geometry {
+                input,
+                kernel,
+                group,
+                strides,
+                dilations,
+                pads,
+            };
+            let [ho, wo] = g.output().unwrap();
+            let axis = |i: usize, out: usize| Axis {
+                len: input[2 + i],
+                out,
+                begin: pads[i],
+                end: pads[2 + i],
+                kernel: kernel[2 + i],
+                stride: strides[i],
+                dilation: dilations[i],
+            };
+            let x = ramp_scaled(input.iter().product(), 0.1);
+            let w = ramp_scaled(kernel.iter().product(), 0.05);
+            let (want, _) = conv2d(&x, &w, &g).unwrap();
+            let got =
+                conv_direct(&x, &w, &input, &kernel, group, &[axis(0, ho), axis(1, wo)]).unwrap();
+            assert_close(&got, &want);
+        }
+    }
+
+    #[test]
+    fn conv_3d() {
+        // a 2x2x2 kernel of ones over a 2x2x3 ramp: sums of the two 2x2x2 windows
+        let mut g = G::new();
+        g.input("x", &[1, 1, 2, 2, 3], ramp(12))
+            .init("w", &[1, 1, 2, 2, 2], vec![1.0; 8])
+            .node("Conv", &["x", "w"], &["y"], vec![]);
+        let y = g.run1("y");
+        assert_eq!(y.dims(), [1, 1, 1, 1, 2]);
+        // 0+1+3+4+6+7+9+10 and each + 1
+        assert_close(&flat(&y), &[40.0, 48.0]);
+    }
+
+    fn conv_transpose_1d(attrs: Vec<(&str, Attr)>) -> CTensor {
+        // x = [1, 2], w = [1, 1, 1], stride 2: the full output is [1, 1, 3, 2, 2]
+        let mut g = G::new();
+        g.input("x", &[1, 1, 2], vec![1.0, 2.0])
+            .init("w", &[1, 1, 3], vec![1.0; 3])
+            .node("ConvTranspose", &["x", "w"], &["y"], attrs);
+        g.run1("y")
+    }
+
+    #[test]
+    fn conv_transpose_scatters_by_stride() {
+        let s2 = || ("strides", ints(&[2]));
+        assert_close(
+            &flat(&conv_transpose_1d(vec![s2()])),
+            &[1.0, 1.0, 3.0, 2.0, 2.0],
+        );
+        assert_close(
+            &flat(&conv_transpose_1d(vec![s2(), ("pads", ints(&[1, 1]))])),
+            &[1.0, 3.0, 2.0],
+        );
+        assert_close(
+            &flat(&conv_transpose_1d(vec![
+                s2(),
+                ("output_padding", ints(&[1])),
+            ])),
+            &[1.0, 1.0, 3.0, 2.0, 2.0, 0.0],
+        );
+        // output_shape 3: total padding 2, one cell each side
+        assert_close(
+            &flat(&conv_transpose_1d(vec![s2(), ("output_shape", ints(&[3]))])),
+            &[1.0, 3.0, 2.0],
+        );
+    }
+
+    #[test]
+    fn conv_transpose_with_groups_and_bias() {
+        // group 2: channel 0 -> output 0 (w 1), channel 1 -> output 1 (w 2); kernel 1
+        let mut g = G::new();
+        g.input("x", &[1, 2, 2], vec![1.0, 2.0, 3.0, 4.0])
+            .init("w", &[2, 1, 1], vec![1.0, 2.0])
+            .init("b", &[2], vec![0.5, -1.0])
+            .node(
+                "ConvTranspose",
+                &["x", "w", "b"],
+                &["y"],
+                vec![("group", Attr::Int(2))],
+            );
+        assert_close(&flat(&g.run1("y")), &[1.5, 2.5, 5.0, 7.0]);
+    }
+
+    #[test]
+    fn odd_paddings_of_a_transposed_convolution_split_as_the_spec_says() {
+        // full output [1, 1, 3, 2, 2]; SAME wants 4 cells, output_shape 4 too: one cell of padding,
+        // at the end for SAME_UPPER, at the beginning for SAME_LOWER and for output_shape
+        let same = |mode: &str| {
+            conv_transpose_1d(vec![
+                ("strides", ints(&[2])),
+                ("auto_pad", Attr::String(mode.as_bytes().to_vec())),
+            ])
+        };
+        assert_close(&flat(&same("SAME_UPPER")), &[1.0, 1.0, 3.0, 2.0]);
+        assert_close(&flat(&same("SAME_LOWER")), &[1.0, 3.0, 2.0, 2.0]);
+        let shaped = conv_transpose_1d(vec![
+            ("strides", ints(&[2])),
+            ("output_shape", ints(&[4])),
+            ("pads", ints(&[0, 3])),
+        ]);
+        assert_close(&flat(&shaped), &[1.0, 3.0, 2.0, 2.0]);
     }
 }

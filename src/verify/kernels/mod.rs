@@ -23,7 +23,7 @@ use candle_core::{Device, Tensor as CTensor};
 use super::exec::ExecError;
 use crate::analysis::ops::source::ConstantForm;
 use crate::analysis::ops::Op;
-use crate::ir::{DType, Graph, Node};
+use crate::ir::{DType, Node};
 
 pub(crate) type OpResult = Result<Vec<CTensor>, ExecError>;
 pub(crate) type KernelFn = fn(&Cx) -> OpResult;
@@ -47,6 +47,7 @@ static KERNELS: &[(&str, KernelFn)] = &[
     ("Constant", source::constant),
     ("ConstantOfShape", source::constant_of_shape),
     ("Conv", conv::conv),
+    ("ConvTranspose", conv::conv_transpose),
     ("Div", ew::div),
     ("Dropout", ew::dropout),
     ("Equal", ew::equal),
@@ -144,7 +145,7 @@ pub(crate) fn run(cx: &Cx) -> OpResult {
 
 /// What can be known without running: the op is implemented, its attributes parsed, and the
 /// forms it takes are ones the kernels compute.
-pub(crate) fn static_check(graph: &Graph, node: &Node, op: &Op) -> Result<(), String> {
+pub(crate) fn static_check(node: &Node, op: &Op) -> Result<(), String> {
     match op {
         Op::Opaque if !(node.domain.is_empty() || node.domain == "ai.onnx") => {
             return Err(format!(
@@ -167,22 +168,6 @@ pub(crate) fn static_check(graph: &Graph, node: &Node, op: &Op) -> Result<(), St
         }
     };
     match op {
-        Op::Conv(c) => {
-            let w_rank = node
-                .input(1)
-                .and_then(|w| graph.values.get(w))
-                .and_then(|w| w.init.as_ref())
-                .map(|t| t.dims.len());
-            let spatial = match &c.window.kernel_shape {
-                Some(k) => Some(k.len()),
-                None => w_rank.map(|r| r.saturating_sub(2)),
-            };
-            if let Some(n) = spatial.filter(|&n| n > 2) {
-                return Err(format!(
-                    "{n}-D convolution is not supported by the interpreter (1-D and 2-D only)"
-                ));
-            }
-        }
         Op::BatchNormalization(b) => {
             if b.training_mode {
                 return Err("training_mode=1 is not supported (inference only)".into());
@@ -378,6 +363,18 @@ pub(crate) fn tensor(data: Vec<f64>, shape: &[usize]) -> candle_core::Result<CTe
 
 pub(crate) fn map(t: &CTensor, f: impl Fn(f64) -> f64) -> candle_core::Result<CTensor> {
     tensor(values(t)?.into_iter().map(f).collect(), t.dims())
+}
+
+/// Advances a row-major multi-index over `limits`; false when it wraps to zero.
+pub(crate) fn advance(index: &mut [usize], limits: &[usize]) -> bool {
+    for (i, l) in index.iter_mut().zip(limits).rev() {
+        *i += 1;
+        if *i < *l {
+            return true;
+        }
+        *i = 0;
+    }
+    false
 }
 
 pub(crate) fn checked_product(dims: &[usize]) -> Option<usize> {

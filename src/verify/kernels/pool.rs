@@ -9,7 +9,7 @@
 use candle_core::Tensor as CTensor;
 
 use super::conv::{plan, Axis};
-use super::{attrs, checked_product, one, tensor, values, At, Cx, OpResult};
+use super::{advance, attrs, checked_product, one, tensor, values, At, Cx, OpResult};
 use crate::analysis::ops::pool::Pool;
 use crate::verify::exec::ExecError;
 
@@ -31,18 +31,6 @@ fn cell(a: &Axis, o: usize, k: usize) -> Cell {
         Some(i) if i - a.len < a.end => Cell::Pad,
         Some(_) => Cell::PastEnd,
     }
-}
-
-/// Advances a row-major multi-index over `limits`; false when it wraps to zero.
-fn advance(index: &mut [usize], limits: &[usize]) -> bool {
-    for (i, l) in index.iter_mut().zip(limits).rev() {
-        *i += 1;
-        if *i < *l {
-            return true;
-        }
-        *i = 0;
-    }
-    false
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
