@@ -24,8 +24,6 @@ use serde_json::Value;
 const SKIPPED: &[(&str, &str)] = &[
     ("conv3x3_64_128", "its input was too large to record"),
     ("ops__batchnorm_training_opset15", "training mode"),
-    ("ops__einsum_attention_scores", "Einsum"),
-    ("ops__einsum_matmul", "Einsum"),
     ("ops__resize_roi_scales_opset11", "Resize"),
     ("ops__resize_scales_downsample_floor", "Resize"),
     ("ops__resize_scales_linear", "Resize"),

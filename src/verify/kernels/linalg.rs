@@ -1,6 +1,11 @@
-//! Matrix products: `Gemm` and `MatMul`.
+//! Matrix products: `Gemm`, `MatMul` and `Einsum`.
 
-use super::{attrs, one, At, Cx, OpResult};
+use candle_core::Tensor as CTensor;
+
+use super::{advance, attrs, checked_product, one, tensor, values, At, Cx, OpResult};
+use crate::analysis::ops::linalg::parse_einsum;
+use crate::analysis::ops::InferError;
+use crate::verify::exec::MAX_ELEMENTS;
 
 pub fn gemm(cx: &Cx) -> OpResult {
     let g = attrs!(cx, Gemm);
@@ -93,6 +98,98 @@ pub fn matmul(cx: &Cx) -> OpResult {
     one(y)
 }
 
+/// `Einsum` by its definition: each output element sums, over the letters only the operands
+/// name, the product of the operands at their indices (a letter of size 1 broadcasts, a letter
+/// repeated in one operand takes its diagonal). The equation is parsed as the analysis parses it.
+pub fn einsum(cx: &Cx) -> OpResult {
+    let attrs = attrs!(cx, Einsum);
+    let operands: Vec<&CTensor> = (0..cx.inputs.len())
+        .map(|i| cx.input(i))
+        .collect::<Result<_, _>>()?;
+    let ranks: Vec<usize> = operands.iter().map(|t| t.rank()).collect();
+    let eq = parse_einsum(&attrs.equation, &ranks).map_err(|e| match e {
+        InferError::Invalid(m) => cx.fail(m),
+        InferError::Unknown => cx.fail("the equation cannot be read"),
+    })?;
+    // the output's letters first, then the summed ones
+    let mut letters = eq.output.clone();
+    for (i, c) in eq.output.iter().enumerate() {
+        if eq.output[..i].contains(c) {
+            return Err(cx.fail(format!("output index '{c}' is repeated")));
+        }
+        if !eq.inputs.iter().flatten().any(|x| x == c) {
+            return Err(cx.fail(format!("output index '{c}' appears in no operand")));
+        }
+    }
+    for c in eq.inputs.iter().flatten() {
+        if !letters.contains(c) {
+            letters.push(*c);
+        }
+    }
+    let at = |c: &char| letters.iter().position(|l| l == c).unwrap_or(0);
+    let mut sizes = vec![1usize; letters.len()];
+    for (t, names) in operands.iter().zip(&eq.inputs) {
+        for (&d, c) in t.dims().iter().zip(names) {
+            let s = &mut sizes[at(c)];
+            match (*s, d) {
+                (s, d) if s == d => {}
+                (1, d) => *s = d,
+                (_, 1) => {}
+                (s, d) => {
+                    return Err(cx.fail(format!("index '{c}' has sizes {s} and {d}")));
+                }
+            }
+        }
+    }
+    // per operand, the step of each letter in its row-major data (0 where it broadcasts)
+    let steps: Vec<Vec<usize>> = operands
+        .iter()
+        .zip(&eq.inputs)
+        .map(|(t, names)| {
+            let mut step = vec![0usize; letters.len()];
+            let mut stride = 1;
+            for (&d, c) in t.dims().iter().zip(names).rev() {
+                if d != 1 {
+                    step[at(c)] += stride;
+                }
+                stride *= d;
+            }
+            step
+        })
+        .collect();
+    let data: Vec<Vec<f64>> = operands
+        .iter()
+        .map(|t| values(t).at(cx))
+        .collect::<Result<_, _>>()?;
+    let n_out = eq.output.len();
+    let out_dims = sizes[..n_out].to_vec();
+    let out_size = checked_product(&out_dims).filter(|&n| n <= MAX_ELEMENTS);
+    let inner = checked_product(&sizes[n_out..]);
+    let (Some(out_size), Some(inner)) = (out_size, inner) else {
+        return Err(cx.fail("the einsum is too large"));
+    };
+    let mut y = vec![0.0; out_size];
+    if out_size > 0 && inner > 0 {
+        let mut idx = vec![0usize; letters.len()];
+        let mut flat = 0usize;
+        loop {
+            let mut p = 1.0;
+            for (d, step) in data.iter().zip(&steps) {
+                let off: usize = idx.iter().zip(step).map(|(i, s)| i * s).sum();
+                p *= d.get(off).copied().unwrap_or(f64::NAN);
+            }
+            if let Some(v) = y.get_mut(flat / inner) {
+                *v += p;
+            }
+            flat += 1;
+            if !advance(&mut idx, &sizes) {
+                break;
+            }
+        }
+    }
+    one(tensor(y, &out_dims).at(cx)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testing::{assert_close, flat, G};
@@ -134,5 +231,40 @@ mod tests {
         assert_close(&flat(&out[0]), &[201.0, 2010.0, 403.0, 4030.0]);
         assert_eq!(out[1].dims(), [2, 1]);
         assert_close(&flat(&out[1]), &[-1.0, 2.0]);
+    }
+
+    fn einsum(eq: &str, a: (&[u64], Vec<f32>), b: Option<(&[u64], Vec<f32>)>) -> Vec<f64> {
+        let mut g = G::new();
+        g.init("a", a.0, a.1);
+        let mut ins = vec!["a"];
+        if let Some((dims, v)) = b {
+            g.init("b", dims, v);
+            ins.push("b");
+        }
+        g.node(
+            "Einsum",
+            &ins,
+            &["y"],
+            vec![("equation", Attr::String(eq.as_bytes().to_vec()))],
+        );
+        flat(&g.run1("y"))
+    }
+
+    #[test]
+    fn einsum_products_sums_and_diagonals() {
+        let a = || (&[2u64, 2][..], vec![1.0, 2.0, 3.0, 4.0]);
+        let b = || Some((&[2u64, 2][..], vec![0.0, 1.0, 1.0, 0.0]));
+        // a matmul, explicit and implicit; a transposed one
+        assert_close(&einsum("ij,jk->ik", a(), b()), &[2.0, 1.0, 4.0, 3.0]);
+        assert_close(&einsum("ij,jk", a(), b()), &[2.0, 1.0, 4.0, 3.0]);
+        assert_close(&einsum("ij,kj->ik", a(), b()), &[2.0, 1.0, 4.0, 3.0]);
+        // diagonal, trace, transpose, full sum
+        assert_close(&einsum("ii->i", a(), None), &[1.0, 4.0]);
+        assert_close(&einsum("ii", a(), None), &[5.0]);
+        assert_close(&einsum("ij->ji", a(), None), &[1.0, 3.0, 2.0, 4.0]);
+        assert_close(&einsum("ij->", a(), None), &[10.0]);
+        // batched with an ellipsis
+        let x = (&[2u64, 1, 2][..], vec![1.0, 2.0, 3.0, 4.0]);
+        assert_close(&einsum("...ij,jk->...ik", x, b()), &[2.0, 1.0, 4.0, 3.0]);
     }
 }

@@ -50,6 +50,7 @@ static KERNELS: &[(&str, KernelFn)] = &[
     ("ConvTranspose", conv::conv_transpose),
     ("Div", ew::div),
     ("Dropout", ew::dropout),
+    ("Einsum", linalg::einsum),
     ("Equal", ew::equal),
     ("Erf", ew::erf),
     ("Exp", ew::exp),
