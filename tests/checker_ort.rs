@@ -21,16 +21,7 @@ use serde_json::Value;
 /// Fixtures the checker does not run, by key, with the reason in words (the test prints the
 /// checker's own). A fixture that starts to run, or one that stops, fails the test until this list
 /// says so.
-const SKIPPED: &[(&str, &str)] = &[
-    ("conv3x3_64_128", "its input was too large to record"),
-    ("ops__batchnorm_training_opset15", "training mode"),
-    ("ops__resize_roi_scales_opset11", "Resize"),
-    ("ops__resize_scales_downsample_floor", "Resize"),
-    ("ops__resize_scales_linear", "Resize"),
-    ("ops__resize_scales_nearest", "Resize"),
-    ("ops__resize_sizes_linear_axes_opset18", "Resize"),
-    ("ops__resize_sizes_nearest_opset13", "Resize"),
-];
+const SKIPPED: &[(&str, &str)] = &[("conv3x3_64_128", "its input was too large to record")];
 
 fn number(v: &Value) -> Result<f64, String> {
     match v {

@@ -872,7 +872,7 @@ mod tests {
                 &["y"],
                 vec![("strides", ints(&[2, 1]))],
             )
-            .node("Resize", &["y"], &["z"], vec![]);
+            .node("Mish", &["y"], &["z"], vec![]);
         let graph = g.b.finish().unwrap();
         let exec = Executor::new(&graph, OPSET);
         let found = exec.unsupported(&[0, 1]);

@@ -98,6 +98,7 @@ static KERNELS: &[(&str, KernelFn)] = &[
     ("ReduceSumSquare", reduce::reduce),
     ("Relu", ew::relu),
     ("Reshape", mv::reshape),
+    ("Resize", mv::resize),
     ("Round", ew::round),
     ("Shape", source::shape),
     ("Sigmoid", ew::sigmoid),
@@ -169,10 +170,7 @@ pub(crate) fn static_check(node: &Node, op: &Op) -> Result<(), String> {
         }
     };
     match op {
-        Op::BatchNormalization(b) => {
-            if b.training_mode {
-                return Err("training_mode=1 is not supported (inference only)".into());
-            }
+        Op::BatchNormalization(b) if !b.training_mode => {
             extra_output(1, "running statistics")?;
         }
         Op::Cast(c) if !(c.to.is_float() || c.to.is_int() || c.to == DType::Bool) => {

@@ -1,5 +1,6 @@
 //! Data movement: reshapes, transposes, concatenation, splitting, slicing, gathering, padding,
-//! expanding and tiling. The values are never rounded, so they match a runtime exactly.
+//! expanding, tiling and resizing. Except for `Resize`'s linear mode the values are never
+//! rounded, so they match a runtime exactly.
 
 use candle_core::{Device, Tensor as CTensor};
 
@@ -417,6 +418,177 @@ pub fn pad(cx: &Cx) -> OpResult {
     one(y)
 }
 
+/// The input coordinate of output position `j` on an axis resized from `len` to `out` by
+/// `scale`, per `coordinate_transformation_mode` (`None` for a mode the checker does not run). In
+/// f32, as onnxruntime computes it: a nearest tie decided in f64 could pick the other neighbour.
+fn resize_coordinate(mode: &str, j: usize, len: usize, out: usize, scale: f64) -> Option<f32> {
+    let (j, len, out, scale) = (j as f32, len as f32, out as f32, scale as f32);
+    Some(match mode {
+        "half_pixel" => (j + 0.5) / scale - 0.5,
+        "half_pixel_symmetric" => {
+            let adjustment = out / (scale * len);
+            len / 2.0 * (1.0 - adjustment) + (j + 0.5) / scale - 0.5
+        }
+        "pytorch_half_pixel" if out > 1.0 => (j + 0.5) / scale - 0.5,
+        "pytorch_half_pixel" => 0.0,
+        "align_corners" if out > 1.0 => j * (len - 1.0) / (out - 1.0),
+        "align_corners" => 0.0,
+        "asymmetric" => j / scale,
+        "tf_half_pixel_for_nn" => (j + 0.5) / scale,
+        _ => return None,
+    })
+}
+
+/// `nearest_mode`'s rounding of a coordinate (`None` for an unknown mode).
+fn resize_round(mode: &str, x: f32) -> Option<f32> {
+    let tie = x - x.floor() == 0.5;
+    Some(match mode {
+        "round_prefer_floor" if tie => x.floor(),
+        "round_prefer_ceil" if tie => x.ceil(),
+        "round_prefer_floor" | "round_prefer_ceil" => x.round(),
+        "floor" => x.floor(),
+        "ceil" => x.ceil(),
+        _ => return None,
+    })
+}
+
+/// `Resize` (opset 11 on), `nearest` and `linear`, axis by axis (both are separable). Output
+/// sizes come from `sizes` (with `keep_aspect_ratio_policy`) or `floor(len · scale)`, as the
+/// analysis sizes them; coordinates are f32 ([`resize_coordinate`]), linear weights f64.
+pub fn resize(cx: &Cx) -> OpResult {
+    let r = attrs!(cx, Resize);
+    if r.legacy {
+        return Err(cx.unsupported(
+            "Resize before opset 11 rounds the old Upsample way, which the checker does not run",
+        ));
+    }
+    let linear = match r.mode.as_str() {
+        "nearest" => false,
+        "linear" => true,
+        other => return Err(cx.unsupported(format!("mode '{other}' is not supported"))),
+    };
+    if r.antialias {
+        return Err(cx.unsupported("antialias is not supported"));
+    }
+    let coord_mode = r.coordinate_transformation_mode.as_str();
+    if resize_coordinate(coord_mode, 0, 1, 1, 1.0).is_none() {
+        return Err(cx.unsupported(format!(
+            "coordinate_transformation_mode '{coord_mode}' is not supported"
+        )));
+    }
+    if !linear && resize_round(&r.nearest_mode, 0.0).is_none() {
+        return Err(cx.unsupported(format!(
+            "nearest_mode '{}' is not supported",
+            r.nearest_mode
+        )));
+    }
+    let x = cx.input(0)?;
+    let rank = x.rank();
+    let axes: Vec<usize> = match &r.axes {
+        Some(a) => {
+            cx.axis_set(a, rank)?;
+            a.iter()
+                .map(|&v| cx.axis(v, rank))
+                .collect::<Result<_, _>>()?
+        }
+        None => (0..rank).collect(),
+    };
+    let present = |i: usize| cx.opt(i).filter(|t| t.elem_count() > 0);
+    let dims = x.dims().to_vec();
+    // (axis, output size, scale)
+    let plan: Vec<(usize, usize, f64)> = if present(3).is_some() {
+        let sizes = cx.input_ints(3)?.unwrap_or_default();
+        if sizes.len() != axes.len() {
+            return Err(cx.fail(format!("{} sizes for {} axes", sizes.len(), axes.len())));
+        }
+        let sizes = sizes
+            .iter()
+            .map(|&v| usize::try_from(v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| cx.fail(format!("sizes {sizes:?} have a negative entry")))?;
+        let ratio = |k: usize| sizes[k] as f64 / dims[axes[k]] as f64;
+        match r.keep_aspect_ratio_policy.as_str() {
+            "stretch" => (0..axes.len())
+                .map(|k| (axes[k], sizes[k], ratio(k)))
+                .collect(),
+            policy @ ("not_larger" | "not_smaller") => {
+                let ratios = (0..axes.len()).map(ratio);
+                let s = if policy == "not_larger" {
+                    ratios.fold(f64::INFINITY, f64::min)
+                } else {
+                    ratios.fold(0.0, f64::max)
+                };
+                axes.iter()
+                    .map(|&a| (a, (dims[a] as f64 * s).round() as usize, s))
+                    .collect()
+            }
+            other => {
+                return Err(cx.unsupported(format!(
+                    "keep_aspect_ratio_policy '{other}' is not supported"
+                )))
+            }
+        }
+    } else if let Some(t) = present(2) {
+        let scales = super::values(t).at(cx)?;
+        if scales.len() != axes.len() {
+            return Err(cx.fail(format!("{} scales for {} axes", scales.len(), axes.len())));
+        }
+        let mut plan = Vec::with_capacity(axes.len());
+        for (&a, &sc) in axes.iter().zip(&scales) {
+            if !(sc > 0.0 && sc.is_finite()) {
+                return Err(cx.fail(format!("scale {sc} is not positive")));
+            }
+            let out = (dims[a] as f64 * sc + 1e-9).floor();
+            if out > MAX_ELEMENTS as f64 {
+                return Err(cx.fail("the resized tensor is too large"));
+            }
+            plan.push((a, out as usize, sc));
+        }
+        plan
+    } else {
+        return Err(cx.fail("neither scales nor sizes are given"));
+    };
+    let mut y = x.clone();
+    for (axis, out, scale) in plan {
+        let len = dims[axis];
+        if out == len && scale == 1.0 {
+            continue;
+        }
+        if len == 0 || out == 0 || out > MAX_ELEMENTS {
+            return Err(cx.fail(format!("axis {axis} cannot be resized from {len} to {out}")));
+        }
+        let last = (len - 1) as f64;
+        let coord = |j: usize| resize_coordinate(coord_mode, j, len, out, scale).unwrap_or(0.0);
+        y = if linear {
+            let (mut lo, mut hi, mut w) = (Vec::new(), Vec::new(), Vec::new());
+            for j in 0..out {
+                let c = f64::from(coord(j)).clamp(0.0, last);
+                let i0 = c.floor();
+                lo.push(i0 as i64);
+                hi.push((i0 + 1.0).min(last) as i64);
+                w.push(c - i0);
+            }
+            let mut shape = vec![1; rank];
+            shape[axis] = out;
+            let w = super::tensor(w, &shape).at(cx)?;
+            let a = select(cx, &y, axis, lo)?;
+            let b = select(cx, &y, axis, hi)?;
+            // a + (b - a) · w
+            a.broadcast_add(&(b - &a).at(cx)?.broadcast_mul(&w).at(cx)?)
+                .at(cx)?
+        } else {
+            let ids = (0..out)
+                .map(|j| {
+                    let i = resize_round(&r.nearest_mode, coord(j)).unwrap_or(0.0);
+                    f64::from(i).clamp(0.0, last) as i64
+                })
+                .collect();
+            select(cx, &y, axis, ids)?
+        };
+    }
+    one(y)
+}
+
 /// Indices in `[-len, len)` along the axis; the output's shape puts the indices' in its place.
 pub fn gather(cx: &Cx) -> OpResult {
     let ga = attrs!(cx, Gather);
@@ -670,5 +842,58 @@ mod tests {
         let y = g.run1("p");
         assert_eq!(y.dims(), [3, 3]);
         assert_close(&flat(&y), &[9.0, 0.0, 1.0, 9.0, 2.0, 3.0, 9.0, 4.0, 5.0]);
+    }
+
+    fn resize(attrs: Vec<(&str, Attr)>, out: i64) -> Vec<f64> {
+        let mut g = G::new();
+        g.opset = 18;
+        g.input("x", &[1, 2], vec![1.0, 2.0])
+            .init_i64("sizes", vec![out])
+            .node(
+                "Resize",
+                &["x", "", "", "sizes"],
+                &["y"],
+                [vec![("axes", ints(&[1]))], attrs].concat(),
+            );
+        flat(&g.run1("y"))
+    }
+
+    #[test]
+    fn resize_nearest_and_linear() {
+        let mode = |m: &str| ("mode", Attr::String(m.as_bytes().to_vec()));
+        let coords = |m: &str| {
+            (
+                "coordinate_transformation_mode",
+                Attr::String(m.as_bytes().to_vec()),
+            )
+        };
+        // half_pixel: coordinates -0.25, 0.25, 0.75, 1.25
+        assert_close(&resize(vec![], 4), &[1.0, 1.0, 2.0, 2.0]);
+        assert_close(&resize(vec![mode("linear")], 4), &[1.0, 1.25, 1.75, 2.0]);
+        assert_close(
+            &resize(vec![mode("linear"), coords("align_corners")], 3),
+            &[1.0, 1.5, 2.0],
+        );
+        // asymmetric: 0, 0.5, 1, 1.5; ties to the floor, or to the ceiling
+        assert_close(
+            &resize(vec![coords("asymmetric")], 4),
+            &[1.0, 1.0, 2.0, 2.0],
+        );
+        let ceil = ("nearest_mode", Attr::String(b"round_prefer_ceil".to_vec()));
+        assert_close(
+            &resize(vec![coords("asymmetric"), ceil], 4),
+            &[1.0, 2.0, 2.0, 2.0],
+        );
+    }
+
+    #[test]
+    fn resize_by_scales_on_every_axis() {
+        let mut g = G::new();
+        g.input("x", &[1, 1, 2, 2], vec![1.0, 2.0, 3.0, 4.0])
+            .init("scales", &[4], vec![1.0, 1.0, 1.0, 2.0])
+            .node("Resize", &["x", "", "scales"], &["y"], vec![]);
+        let y = g.run1("y");
+        assert_eq!(y.dims(), [1, 1, 2, 4]);
+        assert_close(&flat(&y), &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
     }
 }

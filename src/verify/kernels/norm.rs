@@ -6,12 +6,11 @@ use candle_core::Tensor as CTensor;
 use super::{attrs, one, At, Cx, OpResult};
 use crate::verify::exec::ExecError;
 
-/// `(x - mean) / sqrt(var + epsilon) * scale + B` per channel, with the running statistics.
+/// `(x - mean) / sqrt(var + epsilon) * scale + B` per channel: with the running statistics in
+/// inference; in training mode (opset 14 on) with the batch's (the population variance), and the
+/// running statistics updated as `running · momentum + batch · (1 - momentum)`.
 pub fn batch_norm(cx: &Cx) -> OpResult {
     let b = attrs!(cx, BatchNormalization);
-    if b.training_mode {
-        return Err(cx.unsupported("training_mode=1 is not supported (inference only)"));
-    }
     let x = cx.input(0)?;
     if x.rank() < 2 {
         return Err(cx.fail(format!("input has rank {}, expected at least 2", x.rank())));
@@ -27,8 +26,22 @@ pub fn batch_norm(cx: &Cx) -> OpResult {
         t.reshape(shape.as_slice()).at(cx)
     };
     let (scale, bias) = (param(1, "scale")?, param(2, "B")?);
-    let (mean, var) = (param(3, "mean")?, param(4, "var")?);
+    let (running_mean, running_var) = (param(3, "mean")?, param(4, "var")?);
     let eps = f64::from(b.epsilon);
+    let (mean, var) = if b.training_mode {
+        let axes: Vec<usize> = std::iter::once(0).chain(2..x.rank()).collect();
+        let mean = x.mean_keepdim(axes.clone()).at(cx)?;
+        let var = x
+            .broadcast_sub(&mean)
+            .at(cx)?
+            .sqr()
+            .at(cx)?
+            .mean_keepdim(axes)
+            .at(cx)?;
+        (mean, var)
+    } else {
+        (running_mean.clone(), running_var.clone())
+    };
     let factor = scale
         .div(&var.affine(1.0, eps).at(cx)?.sqrt().at(cx)?)
         .at(cx)?;
@@ -39,7 +52,20 @@ pub fn batch_norm(cx: &Cx) -> OpResult {
         .at(cx)?
         .broadcast_add(&bias)
         .at(cx)?;
-    one(y)
+    if !b.training_mode {
+        return one(y);
+    }
+    let m = f64::from(b.momentum);
+    let update = |running: &CTensor, batch: &CTensor| -> Result<CTensor, ExecError> {
+        (running.affine(m, 0.0).at(cx)? + batch.affine(1.0 - m, 0.0).at(cx)?)
+            .and_then(|t| t.reshape(c))
+            .at(cx)
+    };
+    Ok(vec![
+        y,
+        update(&running_mean, &mean)?,
+        update(&running_var, &var)?,
+    ])
 }
 
 /// Normalises over the axes from `axis` on; the optional outputs are the mean and the inverse
@@ -163,5 +189,31 @@ mod tests {
         let y = flat(&g.run1("y"));
         assert_close(&y[..2], &[-1.5, 2.5]);
         assert!(y[2].is_nan());
+    }
+
+    #[test]
+    fn batch_normalization_in_training_mode() {
+        // one channel [1, 3]: batch mean 2, variance 1; running [0, 1] -> 0.9 · r + 0.1 · batch
+        let mut g = G::new();
+        g.input("x", &[2, 1], vec![1.0, 3.0])
+            .init("s", &[1], vec![1.0])
+            .init("b", &[1], vec![0.0])
+            .init("m", &[1], vec![0.0])
+            .init("v", &[1], vec![1.0])
+            .node(
+                "BatchNormalization",
+                &["x", "s", "b", "m", "v"],
+                &["y", "rm", "rv"],
+                vec![
+                    ("epsilon", Attr::Float(0.0)),
+                    ("training_mode", Attr::Int(1)),
+                ],
+            );
+        let out = g.run(&["y", "rm", "rv"]).unwrap();
+        assert_close(&flat(&out[0]), &[-1.0, 1.0]);
+        // the default momentum is the float32 0.9
+        let m = f64::from(0.9f32);
+        assert_close(&flat(&out[1]), &[(1.0 - m) * 2.0]);
+        assert_close(&flat(&out[2]), &[m + (1.0 - m)]);
     }
 }
