@@ -12,9 +12,9 @@
 use candle_core::Tensor as CTensor;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::{advance, attrs, checked_product, one, At, Cx, OpResult};
+use super::{advance, attrs, check_size, checked_product, one, At, Cx, OpResult};
 use crate::analysis::ops::conv::{AutoPad, Window};
-use crate::verify::exec::{ExecError, MAX_ELEMENTS};
+use crate::verify::exec::ExecError;
 
 /// One spatial axis of a window over a concrete input: [`crate::analysis::ops::conv::AxisPlan`]
 /// in `usize`.
@@ -152,6 +152,9 @@ pub fn conv(cx: &Cx) -> OpResult {
     }
     let win = c.window.window(kernel).map_err(|e| cx.fail(e))?;
     let axes = plan(cx, &win, &x.dims()[2..])?;
+    let mut out_dims = vec![x.dims()[0], m];
+    out_dims.extend(axes.iter().map(|a| a.out));
+    check_size(cx, &out_dims)?;
     // as 2-D: a 1-D convolution is one of height 1
     let unit = Axis {
         len: 1,
@@ -384,9 +387,7 @@ pub fn conv_transpose(cx: &Cx) -> OpResult {
     let size = |d: &[usize]| checked_product(d).ok_or_else(ovf);
     let (in_size, out_size, k_size) = (size(&in_dims)?, size(&out_dims)?, size(&kernel)?);
     let total = size(&[n, m, out_size])?;
-    if total > MAX_ELEMENTS {
-        return Err(cx.fail("the output is too large"));
-    }
+    check_size(cx, &[total])?;
     let (xv, wv) = (flat(cx, x)?, flat(cx, w)?);
     let tables: Vec<Vec<Option<usize>>> = axes.iter().map(|a| taps(a, a.len, a.out)).collect();
     let (row, krow) = (strides(&out_dims), strides(&kernel));
@@ -1007,5 +1008,20 @@ mod tests {
             ("pads", ints(&[0, 3])),
         ]);
         assert_close(&flat(&shaped), &[1.0, 3.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn hostile_pads_are_errors_not_allocations() {
+        let mut g = G::new();
+        g.input("x", &[1, 1, 2, 2], ramp(4))
+            .init("w", &[1, 1, 1, 1], vec![1.0])
+            .node(
+                "Conv",
+                &["x", "w"],
+                &["y"],
+                vec![("pads", ints(&[1 << 30, 1 << 30, 0, 0]))],
+            );
+        let err = g.run(&["y"]).unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
     }
 }

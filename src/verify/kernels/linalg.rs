@@ -98,6 +98,9 @@ pub fn matmul(cx: &Cx) -> OpResult {
     one(y)
 }
 
+/// The most products an `Einsum` may sum (about a minute of this loop).
+const MAX_WORK: usize = 1 << 34;
+
 /// `Einsum` by its definition: each output element sums, over the letters only the operands
 /// name, the product of the operands at their indices (a letter of size 1 broadcasts, a letter
 /// repeated in one operand takes its diagonal). The equation is parsed as the analysis parses it.
@@ -165,8 +168,11 @@ pub fn einsum(cx: &Cx) -> OpResult {
     let out_dims = sizes[..n_out].to_vec();
     let out_size = checked_product(&out_dims).filter(|&n| n <= MAX_ELEMENTS);
     let inner = checked_product(&sizes[n_out..]);
-    let (Some(out_size), Some(inner)) = (out_size, inner) else {
-        return Err(cx.fail("the einsum is too large"));
+    // every (output, summed) index combination is one step: bound the work as well as the output
+    let work = out_size.zip(inner).and_then(|(o, i)| o.checked_mul(i));
+    let (Some(out_size), Some(inner), Some(_)) = (out_size, inner, work.filter(|&w| w <= MAX_WORK))
+    else {
+        return Err(cx.fail("the einsum is too large to evaluate"));
     };
     let mut y = vec![0.0; out_size];
     if out_size > 0 && inner > 0 {

@@ -20,7 +20,7 @@ use std::fmt;
 
 use candle_core::{Device, Tensor as CTensor};
 
-use super::exec::ExecError;
+use super::exec::{ExecError, MAX_ELEMENTS};
 use crate::analysis::ops::source::ConstantForm;
 use crate::analysis::ops::Op;
 use crate::ir::{DType, Node};
@@ -378,6 +378,17 @@ pub(crate) fn advance(index: &mut [usize], limits: &[usize]) -> bool {
 
 pub(crate) fn checked_product(dims: &[usize]) -> Option<usize> {
     dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Refuses to make a tensor of `dims` with more than [`MAX_ELEMENTS`] elements: attributes and
+/// shape inputs (pads, repeats, sizes) of a hostile file would otherwise allocate without bound.
+pub(crate) fn check_size(cx: &Cx, dims: &[usize]) -> Result<(), ExecError> {
+    match checked_product(dims) {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(cx.fail(format!(
+            "a tensor of shape {dims:?} is too large to evaluate (at most {MAX_ELEMENTS} elements)"
+        ))),
+    }
 }
 
 /// Numpy (bidirectional) broadcasting of two concrete shapes: the checker's one broadcasting rule

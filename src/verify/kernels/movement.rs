@@ -4,7 +4,7 @@
 
 use candle_core::{Device, Tensor as CTensor};
 
-use super::{attrs, broadcast_shape, checked_product, one, to_ints, At, Cx, OpResult};
+use super::{attrs, broadcast_shape, check_size, checked_product, one, to_ints, At, Cx, OpResult};
 use crate::analysis::ops::movement::PadMode;
 use crate::verify::exec::{ExecError, MAX_ELEMENTS};
 
@@ -309,8 +309,10 @@ pub fn tile(cx: &Cx) -> OpResult {
         }
         let n = len
             .checked_mul(r)
-            .filter(|&n| n <= MAX_ELEMENTS)
             .ok_or_else(|| cx.fail("the tiled tensor is too large"))?;
+        let mut dims = y.dims().to_vec();
+        dims[axis] = n;
+        check_size(cx, &dims)?;
         y = select(
             cx,
             &y,
@@ -384,8 +386,10 @@ pub fn pad(cx: &Cx) -> OpResult {
             .checked_add(add_b)
             .and_then(|n| n.checked_add(add_e))
             .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| n <= MAX_ELEMENTS)
             .ok_or_else(|| cx.fail(format!("pads {pads:?} make axis {axis} too large")))?;
+        let mut dims = y.dims().to_vec();
+        dims[axis] = n;
+        check_size(cx, &dims)?;
         y = if p.mode == PadMode::Constant {
             let fill = |count: i64| -> Result<Option<CTensor>, ExecError> {
                 if count == 0 {
@@ -554,9 +558,12 @@ pub fn resize(cx: &Cx) -> OpResult {
         if out == len && scale == 1.0 {
             continue;
         }
-        if len == 0 || out == 0 || out > MAX_ELEMENTS {
+        if len == 0 || out == 0 {
             return Err(cx.fail(format!("axis {axis} cannot be resized from {len} to {out}")));
         }
+        let mut new_dims = y.dims().to_vec();
+        new_dims[axis] = out;
+        check_size(cx, &new_dims)?;
         let last = (len - 1) as f64;
         let coord = |j: usize| resize_coordinate(coord_mode, j, len, out, scale).unwrap_or(0.0);
         y = if linear {
@@ -895,5 +902,30 @@ mod tests {
         let y = g.run1("y");
         assert_eq!(y.dims(), [1, 1, 2, 4]);
         assert_close(&flat(&y), &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+    }
+
+    #[test]
+    fn slicing_a_sliced_view_with_a_step() {
+        // axis 0 narrowed first (a non-contiguous view), then every other column of it
+        let mut g = G::new();
+        g.input("x", &[2, 4], ramp(8))
+            .init_i64("st", vec![1, 0])
+            .init_i64("en", vec![2, 4])
+            .init_i64("ax", vec![0, 1])
+            .init_i64("sp", vec![1, 2])
+            .node("Slice", &["x", "st", "en", "ax", "sp"], &["y"], vec![]);
+        assert_close(&flat(&g.run1("y")), &[4.0, 6.0]);
+    }
+
+    #[test]
+    fn hostile_sizes_are_errors_not_allocations() {
+        for (op, second) in [("Pad", vec![0, 1 << 40]), ("Tile", vec![1 << 40])] {
+            let mut g = G::new();
+            g.input("x", &[2], vec![1.0, 2.0])
+                .init_i64("p", second)
+                .node(op, &["x", "p"], &["y"], vec![]);
+            let err = g.run(&["y"]).unwrap_err();
+            assert!(err.to_string().contains("too large"), "{op}: {err}");
+        }
     }
 }

@@ -9,7 +9,7 @@
 use candle_core::Tensor as CTensor;
 
 use super::conv::{plan, Axis};
-use super::{advance, attrs, checked_product, one, tensor, values, At, Cx, OpResult};
+use super::{advance, attrs, check_size, checked_product, one, tensor, values, At, Cx, OpResult};
 use crate::analysis::ops::pool::Pool;
 use crate::verify::exec::ExecError;
 
@@ -66,6 +66,7 @@ fn pool_nd(
     let kernel: Vec<usize> = axes.iter().map(|a| a.kernel).collect();
     let out_size = checked_product(&out_dims).ok_or_else(ovf)?;
     let total = channels.checked_mul(out_size).ok_or_else(ovf)?;
+    check_size(cx, &[total])?;
     // per axis, output position x tap -> cell
     let cells: Vec<Vec<Cell>> = axes
         .iter()
