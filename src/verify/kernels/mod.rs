@@ -176,6 +176,7 @@ pub(crate) fn static_check(node: &Node, op: &Op) -> Result<(), String> {
         Op::Cast(c) if !(c.to.is_float() || c.to.is_int() || c.to == DType::Bool) => {
             return Err(format!("casting to {} is not supported", c.to));
         }
+        Op::Resize(r) => movement::check_resize(r)?,
         Op::Constant(c) => match &c.form {
             ConstantForm::Tensor => {}
             ConstantForm::Scalars(name) if !name.starts_with("value_string") => {}

@@ -5,7 +5,7 @@
 use candle_core::{Device, Tensor as CTensor};
 
 use super::{attrs, broadcast_shape, check_size, checked_product, one, to_ints, At, Cx, OpResult};
-use crate::analysis::ops::movement::PadMode;
+use crate::analysis::ops::movement::{PadMode, Resize};
 use crate::verify::exec::{ExecError, MAX_ELEMENTS};
 
 /// `x[.., ids, ..]` along `axis` (candle's `index_select` needs a contiguous input: a sliced or
@@ -456,36 +456,43 @@ fn resize_round(mode: &str, x: f32) -> Option<f32> {
     })
 }
 
+/// Why a `Resize` is one the checker does not run, statically.
+pub(super) fn check_resize(r: &Resize) -> Result<(), String> {
+    if r.legacy {
+        return Err(
+            "Resize before opset 11 rounds the old Upsample way, which the checker does not run"
+                .into(),
+        );
+    }
+    if !matches!(r.mode.as_str(), "nearest" | "linear") {
+        return Err(format!("mode '{}' is not supported", r.mode));
+    }
+    if r.antialias {
+        return Err("antialias is not supported".into());
+    }
+    let coord_mode = r.coordinate_transformation_mode.as_str();
+    if resize_coordinate(coord_mode, 0, 1, 1, 1.0).is_none() {
+        return Err(format!(
+            "coordinate_transformation_mode '{coord_mode}' is not supported"
+        ));
+    }
+    if r.mode == "nearest" && resize_round(&r.nearest_mode, 0.0).is_none() {
+        return Err(format!(
+            "nearest_mode '{}' is not supported",
+            r.nearest_mode
+        ));
+    }
+    Ok(())
+}
+
 /// `Resize` (opset 11 on), `nearest` and `linear`, axis by axis (both are separable). Output
 /// sizes come from `sizes` (with `keep_aspect_ratio_policy`) or `floor(len · scale)`, as the
 /// analysis sizes them; coordinates are f32 ([`resize_coordinate`]), linear weights f64.
 pub fn resize(cx: &Cx) -> OpResult {
     let r = attrs!(cx, Resize);
-    if r.legacy {
-        return Err(cx.unsupported(
-            "Resize before opset 11 rounds the old Upsample way, which the checker does not run",
-        ));
-    }
-    let linear = match r.mode.as_str() {
-        "nearest" => false,
-        "linear" => true,
-        other => return Err(cx.unsupported(format!("mode '{other}' is not supported"))),
-    };
-    if r.antialias {
-        return Err(cx.unsupported("antialias is not supported"));
-    }
+    check_resize(r).map_err(|why| cx.unsupported(why))?;
+    let linear = r.mode == "linear";
     let coord_mode = r.coordinate_transformation_mode.as_str();
-    if resize_coordinate(coord_mode, 0, 1, 1, 1.0).is_none() {
-        return Err(cx.unsupported(format!(
-            "coordinate_transformation_mode '{coord_mode}' is not supported"
-        )));
-    }
-    if !linear && resize_round(&r.nearest_mode, 0.0).is_none() {
-        return Err(cx.unsupported(format!(
-            "nearest_mode '{}' is not supported",
-            r.nearest_mode
-        )));
-    }
     let x = cx.input(0)?;
     let rank = x.rank();
     let axes: Vec<usize> = match &r.axes {
@@ -927,5 +934,22 @@ mod tests {
             let err = g.run(&["y"]).unwrap_err();
             assert!(err.to_string().contains("too large"), "{op}: {err}");
         }
+    }
+
+    #[test]
+    fn unsupported_resizes_are_known_before_running() {
+        let mut g = G::new();
+        g.input("x", &[1, 2], vec![1.0, 2.0])
+            .init("scales", &[2], vec![1.0, 2.0])
+            .node(
+                "Resize",
+                &["x", "", "scales"],
+                &["y"],
+                vec![("mode", Attr::String(b"cubic".to_vec()))],
+            );
+        let graph = g.b.finish().unwrap();
+        let found = crate::verify::exec::Executor::new(&graph, 18).unsupported(&[0]);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].1.contains("mode 'cubic'"), "{found:?}");
     }
 }

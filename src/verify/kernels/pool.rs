@@ -63,70 +63,81 @@ fn pool_nd(
     let channels = dims[0].checked_mul(dims[1]).ok_or_else(ovf)?;
     let in_size = checked_product(spatial).ok_or_else(ovf)?;
     let out_dims: Vec<usize> = axes.iter().map(|a| a.out).collect();
-    let kernel: Vec<usize> = axes.iter().map(|a| a.kernel).collect();
     let out_size = checked_product(&out_dims).ok_or_else(ovf)?;
     let total = channels.checked_mul(out_size).ok_or_else(ovf)?;
     check_size(cx, &[total])?;
-    // per axis, output position x tap -> cell
-    let cells: Vec<Vec<Cell>> = axes
-        .iter()
-        .map(|a| {
-            let n = a.out.checked_mul(a.kernel).ok_or_else(ovf)?;
-            Ok((0..n)
-                .map(|j| cell(a, j / a.kernel, j % a.kernel))
-                .collect())
-        })
-        .collect::<Result<_, ExecError>>()?;
     // strides of the input's spatial axes, row-major and column-major
-    let mut row = vec![1usize; spatial.len()];
-    let mut col = vec![1usize; spatial.len()];
-    for i in (0..spatial.len().saturating_sub(1)).rev() {
+    let n = spatial.len();
+    let mut row = vec![1usize; n];
+    let mut col = vec![1usize; n];
+    for i in (0..n.saturating_sub(1)).rev() {
         row[i] = row[i + 1] * spatial[i + 1];
     }
-    for i in 1..spatial.len() {
+    for i in 1..n {
         col[i] = col[i - 1] * spatial[i - 1];
     }
     let index_strides = if p.storage_order { &col } else { &row };
+    // per axis and output position: its input taps (data offset, index offset) and padding cells
+    let mut taps: Vec<Vec<Vec<(usize, usize)>>> = Vec::with_capacity(n);
+    let mut pads: Vec<Vec<usize>> = Vec::with_capacity(n);
+    for (i, a) in axes.iter().enumerate() {
+        let (mut t, mut pd) = (Vec::with_capacity(a.out), Vec::with_capacity(a.out));
+        for o in 0..a.out {
+            let (mut inputs, mut padding) = (Vec::new(), 0);
+            for k in 0..a.kernel {
+                match cell(a, o, k) {
+                    Cell::Input(j) => inputs.push((j * row[i], j * index_strides[i])),
+                    Cell::Pad => padding += 1,
+                    Cell::PastEnd => {}
+                }
+            }
+            t.push(inputs);
+            pd.push(padding);
+        }
+        taps.push(t);
+        pads.push(pd);
+    }
     let data = values(x).at(cx)?;
     let mut out = Vec::with_capacity(total);
     let mut found = Vec::with_capacity(if indices { total } else { 0 });
-    let mut o = vec![0usize; spatial.len()];
-    let mut k = vec![0usize; spatial.len()];
+    let last = n - 1;
+    let (mut o, mut k, mut lens) = (vec![0usize; n], vec![0usize; n], vec![0usize; n]);
     for c in 0..channels {
         let base = c * in_size;
         loop {
             let (mut best, mut best_at) = (f64::NEG_INFINITY, None::<usize>);
-            let (mut sum, mut count) = (0.0, 0usize);
-            loop {
-                let mut state = Cell::Input(0);
-                let (mut offset, mut index) = (0, 0);
-                for i in 0..spatial.len() {
-                    match cells[i][o[i] * kernel[i] + k[i]] {
-                        Cell::Input(j) => {
-                            offset += j * row[i];
-                            index += j * index_strides[i];
+            let (mut sum, mut with_pads) = (0.0, 1usize);
+            for i in 0..n {
+                lens[i] = taps[i][o[i]].len();
+                with_pads *= lens[i] + pads[i][o[i]];
+            }
+            let inputs: usize = lens.iter().product();
+            if inputs > 0 {
+                k.fill(0);
+                // the outer axes by odometer, the last one as a tight loop
+                loop {
+                    let (mut offset, mut index) = (base, base);
+                    for i in 0..last {
+                        let (r, ix) = taps[i][o[i]][k[i]];
+                        offset += r;
+                        index += ix;
+                    }
+                    for &(r, ix) in &taps[last][o[last]] {
+                        let v = data.get(offset + r).copied().unwrap_or(f64::NAN);
+                        match kind {
+                            // the first maximum wins; NaN propagates
+                            Kind::Max => {
+                                if best_at.is_none() || v > best || (v.is_nan() && !best.is_nan()) {
+                                    best = v;
+                                    best_at = Some(index + ix);
+                                }
+                            }
+                            Kind::Average { .. } => sum += v,
                         }
-                        other => state = state.max(other),
                     }
-                }
-                match (state, kind) {
-                    (Cell::Input(_), Kind::Max) => {
-                        let v = data.get(base + offset).copied().unwrap_or(f64::NAN);
-                        // the first maximum wins; NaN propagates
-                        if best_at.is_none() || v > best || (v.is_nan() && !best.is_nan()) {
-                            best = v;
-                            best_at = Some(base.saturating_add(index));
-                        }
+                    if !advance(&mut k[..last], &lens[..last]) {
+                        break;
                     }
-                    (Cell::Input(_), Kind::Average { .. }) => {
-                        sum += data.get(base + offset).copied().unwrap_or(f64::NAN);
-                        count += 1;
-                    }
-                    (Cell::Pad, Kind::Average { include_pad: true }) => count += 1,
-                    _ => {}
-                }
-                if !advance(&mut k, &kernel) {
-                    break;
                 }
             }
             match kind {
@@ -136,7 +147,10 @@ fn pool_nd(
                         found.push(best_at.map_or(-1.0, |i| i as f64));
                     }
                 }
-                Kind::Average { .. } => out.push(sum / count as f64),
+                Kind::Average { include_pad } => {
+                    let count = if include_pad { with_pads } else { inputs };
+                    out.push(sum / count as f64);
+                }
             }
             if !advance(&mut o, &out_dims) {
                 break;
