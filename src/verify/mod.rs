@@ -8,8 +8,9 @@
 //! so the check needs nothing but the two files; `nnlint rewrite` runs it on the file it has just
 //! written, so what is verified is what is on disk.
 
-mod conv;
 pub mod exec;
+mod kernels;
+pub mod tolerance;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,18 +24,17 @@ use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Model, NodeId, ValueId};
 use crate::rules::fix::{Applied, RewriteKind, Safety};
 use exec::Executor;
+pub use kernels::supported;
+pub use tolerance::Tolerance;
 
 /// Seeded standard normal values rounded to f32, so that a runtime computing in f32 sees exactly
 /// the input the checker used.
 fn random_input(shape: &[usize], seed: u64) -> Result<CTensor, String> {
-    exec::seeded_normal(shape, seed)
+    exec::seeded_normal(shape, seed)?
         .to_dtype(candle_core::DType::F32)
         .and_then(|t| t.to_dtype(candle_core::DType::F64))
         .map_err(|e| e.to_string())
 }
-
-/// The largest relative error an exact rewrite may show: f32 round-off of the stored weights.
-pub const EXACT_TOLERANCE: f64 = 1e-4;
 
 /// The numeric check of one rewrite.
 #[derive(Clone, Debug, Serialize)]
@@ -54,6 +54,9 @@ pub struct Check {
     /// Why the check could not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Whether the error is within [`Tolerance::Rewrite`] for the output's dtype.
+    #[serde(skip)]
+    pub within_tolerance: Option<bool>,
 }
 
 /// One model output compared.
@@ -100,11 +103,12 @@ pub struct Request<'a> {
 }
 
 impl Verification {
-    /// Whether an exact rewrite is off by more than f32 round-off: what `nnlint verify` fails on.
+    /// Whether an exact rewrite is off by more than [`Tolerance::Rewrite`] allows for its output's
+    /// dtype (1e-4 of the output's magnitude in f32): what `nnlint verify` fails on.
     pub fn failed(&self) -> bool {
-        self.checks.iter().any(|c| {
-            c.safety == Safety::Exact && c.max_rel_error.is_some_and(|e| e >= EXACT_TOLERANCE)
-        })
+        self.checks
+            .iter()
+            .any(|c| c.safety == Safety::Exact && c.within_tolerance == Some(false))
     }
 }
 
@@ -126,8 +130,8 @@ pub fn verify(req: &Request) -> Result<Verification> {
     let mut bindings = req.bindings.clone();
     bindings.batch.get_or_insert(1);
     let inf_a = shape::infer(req.original, &bindings)?;
-    let mut exec_a = Executor::new(&req.original.graph);
-    let mut exec_b = Executor::new(&req.rewritten.graph);
+    let mut exec_a = Executor::new(&req.original.graph, req.original.opset());
+    let mut exec_b = Executor::new(&req.rewritten.graph, req.rewritten.opset());
     let mut checks = Vec::new();
     req.progress
         .start("verifying", records.len() as u64 + u64::from(req.whole));
@@ -144,6 +148,7 @@ pub fn verify(req: &Request) -> Result<Verification> {
             max_rel_error: None,
             constant_input_rel_error: None,
             skipped: None,
+            within_tolerance: None,
         };
         let seed = req.seed.wrapping_add(i as u64 + 1);
         match check_one(
@@ -226,8 +231,8 @@ fn check_one(
     let (ga, gb) = (&a.graph, &b.graph);
     let nodes_a = nodes_by_output(ga, &r.replaced, &static_values(ga))?;
     let nodes_b = nodes_by_output(gb, &r.added, &static_values(gb))?;
-    for (g, nodes) in [(ga, &nodes_a), (gb, &nodes_b)] {
-        if let Some((n, why)) = exec::unsupported(g, nodes).into_iter().next() {
+    for (g, exec, nodes) in [(ga, &*exec_a, &nodes_a), (gb, &*exec_b, &nodes_b)] {
+        if let Some((n, why)) = exec.unsupported(nodes).into_iter().next() {
             return Err(format!("{}: {why}", g.nodes[n].label()));
         }
     }
@@ -242,9 +247,14 @@ fn check_one(
     check.input_shape = shape.clone();
     too_large(facts_a, ga, &nodes_a)?;
     let x = random_input(&shape, seed)?;
-    let (abs, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
-    check.max_abs_error = Some(abs);
-    check.max_rel_error = Some(rel);
+    let d = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
+    check.max_abs_error = Some(d.max_abs);
+    check.max_rel_error = Some(d.max_rel);
+    let dtype = facts_a[ya]
+        .dtype
+        .filter(|t| t.is_float())
+        .unwrap_or(DType::F32);
+    check.within_tolerance = Some(Tolerance::Rewrite.allows_max_norm(dtype, d.max_abs, d.scale));
     if r.kind == RewriteKind::GapHead && shape.len() >= 3 {
         // one random value per sample and channel, the same over the map
         let mut per_channel = shape[..2].to_vec();
@@ -253,14 +263,14 @@ fn check_one(
             .broadcast_as(shape.as_slice())
             .and_then(|t| t.contiguous())
             .map_err(|e| e.to_string())?;
-        let (_, rel) = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
-        check.constant_input_rel_error = Some(rel);
+        let d = run_pair(&x, (exec_a, &nodes_a, xa, ya), (exec_b, &nodes_b, xb, yb))?;
+        check.constant_input_rel_error = Some(d.max_rel);
     }
     Ok(())
 }
 
-/// The most elements one tensor of the check may have: 2^28 f64 values are 2 GiB.
-const MAX_ELEMENTS: u64 = 1 << 28;
+/// The most elements one tensor of the check may have.
+const MAX_ELEMENTS: u64 = exec::MAX_ELEMENTS as u64;
 
 /// Refuses a check whose tensors would not fit in memory (a huge batch, or a hostile shape).
 fn too_large(
@@ -295,7 +305,7 @@ fn too_large(
 
 type Side<'e, 'g, 'n> = (&'e mut Executor<'g>, &'n [NodeId], ValueId, ValueId);
 
-fn run_pair(x: &CTensor, a: Side, b: Side) -> Result<(f64, f64), String> {
+fn run_pair(x: &CTensor, a: Side, b: Side) -> Result<Deviation, String> {
     let ya =
         a.0.eval(a.1, &HashMap::from([(a.2, x.clone())]), &[a.3])
             .map_err(|e| e.to_string())?;
@@ -305,8 +315,19 @@ fn run_pair(x: &CTensor, a: Side, b: Side) -> Result<(f64, f64), String> {
     errors(&ya[0], &yb[0])
 }
 
+/// How far one output is from its reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Deviation {
+    /// `max|a - b|`.
+    pub max_abs: f64,
+    /// `max|a - b| / max|a|`, or the absolute error where the reference is all zeros.
+    pub max_rel: f64,
+    /// `max|a|`.
+    pub scale: f64,
+}
+
 /// Max absolute difference and max-norm relative error of `b` against the reference `a`.
-pub fn errors(a: &CTensor, b: &CTensor) -> Result<(f64, f64), String> {
+pub fn errors(a: &CTensor, b: &CTensor) -> Result<Deviation, String> {
     if a.dims() != b.dims() {
         return Err(format!(
             "the outputs have different shapes: {:?} and {:?}",
@@ -320,7 +341,11 @@ pub fn errors(a: &CTensor, b: &CTensor) -> Result<(f64, f64), String> {
     let scale = max(a).map_err(|e| e.to_string())?;
     let abs = (a - b).and_then(|d| max(&d)).map_err(|e| e.to_string())?;
     let rel = if scale > 0.0 { abs / scale } else { abs };
-    Ok((abs, rel))
+    Ok(Deviation {
+        max_abs: abs,
+        max_rel: rel,
+        scale,
+    })
 }
 
 fn whole(
@@ -338,8 +363,8 @@ fn whole(
     let all_a: Vec<NodeId> = (0..ga.nodes.len()).collect();
     let all_b: Vec<NodeId> = (0..gb.nodes.len()).collect();
     let mut missing: Vec<String> = Vec::new();
-    for (g, nodes) in [(ga, &all_a), (gb, &all_b)] {
-        for (n, why) in exec::unsupported(g, nodes) {
+    for (g, exec, nodes) in [(ga, &*exec_a, &all_a), (gb, &*exec_b, &all_b)] {
+        for (n, why) in exec.unsupported(nodes) {
             let line = format!("{}: {why}", g.nodes[n].label());
             if !missing.contains(&line) {
                 missing.push(line);
@@ -413,11 +438,11 @@ fn whole(
     };
     let mut outputs = Vec::new();
     for ((&v, a), b) in outs_a.iter().zip(&ya).zip(&yb) {
-        let (abs, rel) = errors(a, b).map_err(|e| Error::Usage(e.to_string()))?;
+        let d = errors(a, b).map_err(|e| Error::Usage(e.to_string()))?;
         outputs.push(OutputCheck {
             name: ga.values[v].name.clone(),
-            max_abs_error: abs,
-            max_rel_error: rel,
+            max_abs_error: d.max_abs,
+            max_rel_error: d.max_rel,
         });
     }
     if let Some(dir) = req.dump {
@@ -522,8 +547,9 @@ mod tests {
         let dev = candle_core::Device::Cpu;
         let a = CTensor::new(&[2.0f64, -4.0], &dev).unwrap();
         let b = CTensor::new(&[2.5f64, -4.0], &dev).unwrap();
-        let (abs, rel) = errors(&a, &b).unwrap();
-        assert_eq!(abs, 0.5);
-        assert_eq!(rel, 0.125);
+        let d = errors(&a, &b).unwrap();
+        assert_eq!(d.max_abs, 0.5);
+        assert_eq!(d.max_rel, 0.125);
+        assert_eq!(d.scale, 4.0);
     }
 }

@@ -189,12 +189,13 @@ pub fn matmul_macs(cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
 
 /// A parsed einsum equation: the letters of each operand and of the output, with `.` standing for
 /// the broadcast (ellipsis) axes.
-struct Einsum {
-    inputs: Vec<Vec<char>>,
-    output: Vec<char>,
+pub struct Einsum {
+    pub inputs: Vec<Vec<char>>,
+    pub output: Vec<char>,
 }
 
-fn parse_einsum(eq: &str, ranks: &[usize]) -> InferResult<Einsum> {
+/// Parses an equation for operands of these ranks (the checker's `Einsum` kernel uses it too).
+pub fn parse_einsum(eq: &str, ranks: &[usize]) -> InferResult<Einsum> {
     let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),

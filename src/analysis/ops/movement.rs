@@ -199,12 +199,28 @@ pub struct Resize {
     pub keep_aspect_ratio_policy: String,
     /// `Upsample`'s scales as an attribute (opset 7–8).
     pub scales: Option<Vec<f32>>,
+    /// How an output coordinate maps to the input (opset 11 on).
+    pub coordinate_transformation_mode: String,
+    /// How `nearest` rounds that coordinate (opset 11 on).
+    pub nearest_mode: String,
+    /// Downsampling filters with an antialiasing kernel (opset 18).
+    pub antialias: bool,
+    /// Before opset 11: scales are input 1 and the rounding is the old `Upsample` one.
+    pub legacy: bool,
 }
 
 impl FromAttrs for Resize {
-    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
         let r = AttrReader(a);
         Ok(Resize {
+            coordinate_transformation_mode: r
+                .string("coordinate_transformation_mode")?
+                .unwrap_or_else(|| "half_pixel".into()),
+            nearest_mode: r
+                .string("nearest_mode")?
+                .unwrap_or_else(|| "round_prefer_floor".into()),
+            antialias: r.flag("antialias", false)?,
+            legacy: opset < 11,
             mode: r.string("mode")?.unwrap_or_else(|| "nearest".into()),
             axes: r.ints("axes")?,
             keep_aspect_ratio_policy: r

@@ -13,6 +13,8 @@ use crate::ir::{Attrs, DType, Dim};
 pub struct BatchNorm {
     pub epsilon: f32,
     pub training_mode: bool,
+    /// The running statistics' decay in training mode.
+    pub momentum: f32,
 }
 
 impl FromAttrs for BatchNorm {
@@ -21,6 +23,7 @@ impl FromAttrs for BatchNorm {
         Ok(BatchNorm {
             epsilon: r.float("epsilon", 1e-5)?,
             training_mode: r.flag("training_mode", false)?,
+            momentum: r.float("momentum", 0.9)?,
         })
     }
 }

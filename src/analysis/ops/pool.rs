@@ -11,6 +11,8 @@ pub struct Pool {
     pub window: WindowAttrs,
     /// `AveragePool`: padding cells count in the divisor.
     pub count_include_pad: bool,
+    /// `MaxPool`: the indices output is column-major over the spatial axes.
+    pub storage_order: bool,
 }
 
 impl FromAttrs for Pool {
@@ -19,9 +21,11 @@ impl FromAttrs for Pool {
         if window.kernel_shape.is_none() {
             return Err("attribute 'kernel_shape' is required".into());
         }
+        let r = AttrReader(a);
         Ok(Pool {
             window,
-            count_include_pad: AttrReader(a).flag("count_include_pad", false)?,
+            count_include_pad: r.flag("count_include_pad", false)?,
+            storage_order: r.flag("storage_order", false)?,
         })
     }
 }

@@ -1,0 +1,581 @@
+//! The checker's kernels, by op family as in [`crate::analysis::ops`]. A kernel gets a node's typed
+//! op ([`Op`], parsed once by the executor) and its input tensors, and returns its outputs. Every
+//! value is an f64 candle tensor, integer ones included; ops that need integers (Reshape's shape,
+//! axes, pads, Gather's indices, ...) convert them back to i64.
+//!
+//! [`KERNELS`] is the registry, sorted by op name and searched by binary search; an op it lists
+//! must be one the analysis registry knows (a test keeps both true). [`static_check`] says what can
+//! be known without running.
+
+mod conv;
+mod elementwise;
+mod linalg;
+mod movement;
+mod norm;
+mod pool;
+mod reduce;
+mod source;
+
+use std::fmt;
+
+use candle_core::{Device, Tensor as CTensor};
+
+use super::exec::{ExecError, MAX_ELEMENTS};
+use crate::analysis::ops::source::ConstantForm;
+use crate::analysis::ops::Op;
+use crate::ir::{DType, Node};
+
+pub(crate) type OpResult = Result<Vec<CTensor>, ExecError>;
+pub(crate) type KernelFn = fn(&Cx) -> OpResult;
+
+use elementwise as ew;
+use movement as mv;
+
+/// Every op the checker runs, sorted by name (a test keeps it sorted and unique).
+static KERNELS: &[(&str, KernelFn)] = &[
+    ("Abs", ew::abs),
+    ("Add", ew::add),
+    ("And", ew::and),
+    ("ArgMax", reduce::arg_reduce),
+    ("ArgMin", reduce::arg_reduce),
+    ("AveragePool", pool::average_pool),
+    ("BatchNormalization", norm::batch_norm),
+    ("Cast", ew::cast),
+    ("Ceil", ew::ceil),
+    ("Clip", ew::clip),
+    ("Concat", mv::concat),
+    ("Constant", source::constant),
+    ("ConstantOfShape", source::constant_of_shape),
+    ("Conv", conv::conv),
+    ("ConvTranspose", conv::conv_transpose),
+    ("Div", ew::div),
+    ("Dropout", ew::dropout),
+    ("Einsum", linalg::einsum),
+    ("Equal", ew::equal),
+    ("Erf", ew::erf),
+    ("Exp", ew::exp),
+    ("Expand", mv::expand),
+    ("Flatten", mv::flatten),
+    ("Floor", ew::floor),
+    ("Gather", mv::gather),
+    ("Gelu", ew::gelu),
+    ("Gemm", linalg::gemm),
+    ("GlobalAveragePool", pool::global_average_pool),
+    ("GlobalMaxPool", pool::global_max_pool),
+    ("Greater", ew::greater),
+    ("GreaterOrEqual", ew::greater_or_equal),
+    ("HardSigmoid", ew::hard_sigmoid),
+    ("HardSwish", ew::hard_swish),
+    ("Identity", ew::identity),
+    ("InstanceNormalization", norm::instance_norm),
+    ("LayerNormalization", norm::layer_norm),
+    ("LeakyRelu", ew::leaky_relu),
+    ("Less", ew::less),
+    ("LessOrEqual", ew::less_or_equal),
+    ("Log", ew::log),
+    ("MatMul", linalg::matmul),
+    ("Max", ew::max),
+    ("MaxPool", pool::max_pool),
+    ("Min", ew::min),
+    ("Mul", ew::mul),
+    ("Neg", ew::neg),
+    ("Not", ew::not),
+    ("Or", ew::or),
+    ("PRelu", ew::prelu),
+    ("Pad", mv::pad),
+    ("Pow", ew::pow),
+    ("Range", source::range),
+    ("Reciprocal", ew::reciprocal),
+    ("ReduceL1", reduce::reduce),
+    ("ReduceL2", reduce::reduce),
+    ("ReduceLogSum", reduce::reduce),
+    ("ReduceLogSumExp", reduce::reduce),
+    ("ReduceMax", reduce::reduce),
+    ("ReduceMean", reduce::reduce),
+    ("ReduceMin", reduce::reduce),
+    ("ReduceProd", reduce::reduce),
+    ("ReduceSum", reduce::reduce),
+    ("ReduceSumSquare", reduce::reduce),
+    ("Relu", ew::relu),
+    ("Reshape", mv::reshape),
+    ("Resize", mv::resize),
+    ("Round", ew::round),
+    ("Shape", source::shape),
+    ("Sigmoid", ew::sigmoid),
+    ("Sign", ew::sign),
+    ("Slice", mv::slice),
+    ("Softmax", ew::softmax),
+    ("Split", mv::split),
+    ("Sqrt", ew::sqrt),
+    ("Squeeze", mv::squeeze),
+    ("Sub", ew::sub),
+    ("Sum", ew::sum),
+    ("Tanh", ew::tanh),
+    ("Tile", mv::tile),
+    ("TopK", reduce::top_k),
+    ("Transpose", mv::transpose),
+    ("Unsqueeze", mv::unsqueeze),
+    ("Where", ew::where_),
+    ("Xor", ew::xor),
+];
+
+/// The kernel registered for an op type.
+pub(crate) fn kernel(op_type: &str) -> Option<KernelFn> {
+    KERNELS
+        .binary_search_by(|(name, _)| (*name).cmp(op_type))
+        .ok()
+        .map(|i| KERNELS[i].1)
+}
+
+/// The kernel of a parsed op (none for opaque and malformed ones).
+fn kernel_of(op: &Op) -> Option<KernelFn> {
+    op.name().and_then(kernel)
+}
+
+/// Names of every op the checker runs, sorted.
+pub fn supported() -> impl Iterator<Item = &'static str> {
+    KERNELS.iter().map(|(name, _)| *name)
+}
+
+/// Runs the node's kernel.
+pub(crate) fn run(cx: &Cx) -> OpResult {
+    match kernel_of(cx.op) {
+        Some(f) => f(cx),
+        None => Err(cx.unsupported("the interpreter has no implementation of this op")),
+    }
+}
+
+/// What can be known without running: the op is implemented, its attributes parsed, and the
+/// forms it takes are ones the kernels compute.
+pub(crate) fn static_check(node: &Node, op: &Op) -> Result<(), String> {
+    match op {
+        Op::Opaque if !(node.domain.is_empty() || node.domain == "ai.onnx") => {
+            return Err(format!(
+                "ops of domain '{}' are not supported by the interpreter",
+                node.domain
+            ))
+        }
+        Op::Malformed(why) => return Err(format!("invalid attributes: {why}")),
+        _ => {}
+    }
+    if kernel_of(op).is_none() {
+        return Err("the interpreter has no implementation of this op".into());
+    }
+    let extra_output = |from: usize, what: &str| -> Result<(), String> {
+        match node.outputs.iter().skip(from).flatten().next() {
+            Some(_) => Err(format!(
+                "the {what} output is not computed by the interpreter"
+            )),
+            None => Ok(()),
+        }
+    };
+    match op {
+        Op::BatchNormalization(b) if !b.training_mode => {
+            extra_output(1, "running statistics")?;
+        }
+        Op::Cast(c) if !(c.to.is_float() || c.to.is_int() || c.to == DType::Bool) => {
+            return Err(format!("casting to {} is not supported", c.to));
+        }
+        Op::Resize(r) => movement::check_resize(r)?,
+        Op::Constant(c) => match &c.form {
+            ConstantForm::Tensor => {}
+            ConstantForm::Scalars(name) if !name.starts_with("value_string") => {}
+            ConstantForm::Sparse => {
+                return Err("a constant given as 'sparse_value' is not supported".into())
+            }
+            ConstantForm::Scalars(name) => {
+                return Err(format!("a constant given as '{name}' is not supported"))
+            }
+        },
+        _ => {}
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Op context
+
+/// One node being evaluated: its typed op, its input tensors (`None` for omitted optional
+/// inputs) and their element types where known (every tensor is f64: the types say which hold
+/// integers).
+pub(crate) struct Cx<'a> {
+    pub node: &'a Node,
+    pub op: &'a Op,
+    pub inputs: Vec<Option<CTensor>>,
+    pub dtypes: Vec<Option<DType>>,
+}
+
+/// The typed attributes of the op a kernel is registered for; another variant is an error naming
+/// the node, never a panic.
+macro_rules! attrs {
+    ($cx:expr, $($variant:ident)|+) => {
+        match $cx.op {
+            $( $crate::analysis::ops::Op::$variant(a) => a, )+
+            other => return Err($cx.wrong_op(other)),
+        }
+    };
+}
+pub(crate) use attrs;
+
+/// Turns any error into [`ExecError::Failed`] naming the node.
+pub(crate) trait At<T> {
+    fn at(self, cx: &Cx) -> Result<T, ExecError>;
+}
+
+impl<T, E: fmt::Display> At<T> for Result<T, E> {
+    fn at(self, cx: &Cx) -> Result<T, ExecError> {
+        self.map_err(|e| cx.fail(first_line(&e)))
+    }
+}
+
+pub(crate) fn first_line(e: &impl fmt::Display) -> String {
+    let s = e.to_string();
+    s.lines().next().unwrap_or_default().trim().to_string()
+}
+
+impl Cx<'_> {
+    pub fn fail(&self, message: impl Into<String>) -> ExecError {
+        ExecError::Failed {
+            node: self.node.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    pub fn unsupported(&self, reason: impl Into<String>) -> ExecError {
+        ExecError::Unsupported {
+            node: self.node.name.clone(),
+            op: self.node.op_type.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The error of a kernel handed another op's attributes (a registry mistake).
+    pub fn wrong_op(&self, op: &Op) -> ExecError {
+        self.fail(format!(
+            "internal: the {} kernel got the attributes of {}",
+            self.node.op_type,
+            op.name().unwrap_or("an unknown op")
+        ))
+    }
+
+    /// Whether input `i` is known to hold integers.
+    pub fn is_int(&self, i: usize) -> bool {
+        self.dtypes
+            .get(i)
+            .copied()
+            .flatten()
+            .is_some_and(DType::is_int)
+    }
+
+    pub fn opt(&self, i: usize) -> Option<&CTensor> {
+        self.inputs.get(i).and_then(Option::as_ref)
+    }
+
+    pub fn input(&self, i: usize) -> Result<&CTensor, ExecError> {
+        self.opt(i)
+            .ok_or_else(|| self.fail(format!("input {i} is missing")))
+    }
+
+    pub fn input_ints(&self, i: usize) -> Result<Option<Vec<i64>>, ExecError> {
+        self.opt(i)
+            .map(|t| to_ints(t).map_err(|e| self.fail(format!("input {i}: {e}"))))
+            .transpose()
+    }
+
+    /// An integer list given as input `i` (newer opsets) or as the attribute `attr` (older
+    /// ones, parsed into the typed op).
+    pub fn ints_from_input_or(
+        &self,
+        i: usize,
+        attr: &Option<Vec<i64>>,
+    ) -> Result<Option<Vec<i64>>, ExecError> {
+        match self.input_ints(i)? {
+            Some(v) => Ok(Some(v)),
+            None => Ok(attr.clone()),
+        }
+    }
+
+    /// A scalar input (one element, any rank).
+    pub fn input_scalar(&self, i: usize) -> Result<Option<f64>, ExecError> {
+        let Some(t) = self.opt(i) else {
+            return Ok(None);
+        };
+        let v = values(t).at(self)?;
+        match v.as_slice() {
+            [x] => Ok(Some(*x)),
+            _ => Err(self.fail(format!(
+                "input {i} must hold one value, found shape {:?}",
+                t.dims()
+            ))),
+        }
+    }
+
+    /// `axis` in `[-rank, rank)` as an index, with the analysis' normalisation.
+    pub fn axis(&self, axis: i64, rank: usize) -> Result<usize, ExecError> {
+        crate::analysis::ops::axis(axis, rank).map_err(|e| match e {
+            crate::analysis::ops::InferError::Invalid(m) => self.fail(m),
+            crate::analysis::ops::InferError::Unknown => {
+                self.fail(format!("axis {axis} is out of range for rank {rank}"))
+            }
+        })
+    }
+
+    /// Distinct axes, normalised and sorted.
+    pub fn axis_set(&self, axes: &[i64], rank: usize) -> Result<Vec<usize>, ExecError> {
+        let mut out = axes
+            .iter()
+            .map(|&a| self.axis(a, rank))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.sort_unstable();
+        if out.windows(2).any(|w| w[0] == w[1]) {
+            return Err(self.fail(format!("axes {axes:?} repeat an axis")));
+        }
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor helpers shared by the families
+
+pub(crate) fn values(t: &CTensor) -> candle_core::Result<Vec<f64>> {
+    t.flatten_all()?.to_vec1::<f64>()
+}
+
+/// The values of an integer-valued tensor (shapes, axes, indices) as i64.
+pub(crate) fn to_ints(t: &CTensor) -> Result<Vec<i64>, String> {
+    values(t)
+        .map_err(|e| first_line(&e))?
+        .into_iter()
+        .map(|x| {
+            if x.is_finite() && x.fract() == 0.0 {
+                // i64::MAX read from an int64 tensor is 2^63 in f64; `as` saturates it back
+                Ok(x as i64)
+            } else {
+                Err(format!("expected integers, found {x}"))
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn tensor(data: Vec<f64>, shape: &[usize]) -> candle_core::Result<CTensor> {
+    CTensor::from_vec(data, shape, &Device::Cpu)
+}
+
+pub(crate) fn map(t: &CTensor, f: impl Fn(f64) -> f64) -> candle_core::Result<CTensor> {
+    tensor(values(t)?.into_iter().map(f).collect(), t.dims())
+}
+
+/// Advances a row-major multi-index over `limits`; false when it wraps to zero.
+pub(crate) fn advance(index: &mut [usize], limits: &[usize]) -> bool {
+    for (i, l) in index.iter_mut().zip(limits).rev() {
+        *i += 1;
+        if *i < *l {
+            return true;
+        }
+        *i = 0;
+    }
+    false
+}
+
+pub(crate) fn checked_product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Refuses to make a tensor of `dims` with more than [`MAX_ELEMENTS`] elements: attributes and
+/// shape inputs (pads, repeats, sizes) of a hostile file would otherwise allocate without bound.
+pub(crate) fn check_size(cx: &Cx, dims: &[usize]) -> Result<(), ExecError> {
+    match checked_product(dims) {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(cx.fail(format!(
+            "a tensor of shape {dims:?} is too large to evaluate (at most {MAX_ELEMENTS} elements)"
+        ))),
+    }
+}
+
+/// Numpy (bidirectional) broadcasting of two concrete shapes: the checker's one broadcasting rule
+/// (the analysis' [`crate::analysis::ops::broadcast`] is its symbolic twin).
+pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let at = |s: &[usize], i: usize| (i + s.len()).checked_sub(n).map_or(1, |j| s[j]);
+    (0..n)
+        .map(|i| match (at(a, i), at(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two operands broadcast to one shape, as flat row-major values.
+pub(crate) struct Broadcast {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+    pub shape: Vec<usize>,
+}
+
+/// `a` and `b` broadcast to one shape.
+pub(crate) fn broadcast_values(cx: &Cx, a: &CTensor, b: &CTensor) -> Result<Broadcast, ExecError> {
+    let shape = broadcast_shape(a.dims(), b.dims()).ok_or_else(|| {
+        cx.fail(format!(
+            "shapes {:?} and {:?} do not broadcast",
+            a.dims(),
+            b.dims()
+        ))
+    })?;
+    let av = values(&a.broadcast_as(shape.as_slice()).at(cx)?).at(cx)?;
+    let bv = values(&b.broadcast_as(shape.as_slice()).at(cx)?).at(cx)?;
+    Ok(Broadcast {
+        a: av,
+        b: bv,
+        shape,
+    })
+}
+
+pub(crate) fn one(t: CTensor) -> OpResult {
+    Ok(vec![t])
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A small graph builder for kernel tests: `x`-like inputs are fed, initializers are f32.
+
+    use std::collections::HashMap;
+
+    use candle_core::Tensor as CTensor;
+
+    use super::{tensor, values};
+    use crate::ir::{Attr, Attrs, DType, GraphBuilder, NodeId, Tensor, TensorData, TypedData};
+    use crate::verify::exec::{ExecError, Executor};
+
+    /// The opset the test graphs declare.
+    pub const OPSET: i64 = 17;
+
+    pub struct G {
+        pub b: GraphBuilder,
+        pub feeds: Vec<(String, CTensor)>,
+        pub opset: i64,
+    }
+
+    impl G {
+        pub fn new() -> Self {
+            G {
+                b: GraphBuilder::new("g", false),
+                feeds: Vec::new(),
+                opset: OPSET,
+            }
+        }
+
+        pub fn input(&mut self, name: &str, shape: &[usize], data: Vec<f64>) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.add_input(id);
+            self.feeds.push((name.into(), tensor(data, shape).unwrap()));
+            self
+        }
+
+        pub fn init(&mut self, name: &str, dims: &[u64], data: Vec<f32>) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.value_mut(id).init = Some(Tensor {
+                name: name.into(),
+                dtype: DType::F32,
+                dims: dims.to_vec(),
+                data: TensorData::Typed(TypedData::F32(data)),
+            });
+            self
+        }
+
+        pub fn init_i64(&mut self, name: &str, data: Vec<i64>) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.value_mut(id).init = Some(Tensor {
+                name: name.into(),
+                dtype: DType::I64,
+                dims: vec![data.len() as u64],
+                data: TensorData::Typed(TypedData::I64(data)),
+            });
+            self
+        }
+
+        pub fn node(
+            &mut self,
+            op: &str,
+            ins: &[&str],
+            outs: &[&str],
+            attrs: Vec<(&str, Attr)>,
+        ) -> &mut Self {
+            let attrs = Attrs(attrs.into_iter().map(|(n, a)| (n.to_string(), a)).collect());
+            let name = format!("{}_{}", op.to_lowercase(), outs[0]);
+            self.b
+                .add_node(name, op.into(), String::new(), ins, outs, attrs);
+            self
+        }
+
+        /// Runs every node and returns `wanted`.
+        pub fn run(self, wanted: &[&str]) -> Result<Vec<CTensor>, ExecError> {
+            let g = self.b.finish().unwrap();
+            let feeds: HashMap<_, _> = self
+                .feeds
+                .into_iter()
+                .map(|(n, t)| (g.value_by_name(&n).unwrap(), t))
+                .collect();
+            let wanted: Vec<_> = wanted.iter().map(|n| g.value_by_name(n).unwrap()).collect();
+            let nodes: Vec<NodeId> = (0..g.nodes.len()).collect();
+            Executor::new(&g, self.opset).eval(&nodes, &feeds, &wanted)
+        }
+
+        pub fn run1(self, wanted: &str) -> CTensor {
+            self.run(&[wanted]).unwrap().remove(0)
+        }
+    }
+
+    pub fn ints(v: &[i64]) -> Attr {
+        Attr::Ints(v.to_vec())
+    }
+
+    pub fn flat(t: &CTensor) -> Vec<f64> {
+        values(t).unwrap()
+    }
+
+    pub fn assert_close(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                "got {got:?}, want {want:?}"
+            );
+        }
+    }
+
+    pub fn ramp(n: usize) -> Vec<f64> {
+        (0..n).map(|i| i as f64).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_sorted_and_unique() {
+        for w in KERNELS.windows(2) {
+            assert!(w[0].0 < w[1].0, "{} before {}", w[0].0, w[1].0);
+        }
+        assert!(kernel("Conv").is_some());
+        assert!(kernel("conv").is_none());
+    }
+
+    #[test]
+    fn every_op_the_checker_runs_is_known_to_the_analysis() {
+        for (name, _) in KERNELS {
+            let def = crate::analysis::ops::lookup("", name);
+            assert!(def.is_some(), "{name} is not in the analysis registry");
+            assert_eq!(def.map(|d| d.name), Some(*name));
+        }
+    }
+
+    #[test]
+    fn concrete_broadcasting() {
+        assert_eq!(broadcast_shape(&[2, 1, 5], &[4, 1]), Some(vec![2, 4, 5]));
+        assert_eq!(broadcast_shape(&[], &[3]), Some(vec![3]));
+        assert_eq!(broadcast_shape(&[2, 3], &[4]), None);
+    }
+}
