@@ -24,6 +24,12 @@ struct Row {
     acts_truth: u64,
     acts: Option<u64>,
     acts_exact: bool,
+    /// The reference's MACs (tools/corpus/macs.py: textbook formulas on onnxruntime's shapes, the
+    /// branch that ran), and nnlint's.
+    macs_truth: Option<u64>,
+    macs: Option<u64>,
+    macs_lower: bool,
+    undecided: usize,
 }
 
 fn check(root: &Path, m: &Value) -> Row {
@@ -47,6 +53,10 @@ fn check(root: &Path, m: &Value) -> Row {
             - truth["shape_bytes"].as_u64().unwrap_or(0),
         acts: None,
         acts_exact: false,
+        macs_truth: truth["macs"].as_u64(),
+        macs: None,
+        macs_lower: false,
+        undecided: 0,
     };
     let path = root.join(m["file"].as_str().unwrap());
     let model = match nnlint::load::onnx::load(&path) {
@@ -185,7 +195,38 @@ fn check(root: &Path, m: &Value) -> Row {
     }
     row.acts = main;
     row.acts_exact = !r.totals.lower.activations() && r.totals.lower.undecided_branches == 0;
+    row.macs = r.totals.macs.as_ref().and_then(|d| d.as_u64());
+    row.macs_lower = r.totals.lower.macs();
+    row.undecided = r.totals.lower.undecided_branches;
     row
+}
+
+impl Row {
+    /// The activation total: equal, a marked lower bound, or (an undecided branch: the larger is
+    /// counted) marked as such.
+    fn acts_verdict(&self) -> &'static str {
+        match self.acts {
+            Some(a) if a == self.acts_truth && self.acts_exact => "equal",
+            Some(a) if a <= self.acts_truth && !self.acts_exact => "lower bound",
+            Some(_) if self.undecided > 0 => "undecided branch",
+            None if !self.acts_exact => "unknown (marked)",
+            _ => "**differs**",
+        }
+    }
+
+    fn macs_verdict(&self) -> &'static str {
+        match (self.macs_truth, self.macs) {
+            (None, _) => "no reference",
+            (Some(t), Some(m)) if m == t && !self.macs_lower && self.undecided == 0 => "equal",
+            (Some(t), Some(m)) if m <= t && self.macs_lower => "lower bound",
+            // the larger of two undecided branches is counted
+            (Some(t), Some(m)) if m >= t && self.undecided > 0 && !self.macs_lower => {
+                "undecided branch"
+            }
+            (Some(_), None) if self.macs_lower => "unknown (marked)",
+            _ => "**differs**",
+        }
+    }
 }
 
 #[test]
@@ -206,12 +247,12 @@ fn the_real_world_corpus_matches_onnxruntime() {
     }
     let rows: Vec<Row> = present.iter().map(|m| check(root, m)).collect();
     let mut table = String::from(
-        "| model | loads | shapes agree | disagree | unknown | unknown default-domain ops | other unknown ops | activations (onnxruntime) | activations (nnlint) | |\n|---|---|---:|---:|---:|---|---|---:|---:|---|\n",
+        "| model | loads | shapes agree | disagree | unknown | unknown default-domain ops | other unknown ops | activations (onnxruntime) | activations (nnlint) | | MACs (reference) | MACs (nnlint) | |\n|---|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|---|\n",
     );
     for r in &rows {
         let _ = writeln!(
             table,
-            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.name,
             if r.loaded.is_ok() { "yes" } else { "**no**" },
             r.agree,
@@ -226,11 +267,14 @@ fn the_real_world_corpus_matches_onnxruntime() {
                 (Some(a), false) => format!("≥ {a}"),
                 (None, _) => "?".into(),
             },
-            match r.acts {
-                Some(a) if a == r.acts_truth && r.acts_exact => "equal",
-                Some(a) if a <= r.acts_truth && !r.acts_exact => "lower bound",
-                _ => "**differs**",
-            }
+            r.acts_verdict(),
+            r.macs_truth.map_or("?".into(), |m| m.to_string()),
+            match (r.macs, r.macs_lower) {
+                (Some(m), false) => m.to_string(),
+                (Some(m), true) => format!("≥ {m}"),
+                (None, _) => "?".into(),
+            },
+            r.macs_verdict(),
         );
     }
     let out = root.join("target/corpus/report.md");
@@ -243,6 +287,25 @@ fn the_real_world_corpus_matches_onnxruntime() {
         }
         for d in &r.disagree {
             failures.push(format!("{}: {d}", r.name));
+        }
+        if !r.opaque_default.is_empty() {
+            failures.push(format!(
+                "{}: unknown default-domain ops {}",
+                r.name,
+                r.opaque_default.join(", ")
+            ));
+        }
+        if r.loaded.is_ok() && r.acts_verdict() == "**differs**" {
+            failures.push(format!(
+                "{}: activations {:?} (exact: {}), onnxruntime {}",
+                r.name, r.acts, r.acts_exact, r.acts_truth
+            ));
+        }
+        if r.loaded.is_ok() && r.macs_verdict() == "**differs**" {
+            failures.push(format!(
+                "{}: MACs {:?} (lower bound: {}), reference {:?}",
+                r.name, r.macs, r.macs_lower, r.macs_truth
+            ));
         }
     }
     assert!(

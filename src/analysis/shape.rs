@@ -539,7 +539,9 @@ fn walk(
                         let cost = (def.macs)(&cx, &outs);
                         (outs, cost)
                     }
-                    Err(InferError::Unknown) => (Vec::new(), None),
+                    Err(InferError::Unknown) => {
+                        (Vec::new(), (!def.counts_macs()).then_some(Dim::ZERO))
+                    }
                     Err(InferError::Invalid(m)) => {
                         w.invalid.push((n, m));
                         (Vec::new(), None)
@@ -582,7 +584,8 @@ pub struct Branch {
 }
 
 impl Branch {
-    /// The subgraph's total MACs for one run of the node: its own total × the times it runs.
+    /// The subgraph's total MACs for one run of the node: its own total × the times it runs. A
+    /// control-flow node inside already carries its own branches' cost in its MACs.
     pub fn macs(&self) -> Option<Dim> {
         let one = Dim::sum(
             &self
@@ -592,13 +595,6 @@ impl Branch {
                 .cloned()
                 .collect::<Option<Vec<_>>>()?,
         )?;
-        let inner: Option<Vec<Dim>> = self
-            .inference
-            .branches
-            .values()
-            .flat_map(|bs| nested_cost(bs))
-            .collect();
-        let one = one.checked_add(&Dim::sum(&inner?)?)?;
         one.checked_mul(&Dim::known(i64::try_from(self.times.unwrap_or(1)).ok()?))
     }
 }

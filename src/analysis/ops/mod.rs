@@ -333,6 +333,13 @@ fn no_inference(_: &OpCx) -> InferResult<Vec<Fact>> {
 }
 
 impl OpDef {
+    /// Whether the op can have MACs at all (its line names a cost function): one that cannot has
+    /// 0 MACs even where its shapes are unknown.
+    pub fn counts_macs(&self) -> bool {
+        // a false "counts" (the function duplicated by codegen) only leaves a MAC count unknown
+        !std::ptr::fn_addr_eq(self.macs, not_counted as MacsFn)
+    }
+
     /// The defaults every registry line starts from.
     const BASE: OpDef = OpDef {
         name: "",
