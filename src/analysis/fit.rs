@@ -122,9 +122,13 @@ pub struct PlanResult {
     pub gpus: u32,
     /// Largest micro-batch that fits (0: not even one sample).
     pub max_micro_batch: u64,
+    /// Whether it fits, as far as the estimate counts: with `lower_bound`, what it could not count
+    /// may not fit.
     pub fits: bool,
     /// Estimated peak per GPU at the chosen micro-batch (or at batch 1 when nothing fits).
     pub peak_bytes: u64,
+    /// Whether `peak_bytes` is a lower bound (ops or sizes nnlint could not account for).
+    pub lower_bound: bool,
     /// Micro-batch, accumulation steps and effective batch reaching the requested effective batch.
     pub micro_batch: u64,
     pub accumulate: u64,
@@ -200,6 +204,12 @@ fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result
             r.unbound.join(", ")
         ))
     })
+}
+
+/// Whether the serving estimate at a batch leaves something out.
+fn serve_lower_bound(model: &Model, req: &FitRequest, batch: u64) -> Result<bool> {
+    let r = super::analyze(model, &req.at(batch), None)?;
+    Ok(r.totals.lower.activations() || r.totals.lower.params())
 }
 
 /// Memory to serve a model: its stored tensors and inference peak (halved with half-precision
@@ -345,6 +355,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
             let max = largest_batch(|b| Ok(serve_peak(model, req, half, b)? <= req.gpu.bytes))?;
             let at = max.max(1).min(req.effective_batch.max(1));
             let peak = serve_peak(model, req, half, at)?;
+            let lower = serve_lower_bound(model, req, at)?;
             results.push(PlanResult {
                 name: name.into(),
                 precision: if half {
@@ -358,6 +369,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
                 max_micro_batch: max,
                 fits: max >= 1,
                 peak_bytes: peak,
+                lower_bound: lower,
                 micro_batch: at,
                 accumulate: 1,
                 effective_batch: at,
@@ -391,6 +403,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
                 max_micro_batch: max,
                 fits: max >= 1,
                 peak_bytes: est.total_bytes,
+                lower_bound: est.lower_bound,
                 micro_batch: at,
                 accumulate: if max == 0 { 0 } else { steps },
                 effective_batch: if max == 0 {
@@ -424,6 +437,12 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
     } else {
         suggest(model, req)?
     };
+    if results.iter().any(|r| r.lower_bound) {
+        notes.push(
+            "the peaks are lower bounds (nnlint could not account for some layers: see `nnlint mem`): a plan that fits here may not"
+                .to_string(),
+        );
+    }
     if !req.gpu.bf16 && !req.inference {
         notes.push(format!(
             "{} has no bfloat16: AMP plans use float16 with a gradient scaler",

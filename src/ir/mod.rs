@@ -39,6 +39,28 @@ pub struct Model {
 }
 
 impl Model {
+    /// Why some stored tensor's bytes cannot be read (a missing or short external data file), if
+    /// any: what needs weight values (rewrite, verify) refuses the model with it.
+    pub fn unavailable_weights(&self) -> Option<&str> {
+        fn find(g: &Graph) -> Option<&str> {
+            g.stored_tensors()
+                .find_map(|(_, t)| t.unavailable())
+                .or_else(|| g.subgraphs().into_iter().find_map(|(_, s)| find(s)))
+        }
+        find(&self.graph)
+    }
+
+    /// Refuses a model whose weights cannot be read, for `what` (a command that needs them).
+    pub fn require_weights(&self, what: &str) -> crate::Result<()> {
+        match self.unavailable_weights() {
+            Some(why) => Err(crate::Error::refused(
+                &self.path,
+                format!("{what} needs the weight values, and {why}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The opset version of the default ONNX domain.
     pub fn opset(&self) -> i64 {
         self.opset_imports

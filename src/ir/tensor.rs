@@ -30,6 +30,10 @@ pub enum TensorData {
     Typed(TypedData),
     /// No payload (string tensors, or a tensor with zero elements).
     Empty,
+    /// Bytes that cannot be read (an external data file that is missing, or shorter than the
+    /// tensor needs), and why. Shapes, sizes and costs do not need them; only what reads weight
+    /// values (rewrites, the checker, duplicate detection, spectra) does.
+    Unavailable(String),
 }
 
 /// A checked reference to external data: the file exists, lies under the model's directory, and
@@ -60,6 +64,14 @@ pub enum Values {
 }
 
 impl Tensor {
+    /// Why the bytes cannot be read, when they cannot.
+    pub fn unavailable(&self) -> Option<&str> {
+        match &self.data {
+            TensorData::Unavailable(why) => Some(why),
+            _ => None,
+        }
+    }
+
     /// Number of elements, `None` on overflow.
     pub fn numel(&self) -> Option<u64> {
         self.dims
@@ -88,6 +100,7 @@ impl Tensor {
                 decode_le(self.dtype, &bytes, n)
             }
             TensorData::Typed(t) => decode_typed(self.dtype, t, n),
+            TensorData::Unavailable(_) => None,
             TensorData::Empty => {
                 if n == 0 {
                     Some(if self.dtype.is_float() {

@@ -158,8 +158,11 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         path,
         dir,
         external_sizes: HashMap::new(),
+        unavailable: Default::default(),
+        warnings: Vec::new(),
     };
     let graph = cx.graph(graph, false)?;
+    warnings.append(&mut cx.warnings);
     Ok(Model {
         path: path.to_path_buf(),
         ir_version: proto.ir_version.unwrap_or(0),
@@ -235,6 +238,9 @@ struct Context<'a> {
     dir: Option<&'a Path>,
     /// Canonical path and length of each external-data file already checked.
     external_sizes: HashMap<String, (PathBuf, u64)>,
+    /// External files found missing or short (warned about once each).
+    unavailable: std::collections::HashSet<String>,
+    warnings: Vec<String>,
 }
 
 impl Context<'_> {
@@ -398,7 +404,10 @@ impl Context<'_> {
         }
         let external = tp.data_location == Some(pb::tensor_proto::DataLocation::External as i32);
         if external {
-            t.data = TensorData::External(self.external(tp, &t.name, expected)?);
+            t.data = match self.external(tp, &t.name, expected)? {
+                Ok(ext) => TensorData::External(ext),
+                Err(why) => TensorData::Unavailable(why),
+            };
         } else if let Some(raw) = &tp.raw_data {
             if let Some(expected) = expected {
                 if raw.len() as u64 != expected {
@@ -470,13 +479,15 @@ impl Context<'_> {
     }
 
     /// Checks an external-data reference: a relative location inside the model's directory, an
-    /// existing file, and a range within it. Nothing is read.
+    /// existing file, and a range within it. Nothing is read. A missing file or a range past its
+    /// end is not an error: the analysis needs no weight bytes, so the tensor is marked
+    /// unavailable (the inner `Err`, with the reason) and the model gets a warning, once per file.
     fn external(
         &mut self,
         tp: &pb::TensorProto,
         name: &str,
         expected: Option<u64>,
-    ) -> Result<ExternalData> {
+    ) -> Result<std::result::Result<ExternalData, String>> {
         let mut location = None;
         let mut offset = 0u64;
         let mut length = None;
@@ -508,7 +519,11 @@ impl Context<'_> {
                 format!("initializer '{name}' has external data, which needs the model's directory: pass the model as a file, not on standard input"),
             ));
         };
-        let (file, size) = self.external_file(dir, &location, name)?;
+        let Some((file, size)) = self.external_file(dir, &location, name)? else {
+            let why = format!("external data file '{location}' not found");
+            self.unavailable(&location, &why);
+            return Ok(Err(why));
+        };
         let length = match (length, expected) {
             (Some(l), Some(e)) if l != e => {
                 return Err(self.malformed(format!(
@@ -525,20 +540,40 @@ impl Context<'_> {
             ))
         })?;
         if end > size {
-            return Err(self.malformed(format!(
-                "initializer '{name}': external data range {offset}..{end} lies beyond the end of '{location}' ({size} bytes)"
-            )));
+            let why = format!(
+                "external data range {offset}..{end} lies beyond the end of '{location}' ({size} bytes)"
+            );
+            self.unavailable(&location, &why);
+            return Ok(Err(why));
         }
-        Ok(ExternalData {
+        Ok(Ok(ExternalData {
             path: file,
             offset,
             length,
-        })
+        }))
     }
 
-    fn external_file(&mut self, dir: &Path, location: &str, name: &str) -> Result<(PathBuf, u64)> {
+    /// Records, once per external file, that some of its tensors cannot be read.
+    fn unavailable(&mut self, location: &str, why: &str) {
+        if self.unavailable.insert(location.to_string()) {
+            self.warnings.push(format!(
+                "{why}: analysed from the graph alone (shapes, parameters, activations and MACs need no weight bytes); rewrite, verify and duplicate-initializer need them"
+            ));
+        }
+    }
+
+    /// The canonical path and size of an external data file; `None` when it does not exist.
+    fn external_file(
+        &mut self,
+        dir: &Path,
+        location: &str,
+        name: &str,
+    ) -> Result<Option<(PathBuf, u64)>> {
         if let Some(hit) = self.external_sizes.get(location) {
-            return Ok(hit.clone());
+            return Ok(Some(hit.clone()));
+        }
+        if self.unavailable.contains(location) {
+            return Ok(None);
         }
         if location == super::skim::SELF_LOCATION {
             // raw_data the loader left in the model file (load/skim.rs)
@@ -546,19 +581,19 @@ impl Context<'_> {
             let hit = (self.path.to_path_buf(), meta.len());
             self.external_sizes
                 .insert(location.to_string(), hit.clone());
-            return Ok(hit);
+            return Ok(Some(hit));
         }
-        let canonical = resolve_location(dir, location).map_err(|e| match e {
-            Located::Escapes(how) => Error::refused(
-                self.path,
-                format!("initializer '{name}': external data location '{location}' {how}"),
-            ),
-            Located::NotFound(joined) => self.malformed(format!(
-                "initializer '{name}': external data file '{}' not found",
-                joined.display()
-            )),
-            Located::Io(path, e) => Error::io(path, e),
-        })?;
+        let canonical = match resolve_location(dir, location) {
+            Ok(c) => c,
+            Err(Located::Escapes(how)) => {
+                return Err(Error::refused(
+                    self.path,
+                    format!("initializer '{name}': external data location '{location}' {how}"),
+                ))
+            }
+            Err(Located::NotFound(_)) => return Ok(None),
+            Err(Located::Io(path, e)) => return Err(Error::io(path, e)),
+        };
         let meta = std::fs::metadata(&canonical).map_err(|e| Error::io(&canonical, e))?;
         if !meta.is_file() {
             return Err(self.malformed(format!(
@@ -568,7 +603,7 @@ impl Context<'_> {
         let hit = (canonical, meta.len());
         self.external_sizes
             .insert(location.to_string(), hit.clone());
-        Ok(hit)
+        Ok(Some(hit))
     }
 
     fn attribute(&mut self, a: &pb::AttributeProto, op_type: &str) -> Result<(String, Attr)> {

@@ -47,7 +47,11 @@ pub fn render(r: &FitReport) -> String {
                 } else {
                     "-".into()
                 },
-                bytes(p.peak_bytes),
+                if p.lower_bound {
+                    format!("≥ {}", bytes(p.peak_bytes))
+                } else {
+                    bytes(p.peak_bytes)
+                },
                 if p.recompute_fraction > 0.0 {
                     format!("+{:.0}%", p.recompute_fraction * 100.0)
                 } else {

@@ -21,6 +21,36 @@ pub struct Settings {
     pub budget: Option<u64>,
 }
 
+/// The weight a convolution or linear layer reads, as stored.
+pub struct LayerWeight<'a> {
+    /// The stored value (behind a DequantizeLinear: its quantized input).
+    pub value: ValueId,
+    pub tensor: &'a Tensor,
+    /// The logical shape (a packed 4-bit weight: `[N, K]`).
+    pub dims: Vec<u64>,
+    /// Stored bytes per parameter (0.5 for 4-bit).
+    pub bytes_per_param: f64,
+    /// Why the weight is not rewritten, when it is quantized: nnlint rewrites float weights.
+    pub quantized: Option<String>,
+}
+
+impl LayerWeight<'_> {
+    /// Stored bytes of `params` parameters of this weight.
+    pub fn bytes(&self, params: u64) -> u64 {
+        (params as f64 * self.bytes_per_param).round() as u64
+    }
+
+    /// The finding's fix text, with why it cannot be rewritten when quantized.
+    pub fn fix_text(&self, fix: String) -> String {
+        match &self.quantized {
+            Some(why) => format!(
+                "{fix} (not rewritten: {why}; rewrite the float model, then quantize it again)"
+            ),
+            None => fix,
+        }
+    }
+}
+
 /// The model under lint, analysed.
 pub struct LintContext<'a> {
     pub model: &'a Model,
@@ -29,7 +59,8 @@ pub struct LintContext<'a> {
     /// Shapes, typed ops and MACs at the configured batch.
     pub inf: Inference,
     pub facts: Vec<Fact>,
-    pub macs: Vec<u64>,
+    /// MACs per node; `None` where unknown (an unknown op, an unknown shape): never read as 0.
+    pub macs: Vec<Option<u64>>,
     /// Why memory estimates cannot be made (input dimensions left unbound), if so.
     pub unbound: Option<String>,
     training: OnceLock<Training>,
@@ -47,7 +78,7 @@ impl<'a> LintContext<'a> {
         let macs = inf
             .macs
             .iter()
-            .map(|m| m.as_ref().and_then(|d| d.as_u64()).unwrap_or(0))
+            .map(|m| m.as_ref().and_then(|d| d.as_u64()))
             .collect();
         Ok(LintContext {
             model,
@@ -82,7 +113,8 @@ impl<'a> LintContext<'a> {
         self.graph().stored(v)
     }
 
-    /// A layer's parameters: the elements of the trainable tensors it reads (weight and bias), the
+    /// A layer's parameters: the elements of the trainable tensors it reads (weight and bias,
+    /// through a DequantizeLinear for quantized ones, packed 4-bit at their logical count), the
     /// same count `mem` shows in the layer's row and `rewrite` reports before and after.
     pub fn layer_params(&self, n: NodeId) -> u64 {
         let g = self.graph();
@@ -91,11 +123,76 @@ impl<'a> LintContext<'a> {
             .iter()
             .flatten()
             .filter_map(|&v| {
+                let v = self.dequantized(v).unwrap_or(v);
                 let t = g.stored(v)?;
-                let numel = t.numel()?;
+                let numel = storage::logical_numel(g, v, t.dtype, t.numel()?);
                 (storage::classify(g, v, t.dtype, numel) == Role::Param).then_some(numel)
             })
             .fold(0u64, u64::saturating_add)
+    }
+
+    /// The stored tensor behind a `DequantizeLinear` that produces `v`, if one does.
+    pub fn dequantized_weight(&self, v: ValueId) -> Option<&'a Tensor> {
+        self.graph().stored(self.dequantized(v)?)
+    }
+
+    /// The stored tensor a `DequantizeLinear` producing `v` reads, if it does.
+    fn dequantized(&self, v: ValueId) -> Option<ValueId> {
+        let (p, node) = self.producer(v)?;
+        let q = node.input(0)?;
+        (matches!(self.op(p), Op::DequantizeLinear) && self.graph().stored(q).is_some())
+            .then_some(q)
+    }
+
+    /// The weight of a convolution or linear layer as stored, float or quantized: Conv, Gemm and
+    /// MatMul (an initializer, a `Constant`, or an integer tensor behind a DequantizeLinear),
+    /// ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul, QGemm and MatMulNBits.
+    pub fn layer_weight(&self, n: NodeId) -> Option<LayerWeight<'a>> {
+        let g = self.graph();
+        let node = &g.nodes[n];
+        let slot = match self.op(n) {
+            Op::Conv(_) | Op::Gemm(_) | Op::MatMul | Op::ConvInteger(_) | Op::MatMulInteger => 1,
+            Op::MatMulNBits(_) => 1,
+            Op::QLinearConv(_) | Op::QLinearMatMul | Op::QGemm(_) => 3,
+            _ => return None,
+        };
+        let w = node.input(slot)?;
+        let (value, behind_dq) = match g.stored(w) {
+            Some(_) => (w, false),
+            None => (self.dequantized(w)?, true),
+        };
+        let tensor = g.stored(value)?;
+        let op = &node.op_type;
+        let (dims, quantized) = match self.op(n) {
+            Op::MatMulNBits(nb) => (
+                vec![u64::try_from(nb.n).ok()?, u64::try_from(nb.k).ok()?],
+                Some(format!("its weight is packed {}-bit ({op})", nb.bits)),
+            ),
+            _ if behind_dq => (
+                tensor.dims.clone(),
+                Some(format!(
+                    "its weight is {} behind a DequantizeLinear",
+                    tensor.dtype
+                )),
+            ),
+            Op::Conv(_) | Op::Gemm(_) | Op::MatMul => (tensor.dims.clone(), None),
+            _ => (
+                tensor.dims.clone(),
+                Some(format!("its weight is {} ({op})", tensor.dtype)),
+            ),
+        };
+        let numel = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+        let bytes_per_param = match tensor.byte_size() {
+            Some(b) if numel > 0 => b as f64 / numel as f64,
+            _ => tensor.dtype.bytes_for(1).unwrap_or(4) as f64,
+        };
+        Some(LayerWeight {
+            value,
+            tensor,
+            dims,
+            bytes_per_param,
+            quantized,
+        })
     }
 
     /// Whether node `n`'s output was made by an earlier rewrite of this kind (recorded in the

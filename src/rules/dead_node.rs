@@ -54,14 +54,14 @@ impl Rule for DeadNode {
                 node: node.name.clone(),
                 op: node.op_type.clone(),
                 message: format!("no graph output depends on node {}", node.label()),
-                measured: cx.macs[n] as f64,
+                measured: cx.macs[n].map_or(f64::NAN, |m| m as f64),
                 limit: 0.0,
                 unit: "MACs",
                 fix: "remove the node".into(),
                 saving: Saving {
                     params: None,
                     bytes: None,
-                    macs: Some(cx.macs[n]),
+                    macs: cx.macs[n],
                     training_bytes: None,
                 },
             })

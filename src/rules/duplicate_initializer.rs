@@ -41,7 +41,7 @@ fn tensor_bytes(t: &Tensor) -> Option<Vec<u8>> {
             TypedData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             TypedData::U64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         }),
-        TensorData::Empty => None,
+        TensorData::Empty | TensorData::Unavailable(_) => None,
     }
 }
 
@@ -72,6 +72,18 @@ impl Rule for DuplicateInitializer {
             }
         }
         let mut groups: Vec<Vec<usize>> = by_shape.into_values().filter(|v| v.len() > 1).collect();
+        // the rule compares bytes: without them it cannot say the tensors differ
+        let unavailable: Vec<&str> = groups
+            .iter()
+            .flatten()
+            .filter_map(|&id| g.values[id].init.as_ref()?.unavailable())
+            .collect();
+        if let Some(why) = unavailable.first() {
+            return Err(format!(
+                "needs the weight bytes, and {} candidate initializers have none ({why})",
+                unavailable.len()
+            ));
+        }
         groups.sort();
         let mut out = Vec::new();
         for group in groups {

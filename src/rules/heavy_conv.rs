@@ -46,15 +46,18 @@ impl Rule for HeavyConv {
         let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
         let mut out = Vec::new();
         for (n, node) in g.nodes.iter().enumerate() {
-            let Op::Conv(conv) = cx.op(n) else { continue };
+            let (Op::Conv(conv) | Op::ConvInteger(conv) | Op::QLinearConv(conv)) = cx.op(n) else {
+                continue;
+            };
             if conv.group != 1 || cx.made_by(n, RewriteKind::DepthwiseSeparable) {
                 continue;
             }
-            let (Some(w), Some(y)) = (node.input(1), node.output(0)) else {
+            let Some(y) = node.output(0) else { continue };
+            let Some(lw) = cx.layer_weight(n) else {
                 continue;
             };
-            let Some(ws) = cx.shape(w) else { continue };
-            if ws.len() < 3 || cx.weight(w).is_none() {
+            let ws = &lw.dims;
+            if ws.len() < 3 {
                 continue;
             }
             let (m, c) = (ws[0], ws[1]);
@@ -66,14 +69,20 @@ impl Rule for HeavyConv {
             }
             let ratio = 1.0 / m as f64 + 1.0 / k as f64;
             let saving = 1.0 - ratio;
-            let macs = cx.macs[n];
+            // unknown MACs (an unbound dimension) cannot be compared with the threshold
+            let Some(macs) = cx.macs[n] else { continue };
             if saving < o.min_saving || macs < o.min_macs {
                 continue;
             }
             let old_params = cx.layer_params(n);
+            let bias_slot = if matches!(cx.op(n), Op::QLinearConv(_)) {
+                8
+            } else {
+                2
+            };
             let bias = node
-                .input(2)
-                .and_then(|b| cx.weight(b))
+                .input(bias_slot)
+                .and_then(|b| cx.weight(b).or_else(|| cx.dequantized_weight(b)))
                 .and_then(|t| t.numel())
                 .unwrap_or(0);
             let new_params = c
@@ -81,7 +90,6 @@ impl Rule for HeavyConv {
                 .saturating_add(c.saturating_mul(m))
                 .saturating_add(bias);
             let params_saved = old_params.saturating_sub(new_params);
-            let elem = cx.weight(w).and_then(|t| t.dtype.bytes_for(1)).unwrap_or(4);
             let new_macs = (macs as f64 * ratio).round() as u64;
             // the depthwise output is a new activation the pointwise conv saves for backward
             let y_shape = cx.shape(y).unwrap_or_default();
@@ -112,19 +120,22 @@ impl Rule for HeavyConv {
                 measured: round4(saving),
                 limit: o.min_saving,
                 unit: "share saved",
-                fix: format!(
+                fix: lw.fix_text(format!(
                     "depthwise {} conv (group {c}) then 1x1 conv {c} -> {m}: {} parameters, {} MACs",
                     kernel.join("x"),
                     count(new_params),
                     count(new_macs),
-                ),
+                )),
                 saving: Saving {
                     params: Some(params_saved),
-                    bytes: Some(params_saved.saturating_mul(elem)),
+                    bytes: Some(lw.bytes(params_saved)),
                     macs: Some(macs.saturating_sub(new_macs)),
                     training_bytes: Some(training),
                 },
-                rewrite: Some(Fix::depthwise(n, DEFAULT_RANK, m.min(k))),
+                rewrite: lw
+                    .quantized
+                    .is_none()
+                    .then(|| Fix::depthwise(n, DEFAULT_RANK, m.min(k))),
             });
         }
         Ok(out)

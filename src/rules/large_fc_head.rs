@@ -123,16 +123,18 @@ impl Rule for LargeFcHead {
         for (n, node) in g.nodes.iter().enumerate() {
             let trans_b = match cx.op(n) {
                 Op::Gemm(gemm) if !gemm.trans_a => gemm.trans_b,
-                Op::MatMul => false,
+                Op::QGemm(gemm) if !gemm.trans_a => gemm.trans_b,
+                Op::MatMul | Op::MatMulInteger | Op::QLinearMatMul => false,
                 _ => continue,
             };
-            let (Some(a), Some(b)) = (node.input(0), node.input(1)) else {
+            let Some(a) = node.input(0) else { continue };
+            let Some(lw) = cx.layer_weight(n) else {
                 continue;
             };
-            let Some(wt) = cx.weight(b) else { continue };
-            if wt.dims.len() != 2 {
+            if lw.dims.len() != 2 {
                 continue;
             }
+            let wt = &lw;
             let (flat_v, through) = through_passthrough(cx, a);
             let Some((f, flat)) = cx.producer(flat_v) else {
                 continue;
@@ -171,14 +173,18 @@ impl Rule for LargeFcHead {
             if Some(k_w) != c.checked_mul(spatial) {
                 continue;
             }
+            let bias_slot = if matches!(cx.op(n), Op::QGemm(_)) {
+                6
+            } else {
+                2
+            };
             let bias = node
-                .input(2)
-                .and_then(|v| cx.weight(v))
+                .input(bias_slot)
+                .and_then(|v| cx.weight(v).or_else(|| cx.dequantized_weight(v)))
                 .and_then(|t| t.numel())
                 .unwrap_or(0);
             let new_params = c.saturating_mul(n_out).saturating_add(bias);
             let saved = params.saturating_sub(new_params);
-            let elem = wt.dtype.bytes_for(1).unwrap_or(4);
             let batch = cx.shape(a).and_then(|s| s.first().copied()).unwrap_or(1);
             let map_text: Vec<String> = map[1..].iter().map(|d| d.to_string()).collect();
             out.push(Finding {
@@ -196,18 +202,21 @@ impl Rule for LargeFcHead {
                 measured: round4(share),
                 limit: o.min_share,
                 unit: "share of parameters",
-                fix: format!(
+                fix: lw.fix_text(format!(
                     "GlobalAveragePool -> Flatten -> {} {c} -> {n_out} ({} parameters), W'[n,c] = the sum of W[n,c,h,w] over h,w",
                     node.op_type,
                     count(new_params)
-                ),
+                )),
                 saving: Saving {
                     params: Some(saved),
-                    bytes: Some(saved.saturating_mul(elem)),
+                    bytes: Some(lw.bytes(saved)),
                     macs: Some(batch.saturating_mul(saved)),
                     training_bytes: Some(saved.saturating_mul(per_param) as i64),
                 },
-                rewrite: Some(Fix::gap_head(n, f, through)),
+                rewrite: lw
+                    .quantized
+                    .is_none()
+                    .then(|| Fix::gap_head(n, f, through)),
             });
         }
         Ok(out)

@@ -61,8 +61,18 @@ impl Rule for MemoryBudget {
         };
         let mut out = Vec::new();
         let err = |e: crate::Error| e.to_string();
+        // a lower bound under the budget confirms nothing: say so rather than pass
+        let mut unconfirmed = Vec::new();
         if matches!(o.mode, Mode::Training | Mode::Both) {
-            let peak = cx.training().total_bytes;
+            let t = cx.training();
+            let peak = t.total_bytes;
+            if t.lower_bound && peak <= budget {
+                unconfirmed.push(format!(
+                    "the training estimate ({}) is a lower bound ({})",
+                    bytes(peak),
+                    t.unknown.join("; ")
+                ));
+            }
             if peak > budget {
                 let max = fit::max_train_batch(cx.model, &req, &cx.settings.train, budget)
                     .map_err(err)?;
@@ -90,7 +100,8 @@ impl Rule for MemoryBudget {
                     node: cx.model_label(),
                     op: "model".into(),
                     message: format!(
-                        "the training step at batch {batch} needs {} per GPU, over the {} budget; the largest batch that fits is {max}",
+                        "the training step at batch {batch} needs {}{} per GPU, over the {} budget; the largest batch that fits is {max}",
+                        if t.lower_bound { "at least " } else { "" },
                         bytes(peak),
                         bytes(budget)
                     ),
@@ -106,8 +117,18 @@ impl Rule for MemoryBudget {
             }
         }
         if matches!(o.mode, Mode::Inference | Mode::Both) {
-            let peak = fit::serving_bytes(&cx.report.totals, &cx.settings.train.overhead, false)
-                .unwrap_or(0);
+            let totals = &cx.report.totals;
+            let lower = totals.lower.activations() || totals.lower.params();
+            let Some(peak) = fit::serving_bytes(totals, &cx.settings.train.overhead, false) else {
+                return Err("the inference peak is unknown: the budget is not checked".into());
+            };
+            if lower && peak <= budget {
+                unconfirmed.push(format!(
+                    "the inference estimate ({}) is a lower bound ({} layers of unknown size)",
+                    bytes(peak),
+                    totals.lower.layers_without_size
+                ));
+            }
             if peak > budget {
                 let max = fit::max_serve_batch(
                     cx.model,
@@ -126,7 +147,8 @@ impl Rule for MemoryBudget {
                     node: cx.model_label(),
                     op: "model".into(),
                     message: format!(
-                        "inference at batch {batch} needs {}, over the {} budget; the largest batch that fits is {max}",
+                        "inference at batch {batch} needs {}{}, over the {} budget; the largest batch that fits is {max}",
+                        if lower { "at least " } else { "" },
                         bytes(peak),
                         bytes(budget)
                     ),
@@ -141,6 +163,13 @@ impl Rule for MemoryBudget {
                     saving: Saving::default(),
                 });
             }
+        }
+        if out.is_empty() && !unconfirmed.is_empty() {
+            return Err(format!(
+                "cannot confirm the model fits the {} budget: {}",
+                bytes(budget),
+                unconfirmed.join("; ")
+            ));
         }
         Ok(out)
     }

@@ -81,16 +81,26 @@ impl Rule for OversizedLinear {
         let per_param = crate::analysis::training::bytes_per_param(&cx.settings.train);
         let mut out = Vec::new();
         for (n, node) in g.nodes.iter().enumerate() {
-            if !matches!(cx.op(n), Op::Gemm(_) | Op::MatMul) || cx.made_by(n, RewriteKind::LowRank)
-            {
+            let linear = matches!(
+                cx.op(n),
+                Op::Gemm(_)
+                    | Op::MatMul
+                    | Op::MatMulInteger
+                    | Op::QLinearMatMul
+                    | Op::QGemm(_)
+                    | Op::MatMulNBits(_)
+            );
+            if !linear || cx.made_by(n, RewriteKind::LowRank) {
                 continue;
             }
-            let Some(w) = node.input(1) else { continue };
-            let Some(t) = cx.weight(w) else { continue };
-            if t.dims.len() != 2 {
+            let Some(lw) = cx.layer_weight(n) else {
+                continue;
+            };
+            let t = lw.tensor;
+            if lw.dims.len() != 2 {
                 continue;
             }
-            let (m, k) = (t.dims[0], t.dims[1]);
+            let (m, k) = (lw.dims[0], lw.dims[1]);
             let Some(params) = m.checked_mul(k) else {
                 continue;
             };
@@ -99,7 +109,7 @@ impl Rule for OversizedLinear {
             }
             let full = m.min(k);
             let break_even = params / (m + k);
-            let (rank, how) = if o.spectrum {
+            let (rank, how) = if o.spectrum && lw.quantized.is_none() {
                 match singular_values(t) {
                     Some(s) => (
                         rank_for_energy(&s, o.energy) as u64,
@@ -120,8 +130,7 @@ impl Rule for OversizedLinear {
                 continue;
             }
             let saved = params.saturating_sub(new_params);
-            let elem = t.dtype.bytes_for(1).unwrap_or(4);
-            let rows = cx.macs[n] / params.max(1);
+            let rows = cx.macs[n].map(|m| m / params.max(1));
             out.push(Finding {
                 code: &meta.code,
                 name: &meta.name,
@@ -136,14 +145,17 @@ impl Rule for OversizedLinear {
                 measured: round4(saving),
                 limit: o.min_saving,
                 unit: "share saved",
-                fix: format!("two layers {m}x{rank} and {rank}x{k} from a truncated SVD ({} parameters)", count(new_params)),
+                fix: lw.fix_text(format!("two layers {m}x{rank} and {rank}x{k} from a truncated SVD ({} parameters)", count(new_params))),
                 saving: Saving {
                     params: Some(saved),
-                    bytes: Some(saved.saturating_mul(elem)),
-                    macs: Some(rows.saturating_mul(saved)),
+                    bytes: Some(lw.bytes(saved)),
+                    macs: rows.map(|r| r.saturating_mul(saved)),
                     training_bytes: Some(saved.saturating_mul(per_param) as i64),
                 },
-                rewrite: Some(Fix::low_rank(n, rank, full)),
+                rewrite: lw
+                    .quantized
+                    .is_none()
+                    .then(|| Fix::low_rank(n, rank, full)),
             });
         }
         Ok(out)

@@ -77,6 +77,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         ..Inputs::default()
     })?;
     let model = load::onnx::load(&args.model)?;
+    model.require_weights("rewrite")?;
     let out = args
         .output
         .clone()

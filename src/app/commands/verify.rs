@@ -16,7 +16,9 @@ pub fn run(args: &VerifyArgs) -> Result<Outcome> {
         ..Inputs::default()
     })?;
     let original = load::onnx::load(&args.original)?;
+    original.require_weights("verify")?;
     let rewritten = load::onnx::load(&args.rewritten)?;
+    rewritten.require_weights("verify")?;
     let bar = progress();
     let v = verify::verify(&verify::Request {
         original: &original,
