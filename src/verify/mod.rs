@@ -36,6 +36,62 @@ fn random_input(shape: &[usize], seed: u64) -> Result<CTensor, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The values an integer or boolean input is drawn from: indices into every table a `Gather`
+/// reads with it, through reshapes and casts (`0..rows` of the smallest: token ids, token types),
+/// or `1` for an input that is only a mask or a flag (bools; `Mul`, `Sub`, `Equal`... consumers).
+/// `None` when an integer input is used otherwise (a shape, a length, a loop count): random values
+/// would not be meaningful.
+fn index_range(g: &Graph, facts: &[crate::analysis::fact::Fact], v: ValueId) -> Option<(i64, i64)> {
+    if facts[v].dtype == Some(DType::Bool) {
+        return Some((1, 2));
+    }
+    let mut rows: Option<u64> = None;
+    let mut stack = vec![(v, 0u32)];
+    while let Some((v, depth)) = stack.pop() {
+        if depth > 16 {
+            return None;
+        }
+        for &(n, slot) in &g.values[v].consumers {
+            let node = &g.nodes[n];
+            match (node.op_type.as_str(), slot) {
+                ("Gather", 1) => {
+                    let data = facts[node.input(0)?].shape.as_deref()?;
+                    let axis = match node.attrs.get("axis") {
+                        Some(crate::ir::Attr::Int(a)) => *a,
+                        _ => 0,
+                    };
+                    let axis = crate::analysis::ops::axis(axis, data.len()).ok()?;
+                    let r = data.get(axis)?.as_u64()?;
+                    rows = Some(rows.map_or(r, |m| m.min(r)));
+                }
+                // only the shape is read
+                ("Shape" | "Size", _) => {}
+                // the same values, rearranged or retyped
+                (
+                    "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Identity" | "Transpose"
+                    | "Cast" | "Gather" | "Slice" | "Expand" | "Tile",
+                    0,
+                )
+                | ("Concat", _) => {
+                    stack.extend(node.outputs.iter().flatten().map(|&o| (o, depth + 1)))
+                }
+                // masks: ones attend everywhere
+                (
+                    "Mul" | "Equal" | "Not" | "And" | "Or" | "Xor" | "Sub" | "Greater" | "Less"
+                    | "Where",
+                    _,
+                ) => {}
+                _ => return None,
+            }
+        }
+    }
+    match rows {
+        Some(0) => None,
+        Some(r) => Some((0, i64::try_from(r).ok()?)),
+        None => Some((1, 2)),
+    }
+}
+
 /// The numeric check of one rewrite.
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
@@ -390,13 +446,22 @@ fn whole(
     for (i, &v) in ga.inputs.iter().enumerate() {
         let name = &ga.values[v].name;
         let f = &facts_a[v];
-        if f.dtype
-            .is_some_and(|d| !matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16))
-        {
-            return Ok(skip(format!(
-                "input '{name}' is not a float tensor: random inputs would not be meaningful"
-            )));
-        }
+        let is_float = f
+            .dtype
+            .is_none_or(|d| matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16));
+        let ints = if is_float {
+            None
+        } else {
+            match index_range(ga, facts_a, v) {
+                Some(r) => Some(r),
+                None => {
+                    return Ok(skip(format!(
+                        "input '{name}' is {} and not an index into a table: random inputs would not be meaningful",
+                        f.dtype.map_or("?".into(), |d| d.to_string())
+                    )))
+                }
+            }
+        };
         let Some(shape) = f.known_shape() else {
             return Ok(skip(format!(
                 "the shape of input '{name}' is not fully known: bind it with --batch or --dim"
@@ -409,8 +474,19 @@ fn whole(
         let Some(vb) = gb.value_by_name(name) else {
             return Ok(skip(format!("the rewritten model has no input '{name}'")));
         };
-        let x =
-            random_input(&shape, req.seed.wrapping_add(1000 + i as u64)).map_err(Error::Usage)?;
+        let seed = req.seed.wrapping_add(1000 + i as u64);
+        let x = match ints {
+            None => random_input(&shape, seed).map_err(Error::Usage)?,
+            Some((lo, hi)) => {
+                let n = shape.iter().product();
+                let v: Vec<f64> = crate::util::rng::integers(seed, n, lo, hi)
+                    .into_iter()
+                    .map(|x| x as f64)
+                    .collect();
+                CTensor::from_vec(v, shape.as_slice(), &candle_core::Device::Cpu)
+                    .map_err(|e| Error::Usage(e.to_string()))?
+            }
+        };
         feeds_a.insert(v, x.clone());
         feeds_b.insert(vb, x.clone());
         dumped_inputs.push((name.clone(), x));
