@@ -684,3 +684,94 @@ fn unknown_op_fires_once_per_op_type_and_not_on_known_ops() {
         &[],
     );
 }
+
+// ---- quantized layers and unknown costs ----------------------------------------------------------
+
+/// A 3x3 64 -> 128 conv on a 56x56 map whose weight is int8 behind a DequantizeLinear (the
+/// onnxruntime quantizer's QDQ form), written to `dir`.
+fn qdq_conv(dir: &std::path::Path) -> String {
+    use common::onnx::{floats, node, vi, vi_untyped, FLOAT, G};
+    let mut w = common::onnx::raw_tensor("w_q", &[128, 64, 3, 3], vec![1; 128 * 64 * 9]);
+    w.data_type = Some(common::onnx::INT8);
+    let mut zp = common::onnx::raw_tensor("w_zp", &[], vec![0]);
+    zp.data_type = Some(common::onnx::INT8);
+    let model = G::new("qdq")
+        .input(vi("x", FLOAT, &[1, 64, 56, 56]))
+        .init(w)
+        .init(floats("w_scale", &[], &[0.01]))
+        .init(zp)
+        .node(node(
+            "DequantizeLinear",
+            "w_dq",
+            &["w_q", "w_scale", "w_zp"],
+            &["w"],
+        ))
+        .node(common::onnx::with(
+            node("Conv", "conv", &["x", "w"], &["y"]),
+            vec![common::onnx::ints_attr("pads", &[1, 1, 1, 1])],
+        ))
+        .output(vi_untyped("y"))
+        .model();
+    let path = dir.join("qdq_conv.onnx");
+    std::fs::write(&path, model).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn heavy_standard_conv_fires_on_a_quantized_conv_and_counts_stored_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = qdq_conv(dir.path());
+    let x = one("heavy-standard-conv", &model, "conv", &[]);
+    let params = 64 * 128 * 9 - (64 * 9 + 64 * 128);
+    assert_eq!(u(&x["saving"]["params"]), params);
+    // the weight is stored as int8: one byte a parameter, not four
+    assert_eq!(u(&x["saving"]["bytes"]), params);
+    assert_eq!(u(&x["saving"]["macs"]), 203_714_560);
+    // the rewrite works on float weights only, and the finding says so
+    assert!(x["rewrite"].is_null(), "{x:#}");
+    let fix = x["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("not rewritten") && fix.contains("int8"),
+        "{fix}"
+    );
+    // and `rewrite` leaves the model alone with the same reason
+    let out = dir.path().join("out.onnx");
+    let o = nnlint(&["rewrite", &model, "-o", out.to_str().unwrap()]);
+    assert!(!out.exists(), "{}", stdout(&o));
+}
+
+#[test]
+fn memory_budget_cannot_confirm_a_fit_on_a_lower_bound() {
+    use common::onnx::{node, vi, vi_untyped, FLOAT, G};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("custom.onnx");
+    let mut custom = node("FancyAttention", "fancy", &["h"], &["a"]);
+    custom.domain = Some("com.example".into());
+    let model = G::new("custom")
+        .input(vi("x", FLOAT, &[1, 1024]))
+        .node(node("Relu", "relu", &["x"], &["h"]))
+        .node(custom)
+        .node(node("Relu", "relu2", &["a"], &["y"]))
+        .output(vi_untyped("y"))
+        .model();
+    std::fs::write(&path, model).unwrap();
+    let model = path.to_str().unwrap();
+    // an 8 GiB budget is far above what nnlint can count, but the custom op's output is unknown:
+    // the peak is a lower bound and the rule says it cannot confirm the fit
+    let found = run_rule("memory-budget", model, &["--budget", "8GiB"]);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let x = &found[0];
+    assert_eq!(x["op"], "model");
+    assert_eq!(x["severity"], "warning", "{x:#}");
+    let msg = x["message"].as_str().unwrap();
+    assert!(msg.contains("cannot confirm"), "{msg}");
+    assert!(
+        msg.contains("lower bound") && msg.contains("FancyAttention"),
+        "{msg}"
+    );
+    assert_eq!(f(&x["limit"]), 8.0 * (1u64 << 30) as f64);
+    assert!(
+        f(&x["measured"]) > 0.0 && f(&x["measured"]) < f(&x["limit"]),
+        "{x:#}"
+    );
+}

@@ -552,3 +552,53 @@ fn a_truncated_model_is_one_line_and_exit_2() {
     assert!(err.contains("cut.onnx"), "{err}");
     assert!(!dir.path().join("cut-rewritten.onnx").exists());
 }
+
+#[test]
+fn token_id_inputs_are_fed_as_indices_in_the_whole_model_check() {
+    // a language-model head: token ids gather rows of an embedding table, a mask multiplies them,
+    // a linear layer follows. Random integers would index out of the table; the check draws ids
+    // below its 50 rows and feeds the mask as ones.
+    use common::onnx::{floats as tensor, node, vi, G, INT64};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("lm.onnx");
+    let mut rng = 7u64;
+    let mut next = || {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((rng >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    };
+    let table: Vec<f32> = (0..50 * 128).map(|_| next()).collect();
+    let w: Vec<f32> = (0..128 * 96).map(|_| next()).collect();
+    let cast = common::onnx::with(
+        node("Cast", "cast", &["mask"], &["m"]),
+        vec![common::onnx::attr_int("to", 1)],
+    );
+    let axes = common::onnx::ints("axes", &[2]);
+    let bytes = G::new("lm")
+        .input(vi("ids", INT64, &[1, 6]))
+        .input(vi("mask", INT64, &[1, 6]))
+        .output(vi("y", 1, &[1, 6, 96]))
+        .init(tensor("table", &[50, 128], &table))
+        .init(tensor("w", &[128, 96], &w))
+        .init(axes)
+        .node(node("Gather", "embed", &["table", "ids"], &["e"]))
+        .node(cast)
+        .node(node("Unsqueeze", "unsq", &["m", "axes"], &["m3"]))
+        .node(node("Mul", "masked", &["e", "m3"], &["h"]))
+        .node(node("MatMul", "head", &["h", "w"], &["y"]))
+        .model();
+    std::fs::write(&model, bytes).unwrap();
+    let out = dir.path().join("slim.onnx");
+    let r = rewrite(
+        &model.display().to_string(),
+        &out,
+        &["--rank", "full", "--rule", "low-rank"],
+    );
+    assert_eq!(rewrites(&r).len(), 1, "{r:#}");
+    assert_eq!(r["whole_model"]["checked"], true, "{r:#}");
+    let err = r["whole_model"]["outputs"][0]["max_rel_error"]
+        .as_f64()
+        .unwrap();
+    assert!(err < 1e-5, "full rank is exact: {err}");
+}

@@ -388,3 +388,38 @@ fn training_needs_every_input_dimension_bound() {
     // the token embedding output [4,128,64] float32 is saved (by the first LayerNorm / Linear)
     assert!(r["training"]["saved_activation_bytes"].as_u64().unwrap() >= 4 * 128 * 64 * 4);
 }
+
+#[test]
+fn weights_in_constant_nodes_are_trained() {
+    // Paddle2ONNX and some tf2onnx exports hold weights in Constant nodes, not initializers: they
+    // are parameters all the same (weights, gradients and Adam's two moments, 4 bytes each).
+    use common::onnx::{constant, floats, node, vi, G};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("constant_weights.onnx");
+    let bytes = G::new("g")
+        .input(vi("x", 1, &[2, 64]))
+        .output(vi("y", 1, &[2, 16]))
+        .node(constant("w", floats("w", &[64, 32], &[0.5; 64 * 32])))
+        .node(constant("b", floats("b", &[32], &[0.0; 32])))
+        .node(constant("w2", floats("w2", &[32, 16], &[0.5; 32 * 16])))
+        .node(node("MatMul", "mm", &["x", "w"], &["h"]))
+        .node(node("Add", "add", &["h", "b"], &["a"]))
+        .node(node("MatMul", "mm2", &["a", "w2"], &["y"]))
+        .model();
+    std::fs::write(&model, bytes).unwrap();
+    let r = train(&model.display().to_string(), &[]);
+    let p: u64 = 64 * 32 + 32 + 32 * 16;
+    let t = &r["training"];
+    assert_eq!(t["weights_bytes"].as_u64(), Some(4 * p), "{t:#}");
+    assert_eq!(t["gradient_bytes"].as_u64(), Some(4 * p), "{t:#}");
+    assert_eq!(t["optimizer_bytes"].as_u64(), Some(8 * p), "{t:#}");
+    assert_eq!(r["totals"]["params"].as_u64(), Some(p));
+    // the second MatMul keeps its [2,32] input for w2's gradient; the graph input x is not an
+    // activation and the bias add keeps nothing
+    assert_eq!(
+        t["saved_activation_bytes"].as_u64(),
+        Some(2 * 32 * 4),
+        "{t:#}"
+    );
+    assert_eq!(t["lower_bound"], false);
+}

@@ -181,6 +181,13 @@ impl<'a> Flow<'a> {
     }
 
     fn visit(&mut self, node: &Node, op: &Op) {
+        if matches!(op, Op::Constant(_)) {
+            // a stored tensor: its requires_grad and dtype were set with the initializers'
+            for o in node.outputs.iter().flatten() {
+                self.stored[*o] = true;
+            }
+            return;
+        }
         let def = op.def();
         let data_inputs: Vec<ValueId> = node
             .inputs
@@ -199,7 +206,7 @@ impl<'a> Flow<'a> {
         for (slot, out) in node.outputs.iter().enumerate() {
             let Some(o) = *out else { continue };
             self.grad[o] = grad && self.facts[o].dtype.is_some_and(DType::is_float);
-            self.stored[o] = all_stored || matches!(op, Op::Constant(_));
+            self.stored[o] = all_stored;
             let indices = matches!(op, Op::MaxPool(_)) && slot == 1;
             if self.facts[o].dtype.is_some_and(DType::is_float) && !indices {
                 self.dtype[o] = out_dtype.or(self.facts[o].dtype);

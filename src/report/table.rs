@@ -356,7 +356,10 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
     let flops = macs
         .and_then(|m| m.checked_mul(&crate::ir::Dim::known(2)))
         .map_or(String::new(), |f| {
-            format!("FLOPs = 2 x MACs = {}", dim_count(&f))
+            format!(
+                "FLOPs = 2 x MACs = {}",
+                at_least(t.lower.macs(), dim_count(&f))
+            )
         });
     out.push((
         "MACs".into(),

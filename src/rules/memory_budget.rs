@@ -63,6 +63,7 @@ impl Rule for MemoryBudget {
         let err = |e: crate::Error| e.to_string();
         // a lower bound under the budget confirms nothing: say so rather than pass
         let mut unconfirmed = Vec::new();
+        let mut unconfirmed_bytes = Vec::new();
         if matches!(o.mode, Mode::Training | Mode::Both) {
             let t = cx.training();
             let peak = t.total_bytes;
@@ -72,6 +73,7 @@ impl Rule for MemoryBudget {
                     bytes(peak),
                     t.unknown.join("; ")
                 ));
+                unconfirmed_bytes.push(peak);
             }
             if peak > budget {
                 let max = fit::max_train_batch(cx.model, &req, &cx.settings.train, budget)
@@ -120,7 +122,11 @@ impl Rule for MemoryBudget {
             let totals = &cx.report.totals;
             let lower = totals.lower.activations() || totals.lower.params();
             let Some(peak) = fit::serving_bytes(totals, &cx.settings.train.overhead, false) else {
-                return Err("the inference peak is unknown: the budget is not checked".into());
+                unconfirmed.push(
+                    "the inference peak is unknown (the shapes of its first layers are not known)"
+                        .into(),
+                );
+                return Ok(vec![unconfirmed_finding(cx, budget, 0, &unconfirmed)]);
             };
             if lower && peak <= budget {
                 unconfirmed.push(format!(
@@ -128,6 +134,7 @@ impl Rule for MemoryBudget {
                     bytes(peak),
                     totals.lower.layers_without_size
                 ));
+                unconfirmed_bytes.push(peak);
             }
             if peak > budget {
                 let max = fit::max_serve_batch(
@@ -165,12 +172,36 @@ impl Rule for MemoryBudget {
             }
         }
         if out.is_empty() && !unconfirmed.is_empty() {
-            return Err(format!(
-                "cannot confirm the model fits the {} budget: {}",
-                bytes(budget),
-                unconfirmed.join("; ")
-            ));
+            let counted = unconfirmed_bytes.into_iter().max().unwrap_or(0);
+            out.push(unconfirmed_finding(cx, budget, counted, &unconfirmed));
         }
         Ok(out)
+    }
+}
+
+/// The finding for a budget that a lower bound cannot confirm: a warning whatever the rule's
+/// severity (nothing is known to be over), with what was counted as `measured`.
+fn unconfirmed_finding(cx: &LintContext, budget: u64, counted: u64, why: &[String]) -> Finding {
+    let meta = MemoryBudget.meta();
+    Finding {
+        code: &meta.code,
+        rewrite: None,
+        name: &meta.name,
+        severity: meta.severity.min(super::Severity::Warning),
+        node: cx.model_label(),
+        op: "model".into(),
+        message: format!(
+            "cannot confirm the model fits the {} budget: {}",
+            bytes(budget),
+            why.join("; ")
+        ),
+        measured: counted as f64,
+        limit: budget as f64,
+        unit: "bytes",
+        fix:
+            "describe the unknown ops' outputs (or bind the unknown dimensions with --dim) so that \
+              every layer is counted"
+                .into(),
+        saving: Saving::default(),
     }
 }

@@ -10,6 +10,8 @@ pub use nnlint::rewrite::{attr_float, attr_int, attr_ints, attr_string};
 pub const FLOAT: i32 = pb::tensor_proto::DataType::Float as i32;
 pub const INT64: i32 = pb::tensor_proto::DataType::Int64 as i32;
 pub const BOOL: i32 = pb::tensor_proto::DataType::Bool as i32;
+#[allow(dead_code)]
+pub const INT8: i32 = pb::tensor_proto::DataType::Int8 as i32;
 
 /// A tensor type with known dims.
 pub fn ty(elem: i32, dims: &[i64]) -> pb::TypeProto {
