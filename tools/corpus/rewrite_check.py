@@ -11,7 +11,10 @@ For each corpus model (manifest.json, inputs bound to the truth's shapes):
 3. the exact rewrites (``--rank full --rule depthwise-separable,low-rank``: full-rank
    factorisations, which compute the same function) must reproduce the original's outputs in
    onnxruntime: max |a - b| / max(|a|, 1e-6) per output below EXACT_TOL (float32 rounding of the
-   re-associated sums).
+   re-associated sums), or below NOISE_FACTOR times the model's own float32 noise floor: the same
+   measure between onnxruntime's runs of the *original* at ORT_DISABLE_ALL and ORT_ENABLE_ALL,
+   which compute one function in two orders. Outputs that are all near zero (a sigmoid map on
+   random input: ppocrv5_det's largest output is 6e-6) make the relative measure large for both.
 
 Writes target/corpus/rewrites.md (docs/real-world.md quotes it) and target/corpus/rewrites.json,
 and exits 1 when any check fails.
@@ -39,6 +42,8 @@ from truth import first_line, make_feeds, new_session  # noqa: E402
 
 # float32 re-association of a full-rank factorisation: relative to the output's magnitude
 EXACT_TOL = 1e-3
+# a rewrite may differ from the original by a few times what onnxruntime's own reordering does
+NOISE_FACTOR = 4.0
 
 
 def nnlint(exe, model, bindings, out, extra):
@@ -49,8 +54,15 @@ def nnlint(exe, model, bindings, out, extra):
     return json.loads(p.stdout), None
 
 
-def run_ort(path, feeds):
+def run_ort(path, feeds, optimized=False):
     sess = new_session(onnx.load(path), 2)
+    if optimized:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        so.intra_op_num_threads = 2
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, feeds)))
 
@@ -111,6 +123,8 @@ def check_model(entry, exe, reference):
             got = run_ort(out_full, feeds)
             row["exact_rewrites"] = len(rep["rewrites"])
             row["exact_rel_err"] = max(rel_err(reference[k], got[k]) for k in reference)
+            again = run_ort(model, feeds, optimized=True)
+            row["noise_rel_err"] = max(rel_err(reference[k], again[k]) for k in reference)
         except Exception as e:  # noqa: BLE001
             row["exact"] = "FAIL: " + first_line(e)
     return row
@@ -121,26 +135,28 @@ def failed(row):
         return True
     if str(row.get("onnx_checker", "pass")).startswith("FAIL") or str(row.get("onnxruntime", "")).startswith("FAIL"):
         return True
-    if str(row.get("exact", "")).startswith("FAIL") or row.get("exact_rel_err", 0.0) > EXACT_TOL:
+    tol = max(EXACT_TOL, NOISE_FACTOR * row.get("noise_rel_err", 0.0))
+    if str(row.get("exact", "")).startswith("FAIL") or row.get("exact_rel_err", 0.0) > tol:
         return True
     return False
 
 
 def table(rows):
     lines = ["| model | rewrites | kinds | skipped | nnlint whole-model check | onnx.checker | onnxruntime "
-             "| exact rewrites (full rank) | max rel. error vs original |",
-             "|---|---:|---|---:|---|---|---|---:|---:|"]
+             "| exact rewrites (full rank) | max rel. error vs original | onnxruntime's own noise |",
+             "|---|---:|---|---:|---|---|---|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | **{r['error']}** | | | | | | | |")
+            lines.append(f"| {r['model']} | **{r['error']}** | | | | | | | | |")
             continue
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.get("kinds", {}).items()))
         err = r.get("exact_rel_err")
+        noise = r.get("noise_rel_err")
         lines.append(
             f"| {r['model']} | {r['rewrites']} | {kinds} | {len(r['skipped'])} | "
             f"{r['nnlint_check'] if r['rewrites'] else ''} | {r.get('onnx_checker', '')} | "
             f"{r.get('onnxruntime', '')} | {r.get('exact_rewrites', r.get('exact', ''))} | "
-            f"{'' if err is None else f'{err:.1e}'} |")
+            f"{'' if err is None else f'{err:.1e}'} | {'' if noise is None else f'{noise:.1e}'} |")
     return "\n".join(lines) + "\n"
 
 
