@@ -137,11 +137,72 @@ fn several_files_make_one_report() {
 fn a_bad_file_is_a_tool_error_with_exit_2() {
     let out = nnlint(&["lint", MINICNN, "testdata/missing.onnx", "--no-config"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stdout(&out).contains("testdata/missing.onnx: error:"),
-        "{}",
-        stdout(&out)
+    // the error goes to standard error, naming the file once; the summary counts the file
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("testdata/missing.onnx").count(),
+        1,
+        "the file is named once: {err}"
     );
+    assert!(
+        err.contains("nnlint: error: testdata/missing.onnx: "),
+        "{err}"
+    );
+    let text = stdout(&out);
+    assert!(!text.contains("missing.onnx: error"), "{text}");
+    assert!(text.contains("1 file could not be linted"), "{text}");
+    // every format carries it, named once
+    for format in ["json", "sarif", "github", "markdown"] {
+        let out = nnlint(&[
+            "lint",
+            "testdata/missing.onnx",
+            "--no-config",
+            "--format",
+            format,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        let text = stdout(&out);
+        assert!(
+            text.contains("No such file") && !text.contains("missing.onnx: testdata/missing.onnx"),
+            "{format}: {text}"
+        );
+        assert!(stderr(&out).contains("nnlint: error:"), "{format}");
+    }
+}
+
+#[test]
+fn a_weights_file_needs_a_graph_for_every_graph_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.safetensors");
+    // a minimal safetensors file: one f32 tensor of 2 elements
+    let header = br#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    bytes.extend_from_slice(&[0; 8]);
+    std::fs::write(&path, bytes).unwrap();
+    let p = path.to_str().unwrap();
+    let out_model = dir.path().join("o.onnx");
+    for (args, what) in [
+        (vec!["lint", p, "--no-config"], "lint"),
+        (
+            vec!["rewrite", p, "-o", out_model.to_str().unwrap()],
+            "rewrite",
+        ),
+        (vec!["verify", p, p], "verify"),
+        (vec!["fit", p, "--gpu", "16GiB"], "fit"),
+        (vec!["mem", p, "--train"], "--train"),
+    ] {
+        let out = nnlint(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("{what} needs a graph")) && err.contains("weights-only"),
+            "{args:?}: {err}"
+        );
+    }
+    // mem without --train reads a weights file
+    let out = nnlint(&["mem", p]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]

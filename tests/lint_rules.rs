@@ -775,3 +775,58 @@ fn memory_budget_cannot_confirm_a_fit_on_a_lower_bound() {
         "{x:#}"
     );
 }
+
+#[test]
+fn a_memory_budget_fix_fits_the_budget_at_the_stated_batch() {
+    let staged = stage("models/torch/resnet18.onnx");
+    let model = staged.path.to_str().unwrap();
+    let (v, code) = lint(&[
+        model,
+        "--select",
+        "memory-budget",
+        "--no-config",
+        "--batch",
+        "64",
+        "--budget",
+        "1GiB",
+    ]);
+    assert_eq!(code, 1, "{v:#}");
+    let x = &v["findings"][0];
+    let fix = x["fix"].as_str().unwrap();
+    // "<plan>: micro-batch M x S accumulation steps x G GPU(s), <peak> per GPU"
+    let nums: Vec<u64> = fix
+        .split(": micro-batch ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{fix}"))
+        .split(" x ")
+        .take(3)
+        .map(|t| t.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    let (micro, steps, gpus) = (nums[0], nums[1], nums[2]);
+    assert_eq!(micro * steps * gpus, 64, "{fix}");
+    let plan = fix.split(':').next().unwrap();
+    let (precision, checkpoint) = match plan {
+        "baseline (fp32)" => ("fp32", "none"),
+        "AMP" => ("amp-bf16", "none"),
+        "AMP + checkpointing" => ("amp-bf16", "sqrt"),
+        other => panic!("unexpected plan {other}"),
+    };
+    // re-run the estimate on the plan it proposes: it fits
+    let r = common::run_json(&[
+        "mem",
+        model,
+        "--train",
+        "--format",
+        "json",
+        "--batch",
+        &micro.to_string(),
+        "--accumulate",
+        &steps.to_string(),
+        "--precision",
+        precision,
+        "--checkpoint",
+        checkpoint,
+    ]);
+    let peak = u(&r["training"]["total_bytes"]);
+    assert!(peak <= 1 << 30, "{fix}: the plan needs {peak} bytes");
+}

@@ -423,3 +423,133 @@ fn weights_in_constant_nodes_are_trained() {
     );
     assert_eq!(t["lower_bound"], false);
 }
+
+/// `mem --train` at a plan's settings: its peak per GPU.
+fn plan_peak(path: &str, p: &Value, micro: u64, steps: u64) -> u64 {
+    let args: Vec<String> = vec![
+        "mem".into(),
+        path.into(),
+        "--train".into(),
+        "--format".into(),
+        "json".into(),
+        "--precision".into(),
+        p["precision"].as_str().unwrap().into(),
+        "--checkpoint".into(),
+        p["checkpoint"].as_str().unwrap().into(),
+        "--gpus".into(),
+        p["gpus"].to_string(),
+        "--shard".into(),
+        p["shard"].as_str().unwrap().into(),
+        "--batch".into(),
+        micro.to_string(),
+        "--accumulate".into(),
+        steps.to_string(),
+    ];
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_json(&a)["training"]["total_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn fit_plans_reach_the_effective_batch_exactly_and_fit_there() {
+    let staged = stage("models/torch/resnet18.onnx");
+    let path = staged.path.to_str().unwrap();
+    let t4 = 15_360u64 << 20;
+    for (effective, gpus) in [(256u64, 1u32), (250, 2), (97, 1)] {
+        let r = run_json(&[
+            "fit",
+            path,
+            "--gpu",
+            "T4",
+            "--format",
+            "json",
+            "--effective-batch",
+            &effective.to_string(),
+            "--gpus",
+            &gpus.to_string(),
+        ]);
+        for p in r["plans"].as_array().unwrap() {
+            assert_eq!(p["fits"], true, "{p}");
+            let micro = p["micro_batch"].as_u64().unwrap();
+            let steps = p["accumulate"].as_u64().unwrap();
+            let g = p["gpus"].as_u64().unwrap();
+            assert_eq!(micro * steps * g, effective, "{p}");
+            assert_eq!(p["effective_batch"].as_u64(), Some(effective), "{p}");
+            // the estimate at the plan's own settings (accumulation included) is the one quoted,
+            // and it fits the card
+            let peak = plan_peak(path, p, micro, steps);
+            assert_eq!(p["peak_bytes"].as_u64(), Some(peak), "{p}");
+            assert!(peak <= t4, "{}: {peak} > {t4}", p["name"]);
+        }
+    }
+    // 7 samples on 4 GPUs cannot be even: the plans say so
+    let r = run_json(&[
+        "fit",
+        path,
+        "--gpu",
+        "T4",
+        "--format",
+        "json",
+        "--effective-batch",
+        "7",
+        "--gpus",
+        "4",
+    ]);
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("not a multiple of 4 GPUs"), "{notes}");
+}
+
+#[test]
+fn counts_and_sizes_are_validated_where_they_enter() {
+    for (args, want) in [
+        (vec!["mem", MINICNN, "--batch", "0"], "at least 1"),
+        (vec!["mem", MINICNN, "--batch", "-1"], "negative"),
+        (
+            vec!["mem", MINICNN, "--batch", "1e12"],
+            "write 1000000000000",
+        ),
+        (vec!["mem", MINICNN, "--top", "0"], "at least 1"),
+        (
+            vec!["mem", MINICNN, "--train", "--accumulate", "0"],
+            "at least 1",
+        ),
+        (
+            vec!["fit", MINICNN, "--gpu", "16GiB", "--effective-batch", "0"],
+            "at least 1",
+        ),
+        (vec!["fit", MINICNN, "--gpu", "16"], "no unit"),
+        (vec!["fit", MINICNN, "--gpu", "0GiB"], "more than 0 bytes"),
+        (
+            vec!["fit", MINICNN, "--gpu", "h100"],
+            "did you mean 'H100-80GB'",
+        ),
+        (
+            vec!["fit", MINICNN, "--gpu", "A100"],
+            "'A100-40GB' or 'A100-80GB'",
+        ),
+        (vec!["lint", MINICNN, "--budget", "1"], "no unit"),
+        // options a command would ignore are refused
+        (vec!["mem", MINICNN, "--precision", "bf16"], "add --train"),
+        (
+            vec!["fit", MINICNN, "--gpu", "T4", "--precision", "fp32"],
+            "fit chooses",
+        ),
+        (
+            vec!["fit", MINICNN, "--gpu", "T4", "--accumulate", "4"],
+            "fit chooses",
+        ),
+        (
+            vec!["fit", MINICNN, "--gpu", "T4", "--shard", "ddp"],
+            "fit chooses",
+        ),
+        (
+            vec!["fit", MINICNN, "--gpu", "T4", "--checkpoint", "sqrt"],
+            "fit chooses",
+        ),
+    ] {
+        let out = nnlint(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("-- -1"), "{args:?}: clap's tip: {err}");
+    }
+}

@@ -96,20 +96,45 @@ pub fn parse_gpu(s: &str) -> std::result::Result<Gpu, String> {
     {
         return Ok(*g);
     }
-    match crate::util::units::parse_size(s) {
-        Ok(bytes) if bytes > 0 => Ok(Gpu {
-            name: "custom",
-            bytes,
-            bf16: true,
-        }),
-        _ => {
-            let names: Vec<&str> = GPUS.iter().map(|g| g.name).collect();
-            Err(format!(
-                "'{s}' is neither a size (16GiB) nor a known GPU ({})",
-                names.join(", ")
-            ))
-        }
+    let names: Vec<&str> = GPUS.iter().map(|g| g.name).collect();
+    // a card named without its memory size (`A100`, `h100`): say which ones there are
+    let variants: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !k.is_empty() && key(n).starts_with(&k))
+        .collect();
+    if !variants.is_empty() {
+        return Err(format!(
+            "'{s}' names no single GPU: did you mean {}?",
+            variants
+                .iter()
+                .map(|v| format!("'{v}'"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ));
     }
+    let looks_like_size = s
+        .trim()
+        .starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    if looks_like_size {
+        return match crate::util::units::parse_size(s) {
+            Ok(0) => Err(format!("'{s}': a GPU needs more than 0 bytes of memory")),
+            Ok(bytes) => Ok(Gpu {
+                name: "custom",
+                bytes,
+                bf16: true,
+            }),
+            Err(e) => Err(e),
+        };
+    }
+    Err(crate::util::suggest::suggest(
+        &format!(
+            "'{s}' is neither a size (16GiB) nor a known GPU ({})",
+            names.join(", ")
+        ),
+        s,
+        &names,
+    ))
 }
 
 /// One candidate plan and what it achieves.
@@ -336,12 +361,52 @@ fn plans(req: &FitRequest) -> Vec<Plan> {
     out
 }
 
-/// Micro-batch and accumulation steps that reach `effective` with micro-batches of at most `max`.
-fn accumulation(effective: u64, max: u64, gpus: u64) -> (u64, u64) {
-    let per_gpu = effective.div_ceil(gpus.max(1)).max(1);
-    let steps = per_gpu.div_ceil(max.max(1));
-    let micro = per_gpu.div_ceil(steps);
-    (micro, steps)
+/// Micro-batch and accumulation steps that reach `per_gpu` samples per GPU exactly with
+/// micro-batches of at most `max`: the fewest steps that divide `per_gpu` (a prime batch larger
+/// than `max` runs as micro-batches of 1). `None` when `max` is 0.
+fn accumulation(per_gpu: u64, max: u64) -> Option<(u64, u64)> {
+    if max == 0 {
+        return None;
+    }
+    let per_gpu = per_gpu.max(1);
+    let first = per_gpu.div_ceil(max);
+    (first..=per_gpu)
+        .find(|s| per_gpu % s == 0)
+        .map(|steps| (per_gpu / steps, steps))
+}
+
+/// What a training plan does at the requested effective batch: the micro-batch, the accumulation
+/// steps and the estimate there, searched with the accumulation's own memory (gradients persist
+/// across micro-batches, so an accumulating step needs more than a single one).
+struct Schedule {
+    /// The largest micro-batch that fits without accumulation (0: not even one sample).
+    max: u64,
+    /// `(micro, steps)`, or `None` when the plan cannot reach the batch on this GPU.
+    at: Option<(u64, u64)>,
+}
+
+fn schedule(model: &Model, req: &FitRequest, cfg: &TrainConfig, per_gpu: u64) -> Result<Schedule> {
+    let single = TrainConfig {
+        accumulate: 1,
+        ..*cfg
+    };
+    let max = largest_batch(|b| Ok(train_peak(model, req, &single, b)? <= req.gpu.bytes))?;
+    if per_gpu <= max {
+        return Ok(Schedule {
+            max,
+            at: Some((per_gpu, 1)),
+        });
+    }
+    let accumulating = TrainConfig {
+        accumulate: 2,
+        ..*cfg
+    };
+    let max_acc =
+        largest_batch(|b| Ok(train_peak(model, req, &accumulating, b)? <= req.gpu.bytes))?;
+    Ok(Schedule {
+        max,
+        at: accumulation(per_gpu, max_acc),
+    })
 }
 
 /// Finds, for every plan, the largest batch that fits the GPU.
@@ -379,42 +444,48 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
             });
         }
     } else {
+        let mut uneven = false;
         for plan in plans(req) {
             let cfg = plan.cfg;
-            let max = largest_batch(|b| Ok(train_peak(model, req, &cfg, b)? <= req.gpu.bytes))?;
-            let (micro, steps) = accumulation(req.effective_batch, max, cfg.gpus as u64);
-            let at = if max == 0 { 1 } else { micro };
-            let b = req.at(at);
-            let inf = shape::infer(model, &b)?;
+            let gpus = u64::from(cfg.gpus.max(1));
+            let per_gpu = req.effective_batch.max(1).div_ceil(gpus);
+            uneven |= per_gpu * gpus != req.effective_batch;
+            let sched = schedule(model, req, &cfg, per_gpu)?;
+            let (micro, steps) = sched.at.unwrap_or((1, 1));
             let est = training::estimate(
                 &model.graph,
-                &inf,
+                &shape::infer(model, &req.at(micro))?,
                 &TrainConfig {
-                    accumulate: steps as u32,
+                    accumulate: u32::try_from(steps).unwrap_or(u32::MAX),
                     ..cfg
                 },
             );
+            let fits = sched.at.is_some();
             results.push(PlanResult {
                 name: plan.name,
                 precision: cfg.precision,
                 checkpoint: cfg.checkpoint.to_string(),
                 shard: cfg.shard,
                 gpus: cfg.gpus,
-                max_micro_batch: max,
-                fits: max >= 1,
+                max_micro_batch: sched.max,
+                fits,
                 peak_bytes: est.total_bytes,
                 lower_bound: est.lower_bound,
-                micro_batch: at,
-                accumulate: if max == 0 { 0 } else { steps },
-                effective_batch: if max == 0 {
-                    0
-                } else {
-                    at * steps * cfg.gpus as u64
-                },
+                micro_batch: micro,
+                accumulate: if fits { steps } else { 0 },
+                effective_batch: if fits { micro * steps * gpus } else { 0 },
                 recompute_fraction: est.recompute_fraction,
                 communication_bytes: est.communication_bytes,
                 rank: 0,
             });
+        }
+        if uneven {
+            notes.push(format!(
+                "the effective batch {} is not a multiple of {} GPUs: the multi-GPU plans step with {} samples",
+                req.effective_batch,
+                req.gpus,
+                req.effective_batch.div_ceil(u64::from(req.gpus.max(1))) * u64::from(req.gpus.max(1))
+            ));
         }
     }
     // rank: plans that fit, cheapest first (recompute, then communication, then accumulation)
@@ -546,13 +617,27 @@ mod tests {
         assert_eq!(parse_gpu("rtx4090").unwrap().name, "RTX-4090");
         assert_eq!(parse_gpu("16GiB").unwrap().bytes, 16 << 30);
         assert!(parse_gpu("B9000").is_err());
+        let e = parse_gpu("H100").unwrap_err();
+        assert!(e.contains("did you mean 'H100-80GB'"), "{e}");
+        let e = parse_gpu("a100").unwrap_err();
+        assert!(e.contains("'A100-40GB' or 'A100-80GB'"), "{e}");
+        let e = parse_gpu("RTX4900").unwrap_err();
+        assert!(e.contains("did you mean 'RTX-4090'"), "{e}");
+        let e = parse_gpu("0GiB").unwrap_err();
+        assert!(e.contains("more than 0 bytes"), "{e}");
+        let e = parse_gpu("16").unwrap_err();
+        assert!(e.contains("no unit") && e.contains("16GiB"), "{e}");
     }
 
     #[test]
     fn accumulation_reaches_the_effective_batch() {
-        assert_eq!(accumulation(256, 100, 1), (86, 3));
-        assert_eq!(accumulation(256, 1000, 1), (256, 1));
-        assert_eq!(accumulation(256, 40, 4), (32, 2));
+        // exactly: 256 = 64 x 4 (not 86 x 3 = 258)
+        assert_eq!(accumulation(256, 100), Some((64, 4)));
+        assert_eq!(accumulation(256, 1000), Some((256, 1)));
+        assert_eq!(accumulation(64, 40), Some((32, 2)));
+        // a prime batch above the largest micro-batch runs one sample at a time
+        assert_eq!(accumulation(7, 3), Some((1, 7)));
+        assert_eq!(accumulation(7, 0), None);
     }
 
     #[test]

@@ -222,6 +222,10 @@ pub fn analyze_path(
 ) -> Result<MemReport> {
     match crate::load::load(path)? {
         crate::load::Loaded::Onnx(model) => analyze(&model, bindings, train),
+        crate::load::Loaded::Weights(_) if train.is_some() => Err(crate::Error::refused(
+            path,
+            "is a weights-only file (safetensors): --train needs a graph (the activations saved for backward); pass the model exported to ONNX",
+        )),
         crate::load::Loaded::Weights(w) => {
             let mut r = weights::analyze(&w);
             if bindings.batch.is_some() || !bindings.dims.is_empty() {

@@ -28,6 +28,37 @@ pub fn named<T: Named + Clone>() -> impl TypedValueParser<Value = T> {
     .try_map(|s: String| T::from_name(&s).ok_or_else(|| format!("'{s}' is not a valid value")))
 }
 
+/// A count that must be at least 1 (a batch, a number of GPUs or steps, `--top`), with messages
+/// about the value: negative numbers reach it (`allow_negative_numbers`) instead of clap's
+/// "use '-- -1'" tip, and scientific notation is asked for in digits.
+fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    let t = s.trim().replace('_', "");
+    match t.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => T::try_from(v).map_err(|_| format!("{v} is too large")),
+        Err(_) if t.starts_with('-') && t[1..].parse::<f64>().is_ok() => {
+            Err(format!("'{s}' is negative: give a positive integer"))
+        }
+        Err(_) => match t.parse::<f64>() {
+            Ok(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f < 1.8e19 => Err(format!(
+                "'{s}' is not written in digits: write {}",
+                f as u64
+            )),
+            Ok(f) if f.is_finite() && f > u64::MAX as f64 => Err(format!("'{s}' is too large")),
+            Ok(_) => Err(format!("'{s}' is not a whole number")),
+            Err(_) => Err(format!("'{s}' is not a positive integer")),
+        },
+    }
+}
+
+/// A count that may be 0 (data-loader workers), with [`positive`]'s messages otherwise.
+fn count<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    if s.trim() == "0" {
+        return T::try_from(0).map_err(|_| "0 is out of range".to_string());
+    }
+    positive(s)
+}
+
 /// Reads exported neural-network models and tells where the memory goes and how to cut it.
 #[derive(Debug, Parser)]
 #[command(name = "nnlint", version, about, max_term_width = 100)]
@@ -98,7 +129,7 @@ pub struct LintArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub budget: Option<u64>,
     /// Batch size the rules analyse at [default: the config's, else 1].
-    #[arg(long, short = 'b', value_name = "N")]
+    #[arg(long, short = 'b', value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub batch: Option<u64>,
     /// Binds a named symbolic dimension (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
@@ -142,7 +173,7 @@ pub struct RewriteArgs {
     #[arg(long)]
     pub external_data: bool,
     /// Seed of the random inputs and of the randomized SVD.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = count::<u64>)]
     pub seed: u64,
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -220,7 +251,7 @@ pub struct FitArgs {
     #[arg(long, value_parser = crate::analysis::fit::parse_gpu)]
     pub gpu: Gpu,
     /// The batch per optimizer step to keep, with accumulation where a plan needs it.
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(long, default_value_t = 256, value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub effective_batch: u64,
     /// Answer for serving (inference) instead of training.
     #[arg(long)]
@@ -243,7 +274,7 @@ pub struct FitArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct DimArgs {
     /// Batch size: binds the first axis of the graph inputs [default: 1 when it is symbolic].
-    #[arg(long, short = 'b', value_name = "N")]
+    #[arg(long, short = 'b', value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub batch: Option<u64>,
     /// Binds a named symbolic dimension, e.g. `--dim seq=512` (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
@@ -303,7 +334,7 @@ pub struct MemArgs {
     #[arg(long, short = 'f', value_parser = named::<MemFormat>(), default_value = "table")]
     pub format: MemFormat,
     /// Show only the K largest layers (by --sort, or by parameters).
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", allow_negative_numbers = true, value_parser = positive::<usize>)]
     pub top: Option<usize>,
     /// Sort layers, largest first (default: graph order).
     #[arg(long, value_parser = named::<SortKey>())]
@@ -340,11 +371,13 @@ pub struct TrainArgs {
         long,
         default_value_t = 1,
         value_name = "STEPS",
-        help_heading = "Training"
+        help_heading = "Training",
+        allow_negative_numbers = true,
+        value_parser = positive::<u32>
     )]
     pub accumulate: u32,
     /// Number of GPUs.
-    #[arg(long, default_value_t = 1, help_heading = "Training")]
+    #[arg(long, default_value_t = 1, help_heading = "Training", allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub gpus: u32,
     /// Data parallelism and sharding over the GPUs.
     #[arg(long, value_parser = named::<Shard>(), default_value = "none", help_heading = "Training")]
@@ -362,14 +395,63 @@ pub struct TrainArgs {
     #[arg(long, value_name = "FRACTION", help_heading = "Overhead")]
     pub fragmentation: Option<f64>,
     /// Data-loader worker processes, for host memory.
-    #[arg(long, default_value_t = 4, help_heading = "Input pipeline")]
+    #[arg(long, default_value_t = 4, help_heading = "Input pipeline", allow_negative_numbers = true, value_parser = count::<u32>)]
     pub workers: u32,
     /// Batches each worker prefetches.
-    #[arg(long, default_value_t = 2, help_heading = "Input pipeline")]
+    #[arg(long, default_value_t = 2, help_heading = "Input pipeline", allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub prefetch: u32,
     /// The data loader does not pin host memory.
     #[arg(long, help_heading = "Input pipeline")]
     pub no_pin: bool,
+}
+
+impl TrainArgs {
+    /// The plan options given a value other than their default, as typed (`--precision amp-bf16`):
+    /// what `fit` searches itself.
+    pub fn plan_options(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(p) = self.precision {
+            out.push(format!("--precision {}", p.name()));
+        }
+        if self.checkpoint != Checkpoint::None {
+            out.push(format!("--checkpoint {}", self.checkpoint));
+        }
+        if self.accumulate != 1 {
+            out.push(format!("--accumulate {}", self.accumulate));
+        }
+        if self.shard != Shard::None {
+            out.push(format!("--shard {}", self.shard.name()));
+        }
+        out
+    }
+
+    /// Every training option given a value other than its default (what `mem` without `--train`
+    /// would ignore).
+    pub fn training_options(&self) -> Vec<String> {
+        let mut out = self.plan_options();
+        if let Some(o) = self.optimizer {
+            out.push(format!("--optimizer {}", o.name()));
+        }
+        if self.gpus != 1 {
+            out.push(format!("--gpus {}", self.gpus));
+        }
+        if self.device != Device::Cuda {
+            out.push(format!("--device {}", self.device.name()));
+        }
+        for (flag, given) in [
+            ("--overhead-context", self.overhead_context.is_some()),
+            ("--overhead-workspace", self.overhead_workspace.is_some()),
+            ("--fragmentation", self.fragmentation.is_some()),
+            ("--workers", self.workers != 4),
+            ("--prefetch", self.prefetch != 2),
+            ("--no-pin", self.no_pin),
+        ] {
+            if given {
+                out.push(flag.to_string());
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]

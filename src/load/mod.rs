@@ -36,6 +36,21 @@ pub fn load(path: &Path) -> Result<Loaded> {
     }
 }
 
+/// An ONNX model for a command that needs its graph: a weights-only file (safetensors, a sharded
+/// index) is refused in one line saying what `what` needs, rather than failing to decode as
+/// protobuf.
+pub fn load_graph(path: &Path, what: &str) -> Result<crate::ir::Model> {
+    match load(path)? {
+        Loaded::Onnx(m) => Ok(m),
+        Loaded::Weights(_) => Err(Error::refused(
+            path,
+            format!(
+                "is a weights-only file (safetensors): {what} needs a graph (its layers and activations); pass the model exported to ONNX"
+            ),
+        )),
+    }
+}
+
 /// Opens a model file for reading, with its length. Directories, pipes and devices are refused
 /// before they are opened (opening a FIFO would block, mapping a device fails obscurely).
 pub(crate) fn open_file(path: &Path) -> Result<(std::fs::File, u64)> {

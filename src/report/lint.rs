@@ -51,6 +51,11 @@ impl LintRun {
             .filter(|f| f.severity == s)
             .count()
     }
+
+    /// Files that could not be linted (a tool error).
+    pub fn failed(&self) -> usize {
+        self.files.iter().filter(|f| f.error.is_some()).count()
+    }
 }
 
 /// `saves 3.95K params, 15.4 KiB, 32.4M MACs; costs 450 KiB more training memory` (empty if nothing).
@@ -117,9 +122,8 @@ pub fn human(run: &LintRun, colour: bool) -> String {
     let dim = Style::new().dimmed();
     let mut out = String::new();
     for file in &run.files {
-        if let Some(e) = &file.error {
-            out.push_str(&format!("{}: error: {e}\n", file.model));
-            continue;
+        if file.error.is_some() {
+            continue; // on standard error, and counted below
         }
         for f in &file.findings {
             let sev = match f.severity {
@@ -191,6 +195,14 @@ pub fn human(run: &LintRun, colour: bool) -> String {
             String::new()
         },
     ));
+    let failed = run.failed();
+    if failed > 0 {
+        out.push_str(&format!(
+            "{failed} file{} could not be linted (the error{} above, on standard error)\n",
+            if failed == 1 { "" } else { "s" },
+            if failed == 1 { " is" } else { "s are" },
+        ));
+    }
     out
 }
 
@@ -297,7 +309,15 @@ pub fn markdown(run: &LintRun) -> String {
         run.count(Severity::Warning),
         run.count(Severity::Info),
     );
-    let mut out = format!("### nnlint: {e} error(s), {w} warning(s), {i} info\n\n");
+    let failed = run.failed();
+    let mut out = format!(
+        "### nnlint: {e} error(s), {w} warning(s), {i} info{}\n\n",
+        if failed > 0 {
+            format!(", {failed} file(s) not linted")
+        } else {
+            String::new()
+        }
+    );
     for file in &run.files {
         out.push_str(&format!("#### `{}`\n\n", md(&file.model)));
         if let Some(err) = &file.error {

@@ -42,9 +42,7 @@ pub fn render(run: &LintRun) -> String {
     let mut notifications = Vec::new();
     for file in &run.files {
         if let Some(e) = &file.error {
-            notifications.push(
-                json!({"level": "error", "message": {"text": format!("{}: {e}", file.model)}}),
-            );
+            notifications.push(json!({"level": "error", "message": {"text": e}}));
             continue;
         }
         for f in &file.findings {

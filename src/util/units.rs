@@ -77,6 +77,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("'{s}' is not a size (e.g. 16GiB, 512MiB)"))?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        // a bare number is ambiguous (16 bytes or 16 GiB?); 0 is not
+        "" if v != 0.0 => {
+            return Err(format!(
+                "'{s}' has no unit: write {num}GiB, {num}MiB or {num}B (bytes)"
+            ))
+        }
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
         "m" | "mib" => 1024.0 * 1024.0,
@@ -125,7 +131,9 @@ mod tests {
         assert_eq!(parse_size("16G"), Ok(16 << 30));
         assert_eq!(parse_size("1.5 MiB"), Ok(3 << 19));
         assert_eq!(parse_size("40GB"), Ok(40_000_000_000));
-        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("1024B"), Ok(1024));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("1024").unwrap_err().contains("no unit"));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("3 parsecs").is_err());
     }

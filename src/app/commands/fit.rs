@@ -4,7 +4,7 @@ use super::super::cli::FitArgs;
 use super::super::settings::{Inputs, Settings};
 use super::super::Outcome;
 use crate::error::{Error, Result};
-use crate::load::{self, Loaded};
+use crate::load;
 use crate::{analysis, report};
 
 pub fn run(args: &FitArgs) -> Result<Outcome> {
@@ -14,19 +14,20 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         plan: Some(&args.plan),
         ..Inputs::default()
     })?;
-    let model = match load::load(&args.model)? {
-        Loaded::Onnx(m) => m,
-        Loaded::Weights(_) => {
-            return Err(Error::Usage(format!(
-                "{}: fit needs a graph (activations); a weights file has none",
-                args.model.display()
-            )))
-        }
-    };
+    let given = args.plan.plan_options();
+    if !given.is_empty() {
+        return Err(Error::Usage(format!(
+            "fit chooses the precision, checkpointing, accumulation and sharding itself (it ranks every plan); {} cannot be set: drop {}, or estimate one plan with `nnlint mem MODEL --train {}`",
+            given.join(", "),
+            if given.len() == 1 { "it" } else { "them" },
+            given.join(" ")
+        )));
+    }
+    let model = load::load_graph(&args.model, "fit")?;
     let req = analysis::fit::FitRequest {
         gpu: args.gpu,
         gpus: s.train.gpus,
-        effective_batch: args.effective_batch.max(1),
+        effective_batch: args.effective_batch,
         base: s.train,
         dims: s.bindings.dims,
         inputs: s.bindings.inputs,

@@ -48,8 +48,8 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
         .par_iter()
         .map(|path| {
             let model = path.display().to_string();
-            let result =
-                load::onnx::load(path).and_then(|m| rules::lint(&m, &analysis, &s.selection));
+            let result = load::load_graph(path, "lint")
+                .and_then(|m| rules::lint(&m, &analysis, &s.selection));
             let out = match result {
                 Ok(outcome) => {
                     let mut findings = outcome.findings;
@@ -70,9 +70,9 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
                 }
                 Err(e) => FileOutcome {
                     result: FileResult {
+                        error: Some(named_once(&model, &e.to_string())),
                         model,
                         findings: Vec::new(),
-                        error: Some(e.to_string()),
                         baselined: 0,
                     },
                     unused_ignores: Vec::new(),
@@ -143,5 +143,22 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
     } else {
         Verdict::Clean
     };
-    Ok(Outcome::new(text, verdict))
+    let mut outcome = Outcome::new(text, verdict);
+    // tool errors go to standard error in every format (the formats carry them too)
+    outcome.stderr = run
+        .files
+        .iter()
+        .filter_map(|f| f.error.as_ref())
+        .map(|e| format!("nnlint: error: {e}"))
+        .collect();
+    Ok(outcome)
+}
+
+/// An error message that names its file once: most already start with the path.
+fn named_once(model: &str, message: &str) -> String {
+    if message.starts_with(model) {
+        message.to_string()
+    } else {
+        format!("{model}: {message}")
+    }
 }

@@ -15,6 +15,16 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         plan: Some(&args.plan),
         ..Inputs::default()
     })?;
+    if !args.train {
+        let given = args.plan.training_options();
+        if !given.is_empty() {
+            return Err(crate::error::Error::Usage(format!(
+                "{} only change{} the training estimate: add --train",
+                given.join(", "),
+                if given.len() == 1 { "s" } else { "" }
+            )));
+        }
+    }
     let train = args.train.then_some(&s.train);
     let report = analysis::analyze_path(&args.model, &s.bindings, train)?;
     let view = report::ViewOptions {

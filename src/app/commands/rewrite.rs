@@ -76,7 +76,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         select: &codes,
         ..Inputs::default()
     })?;
-    let model = load::onnx::load(&args.model)?;
+    let model = load::load_graph(&args.model, "rewrite")?;
     model.require_weights("rewrite")?;
     let out = args
         .output

@@ -15,9 +15,9 @@ pub fn run(args: &VerifyArgs) -> Result<Outcome> {
         inputs: &args.dims.inputs,
         ..Inputs::default()
     })?;
-    let original = load::onnx::load(&args.original)?;
+    let original = load::load_graph(&args.original, "verify")?;
     original.require_weights("verify")?;
-    let rewritten = load::onnx::load(&args.rewritten)?;
+    let rewritten = load::load_graph(&args.rewritten, "verify")?;
     rewritten.require_weights("verify")?;
     let bar = progress();
     let v = verify::verify(&verify::Request {
