@@ -40,10 +40,9 @@ fn positive<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
             Err(format!("'{s}' is negative: give a positive integer"))
         }
         Err(_) => match t.parse::<f64>() {
-            Ok(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f < 1.8e19 => Err(format!(
-                "'{s}' is not written in digits: write {}",
-                f as u64
-            )),
+            Ok(f) if f.is_finite() && f.fract() == 0.0 && (1.0..1.8e19).contains(&f) => Err(
+                format!("'{s}' is not written in digits: write {}", f as u64),
+            ),
             Ok(f) if f.is_finite() && f > u64::MAX as f64 => Err(format!("'{s}' is too large")),
             Ok(_) => Err(format!("'{s}' is not a whole number")),
             Err(_) => Err(format!("'{s}' is not a positive integer")),
