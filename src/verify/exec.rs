@@ -178,12 +178,26 @@ impl<'g> Executor<'g> {
         nodes
             .iter()
             .filter_map(|&id| match (self.graph.nodes.get(id), self.ops.get(id)) {
-                (Some(node), Some(op)) => {
-                    kernels::static_check(node, op).err().map(|why| (id, why))
-                }
+                (Some(node), Some(op)) => kernels::static_check(node, op)
+                    .err()
+                    .or_else(|| self.unsupported_inside(node))
+                    .map(|why| (id, why)),
                 _ => Some((id, format!("there is no node #{id}"))),
             })
             .collect()
+    }
+
+    /// The first node of a control-flow node's subgraphs (nested ones included) the checker
+    /// cannot run, in words.
+    fn unsupported_inside(&self, node: &crate::ir::Node) -> Option<String> {
+        node.attrs.subgraphs().find_map(|(attr, sub)| {
+            let inner = Executor::new(sub, self.opset);
+            let all: Vec<NodeId> = (0..sub.nodes.len()).collect();
+            inner.unsupported(&all).into_iter().next().map(|(id, why)| {
+                let n = &sub.nodes[id];
+                format!("in '{attr}', node '{}' ({}): {why}", n.name, n.op_type)
+            })
+        })
     }
 
     /// Evaluates `nodes` (ids into graph.nodes, in the given order, which is topological) and
@@ -197,26 +211,50 @@ impl<'g> Executor<'g> {
         wanted: &[ValueId],
     ) -> Result<Vec<CTensor>, ExecError> {
         let scope = Scope::default();
-        self.eval_in(nodes, feeds, wanted, &scope)
+        self.eval_in(nodes, feeds, HashMap::new(), wanted, &scope)
             .map(|outs| outs.into_iter().map(|(t, _)| t).collect())
     }
 
-    /// Evaluates every node of the graph (a subgraph) with its inputs fed and its captures read
-    /// from `scope`, and returns its outputs with their element types where known.
+    /// Evaluates every node of the graph (a subgraph) with its inputs fed, in order (with their
+    /// element types where known: an input the body does not type takes the one that flows in),
+    /// and its captures read from `scope`; returns its outputs with their element types where
+    /// known.
     pub(crate) fn run_graph(
         &mut self,
-        feeds: &HashMap<ValueId, CTensor>,
+        inputs: Vec<(CTensor, Option<DType>)>,
         scope: &Scope,
     ) -> Result<Vec<(CTensor, Option<DType>)>, ExecError> {
-        let nodes: Vec<NodeId> = (0..self.graph.nodes.len()).collect();
-        let wanted = self.graph.outputs.clone();
-        self.eval_in(&nodes, feeds, &wanted, scope)
+        let graph = self.graph;
+        if inputs.len() != graph.inputs.len() {
+            return Err(ExecError::Failed {
+                node: String::new(),
+                message: format!(
+                    "subgraph '{}' has {} inputs, {} given",
+                    graph.name,
+                    graph.inputs.len(),
+                    inputs.len()
+                ),
+            });
+        }
+        let mut feeds = HashMap::new();
+        let mut dtypes = HashMap::new();
+        for (&v, (t, d)) in graph.inputs.iter().zip(inputs) {
+            let declared = graph.values.get(v).and_then(|v| v.declared.as_ref()?.dtype);
+            if let Some(d) = declared.or(d) {
+                dtypes.insert(v, d);
+            }
+            feeds.insert(v, t);
+        }
+        let nodes: Vec<NodeId> = (0..graph.nodes.len()).collect();
+        let wanted = graph.outputs.clone();
+        self.eval_in(&nodes, &feeds, dtypes, &wanted, scope)
     }
 
     fn eval_in(
         &mut self,
         nodes: &[NodeId],
         feeds: &HashMap<ValueId, CTensor>,
+        feed_dtypes: HashMap<ValueId, DType>,
         wanted: &[ValueId],
         scope: &Scope,
     ) -> Result<Vec<(CTensor, Option<DType>)>, ExecError> {
@@ -262,7 +300,7 @@ impl<'g> Executor<'g> {
         let wanted_set: HashSet<ValueId> = wanted.iter().copied().collect();
         let mut env: HashMap<ValueId, CTensor> = HashMap::new();
         // element types, where known: what a value holds beyond its f64 numbers
-        let mut dtypes: HashMap<ValueId, DType> = HashMap::new();
+        let mut dtypes: HashMap<ValueId, DType> = feed_dtypes;
         self.peak_live = 0;
         for (pos, &(node, op)) in steps.iter().enumerate() {
             kernels::static_check(node, op).map_err(|reason| match op {
@@ -296,11 +334,8 @@ impl<'g> Executor<'g> {
                     .copied()
                     .or_else(|| source_dtype(graph, v, scope))
             };
-            let in_dtypes: Vec<Option<DType>> = node
-                .inputs
-                .iter()
-                .map(|v| v.and_then(dtype_of))
-                .collect();
+            let in_dtypes: Vec<Option<DType>> =
+                node.inputs.iter().map(|v| v.and_then(dtype_of)).collect();
             let inner = match captures.get(&pos) {
                 None => None,
                 Some(free) => {

@@ -4,9 +4,9 @@
 use candle_core::Tensor as CTensor;
 
 use super::{attrs, broadcast_values, map, one, tensor, values, At, Broadcast, Cx, OpResult};
-use crate::verify::exec::ExecError;
 use crate::analysis::ops::elementwise::GeluApproximation;
 use crate::ir::DType;
+use crate::verify::exec::ExecError;
 
 fn binary(cx: &Cx, f: fn(&CTensor, &CTensor) -> candle_core::Result<CTensor>) -> OpResult {
     one(f(cx.input(0)?, cx.input(1)?).at(cx)?)
@@ -471,7 +471,11 @@ fn softmax_groups(cx: &Cx) -> Result<(usize, usize, usize), ExecError> {
     Ok(if s.coerce_2d {
         (outer, super::checked_product(&d[axis..]).unwrap_or(0), 1)
     } else {
-        (outer, d[axis], super::checked_product(&d[axis + 1..]).unwrap_or(0))
+        (
+            outer,
+            d[axis],
+            super::checked_product(&d[axis + 1..]).unwrap_or(0),
+        )
     })
 }
 

@@ -7,6 +7,7 @@
 //! must be one the analysis registry knows (a test keeps both true). [`static_check`] says what can
 //! be known without running.
 
+mod control;
 mod conv;
 mod elementwise;
 mod linalg;
@@ -89,6 +90,7 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "HardSwish", ew::hard_swish),
     ("", "Hardmax", ew::hardmax),
     ("", "Identity", ew::identity),
+    ("", "If", control::if_),
     ("", "InstanceNormalization", norm::instance_norm),
     ("", "IsNaN", ew::is_nan),
     ("", "LRN", norm::lrn),
@@ -99,6 +101,7 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "LessOrEqual", ew::less_or_equal),
     ("", "Log", ew::log),
     ("", "LogSoftmax", ew::log_softmax),
+    ("", "Loop", control::loop_),
     ("", "LpNormalization", norm::lp_norm),
     ("", "MatMul", linalg::matmul),
     ("", "Max", ew::max),
@@ -134,6 +137,7 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "Reshape", mv::reshape),
     ("", "Resize", mv::resize),
     ("", "Round", ew::round),
+    ("", "Scan", control::scan),
     ("", "ScatterElements", mv::scatter_elements),
     ("", "ScatterND", mv::scatter_nd),
     ("", "Selu", ew::selu),
@@ -526,6 +530,34 @@ pub(crate) mod testing {
             }
         }
 
+        /// A subgraph (If branch, Loop or Scan body) under construction: names nothing defines
+        /// are captures.
+        pub fn sub() -> Self {
+            G {
+                b: GraphBuilder::new("body", true),
+                feeds: Vec::new(),
+                opset: OPSET,
+            }
+        }
+
+        /// A graph input that is not fed (a subgraph's).
+        pub fn formal(&mut self, name: &str) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.add_input(id);
+            self
+        }
+
+        pub fn output(&mut self, name: &str) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.add_output(id);
+            self
+        }
+
+        /// The finished subgraph, as an attribute.
+        pub fn graph(self) -> Attr {
+            Attr::Graph(Box::new(self.b.finish().unwrap()))
+        }
+
         pub fn input(&mut self, name: &str, shape: &[usize], data: Vec<f64>) -> &mut Self {
             let id = self.b.value(name);
             self.b.add_input(id);
@@ -633,7 +665,10 @@ mod tests {
     fn every_op_the_checker_runs_is_known_to_the_analysis() {
         for (domain, name, _) in KERNELS {
             let def = crate::analysis::ops::lookup(domain, name);
-            assert!(def.is_some(), "{domain} {name} is not in the analysis registry");
+            assert!(
+                def.is_some(),
+                "{domain} {name} is not in the analysis registry"
+            );
             assert_eq!(def.map(|d| (d.domain, d.name)), Some((*domain, *name)));
         }
     }

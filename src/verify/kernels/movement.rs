@@ -5,8 +5,8 @@
 use candle_core::{Device, Tensor as CTensor};
 
 use super::{
-    advance, attrs, broadcast_shape, check_size, checked_product, one, tensor, to_ints, values,
-    At, Cx, OpResult,
+    advance, attrs, broadcast_shape, check_size, checked_product, one, tensor, to_ints, values, At,
+    Cx, OpResult,
 };
 use crate::analysis::ops::movement::{PadMode, Reduction, Resize};
 use crate::verify::exec::{ExecError, MAX_ELEMENTS};
@@ -680,7 +680,13 @@ pub fn scatter_elements(cx: &Cx) -> OpResult {
             upd.dims()
         )));
     }
-    if ind.dims().iter().zip(data.dims()).enumerate().any(|(a, (i, d))| a != axis && i > d) {
+    if ind
+        .dims()
+        .iter()
+        .zip(data.dims())
+        .enumerate()
+        .any(|(a, (i, d))| a != axis && i > d)
+    {
         return Err(cx.fail(format!(
             "indices {:?} are larger than the data {:?}",
             ind.dims(),
@@ -755,7 +761,12 @@ pub fn gather_elements(cx: &Cx) -> OpResult {
     let r = data.rank();
     let axis = cx.axis(g.axis, r)?;
     if ind.rank() != r
-        || ind.dims().iter().zip(data.dims()).enumerate().any(|(a, (i, d))| a != axis && i > d)
+        || ind
+            .dims()
+            .iter()
+            .zip(data.dims())
+            .enumerate()
+            .any(|(a, (i, d))| a != axis && i > d)
     {
         return Err(cx.fail(format!(
             "indices {:?} do not fit the data {:?}",
@@ -839,7 +850,10 @@ pub fn depth_to_space(cx: &Cx) -> OpResult {
     let crd = attrs!(cx, DepthToSpace).crd;
     let (b, [n, c, h, w]) = blocks_4d(cx)?;
     if c % (b * b) != 0 {
-        return Err(cx.fail(format!("{c} channels do not divide by blocksize² {}", b * b)));
+        return Err(cx.fail(format!(
+            "{c} channels do not divide by blocksize² {}",
+            b * b
+        )));
     }
     let x = cx.input(0)?;
     let c2 = c / (b * b);
@@ -861,7 +875,9 @@ pub fn depth_to_space(cx: &Cx) -> OpResult {
 pub fn space_to_depth(cx: &Cx) -> OpResult {
     let (b, [n, c, h, w]) = blocks_4d(cx)?;
     if h % b != 0 || w % b != 0 {
-        return Err(cx.fail(format!("spatial size {h}x{w} does not divide by blocksize {b}")));
+        return Err(cx.fail(format!(
+            "spatial size {h}x{w} does not divide by blocksize {b}"
+        )));
     }
     let x = cx.input(0)?;
     one(x

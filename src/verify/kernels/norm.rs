@@ -170,7 +170,12 @@ pub fn group_norm(cx: &Cx) -> OpResult {
     let groups = usize::try_from(gn.num_groups)
         .ok()
         .filter(|&g| g > 0 && c % g == 0)
-        .ok_or_else(|| cx.fail(format!("{c} channels do not split into {} groups", gn.num_groups)))?;
+        .ok_or_else(|| {
+            cx.fail(format!(
+                "{c} channels do not split into {} groups",
+                gn.num_groups
+            ))
+        })?;
     let spatial = super::checked_product(&x.dims()[2..]).unwrap_or(0);
     let per = (c / groups) * spatial;
     let v = values(x).at(cx)?;

@@ -156,8 +156,7 @@ fn recurrent(cx: &Cx, r: &Rnn, kind: Kind) -> OpResult {
     } else {
         1
     };
-    let (&[a, b, input], &[wd, wg, wi], &[rd, rg, hidden]) = (x.dims(), w.dims(), rw.dims())
-    else {
+    let (&[a, b, input], &[wd, wg, wi], &[rd, rg, hidden]) = (x.dims(), w.dims(), rw.dims()) else {
         return Err(cx.fail(format!(
             "X {:?}, W {:?} and R {:?} must have rank 3",
             x.dims(),
@@ -166,7 +165,8 @@ fn recurrent(cx: &Cx, r: &Rnn, kind: Kind) -> OpResult {
         )));
     };
     let (seq, batch) = if r.batch_first { (b, a) } else { (a, b) };
-    if r.hidden_size.is_some_and(|h| usize::try_from(h) != Ok(hidden))
+    if r.hidden_size
+        .is_some_and(|h| usize::try_from(h) != Ok(hidden))
         || wd != dirs
         || rd != dirs
         || wg != g * hidden
@@ -456,10 +456,7 @@ mod tests {
                 "RNN",
                 &["x", "w", "r", "", "lens"],
                 &["y", "yh"],
-                vec![(
-                    "direction",
-                    Attr::String(b"bidirectional".to_vec()),
-                )],
+                vec![("direction", Attr::String(b"bidirectional".to_vec()))],
             );
         let out = g.run(&["y", "yh"]).unwrap();
         let t = 1f64.tanh();
