@@ -874,7 +874,7 @@ mod tests {
                 vec![("strides", ints(&[2, 1]))],
             )
             .init("s", &[], vec![1.0])
-            .node("DequantizeLinear", &["y", "s"], &["z"], vec![]);
+            .node("MatMulInteger", &["y", "s"], &["z"], vec![]);
         let graph = g.b.finish().unwrap();
         let exec = Executor::new(&graph, OPSET);
         let found = exec.unsupported(&[0, 1]);

@@ -14,6 +14,7 @@ mod linalg;
 mod movement;
 mod norm;
 mod pool;
+mod quant;
 mod reduce;
 mod rnn;
 mod source;
@@ -64,8 +65,10 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "Cosh", ew::cosh),
     ("", "CumSum", ew::cum_sum),
     ("", "DepthToSpace", mv::depth_to_space),
+    ("", "DequantizeLinear", quant::dequantize_linear),
     ("", "Div", ew::div),
     ("", "Dropout", ew::dropout),
+    ("", "DynamicQuantizeLinear", quant::dynamic_quantize_linear),
     ("", "Einsum", linalg::einsum),
     ("", "Elu", ew::elu),
     ("", "Equal", ew::equal),
@@ -119,6 +122,7 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "PRelu", ew::prelu),
     ("", "Pad", mv::pad),
     ("", "Pow", ew::pow),
+    ("", "QuantizeLinear", quant::quantize_linear),
     ("", "RMSNormalization", norm::rms_norm),
     ("", "RNN", rnn::rnn),
     ("", "Range", source::range),
