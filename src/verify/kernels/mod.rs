@@ -7,6 +7,7 @@
 //! must be one the analysis registry knows (a test keeps both true). [`static_check`] says what can
 //! be known without running.
 
+mod contrib;
 mod control;
 mod conv;
 mod elementwise;
@@ -173,6 +174,21 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "Unsqueeze", mv::unsqueeze),
     ("", "Where", ew::where_),
     ("", "Xor", ew::xor),
+    ("com.microsoft", "BiasAdd", contrib::bias_add),
+    ("com.microsoft", "BiasGelu", contrib::bias_gelu),
+    ("com.microsoft", "FastGelu", contrib::fast_gelu),
+    ("com.microsoft", "Gelu", contrib::gelu),
+    ("com.microsoft", "QuickGelu", contrib::quick_gelu),
+    (
+        "com.microsoft",
+        "SkipLayerNormalization",
+        contrib::skip_layer_norm,
+    ),
+    (
+        "com.microsoft",
+        "SkipSimplifiedLayerNormalization",
+        contrib::skip_layer_norm,
+    ),
 ];
 
 /// The kernel registered for an op of a domain (`""` for the default one) and type.
