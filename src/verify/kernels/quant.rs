@@ -91,7 +91,10 @@ fn params(cx: &Cx, axis: i64, block_size: i64) -> Result<Params, ExecError> {
     let sv = values(s).at(cx)?;
     let zv = match cx.opt(2) {
         None => vec![0.0; sv.len()],
-        Some(z) if z.dims() == s.dims() => values(z).at(cx)?,
+        // one value each ([] and [1] alike) is per tensor
+        Some(z) if z.dims() == s.dims() || (z.elem_count() == 1 && sv.len() == 1) => {
+            values(z).at(cx)?
+        }
         Some(z) => {
             return Err(cx.fail(format!(
                 "the zero point's shape {:?} is not the scale's {:?}",
@@ -207,8 +210,9 @@ mod tests {
         g.node("QuantizeLinear", &["x", "s", "z"], &["y"], vec![]);
         assert_close(&flat(&g.run1("y")), &[12.0, 9.0, 255.0, 12.0, 0.0]);
         // int8, zero point -3: -1, -4, 251 → 127, -1, -303 → -128
+        // (a scale of shape [1] with a scalar zero point is per tensor too)
         let mut g = G::new();
-        g.input("x", &[5], x.clone()).init("s", &[], vec![0.5]);
+        g.input("x", &[5], x.clone()).init("s", &[1], vec![0.5]);
         init_typed(&mut g, "z", DType::I8, &[], TypedData::I32(vec![-3]));
         g.node("QuantizeLinear", &["x", "s", "z"], &["y"], vec![]);
         assert_close(&flat(&g.run1("y")), &[-1.0, -4.0, 127.0, -1.0, -128.0]);
