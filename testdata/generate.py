@@ -667,6 +667,15 @@ def checker_cases(rng):
     C.append(Case("ms_biasgelu", [ms_node("BiasGelu", ["X", "bias"], ["Y"])], XB, ["Y"], {"bias": W(rng, 8)}))
     C.append(Case("ms_gelu", [ms_node("Gelu", ["X"], ["Y"])], XB, ["Y"]))
     C.append(Case("ms_quickgelu", [ms_node("QuickGelu", ["X"], ["Y"], alpha=1.5)], XB, ["Y"]))
+    XA = [("X", F, ["N", 5, 8])]
+    C.append(Case("ms_attention_mask_index", [ms_node("Attention", ["X", "w", "b", "mask"], ["Y"], num_heads=2)],
+                  XA, ["Y"], {"w": W(rng, 8, 24) * 5, "b": W(rng, 24), "mask": np.array([5, 3], np.int32)}))
+    C.append(Case("ms_attention_raw_mask", [ms_node("Attention", ["X", "w", "b", "mask"], ["Y"], num_heads=4)],
+                  XA, ["Y"], {"w": W(rng, 8, 24) * 5, "b": W(rng, 24),
+                              "mask": np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], np.int32)}))
+    C.append(Case("ms_attention_unidirectional_qkv_sizes", [ms_node("Attention", ["X", "w", "b"], ["Y"], num_heads=2,
+                                                                     unidirectional=1, qkv_hidden_sizes=[8, 8, 4])],
+                  XA, ["Y"], {"w": W(rng, 8, 20) * 5, "b": W(rng, 20)}))
     return C
 
 

@@ -5,11 +5,12 @@
 //! the activations `Gelu` (erf), `BiasGelu` (erf of `A + B`), `FastGelu` (tanh approximation of
 //! `X (+ bias)`), `QuickGelu` (`x · σ(alpha · x)`, alpha 1.702) and `BiasAdd` (`X + bias + skip`),
 //! and `Attention` (the packed QKV projection, heads, scale, `unidirectional`, a 1-D (right
-//! padding) or 2-D (keys to attend) `mask_index`, `attention_bias`; no `past`).
+//! padding), 2-D or 3-D (keys to attend) `mask_index`, `attention_bias`; no `past`, no
+//! `do_rotary`).
 
 use candle_core::Tensor as CTensor;
 
-use super::{attrs, broadcast_values, one, tensor, values, At, Cx, OpResult};
+use super::{attrs, broadcast_values, check_size, one, tensor, values, At, Cx, OpResult};
 use crate::verify::exec::ExecError;
 
 /// `a + b` with numpy broadcasting, as a tensor of the broadcast shape.
@@ -128,9 +129,153 @@ pub(crate) fn skip_layer_norm(cx: &Cx) -> OpResult {
     Ok(vec![y, mean, inv_std, sum])
 }
 
+/// `Attention` (`com.microsoft`): `input · weights + bias` split into Q, K and V (sizes from
+/// `qkv_hidden_sizes`, else thirds), `num_heads` heads, `softmax(scale · Q Kᵀ + mask + bias) V`
+/// with the heads merged back. The mask adds `mask_filter_value` to the scores of keys a 1-D
+/// `mask_index` (`[B]`, each sequence's length) puts past the end, a 2-D (`[B, T]`) or 3-D
+/// (`[B, S, T]`) one marks 0, and, `unidirectional`, of keys after the query.
+pub(crate) fn attention(cx: &Cx) -> OpResult {
+    let h = attrs!(cx, MsAttention);
+    if cx.opt(4).is_some() || cx.opt(6).is_some() {
+        return Err(cx.unsupported("an Attention with past state is not supported"));
+    }
+    if cx.node.outputs.iter().skip(1).flatten().next().is_some() {
+        return Err(cx.unsupported("the present output is not computed by the interpreter"));
+    }
+    let rotary = cx
+        .node
+        .attrs
+        .int_or("do_rotary", 0)
+        .map_err(|e| cx.fail(e))?;
+    if rotary != 0 {
+        return Err(cx.unsupported("an Attention with do_rotary is not supported"));
+    }
+    let x = cx.input(0)?;
+    let w = cx.input(1)?;
+    let (&[b, s, d_in], &[d_w, d_qkv]) = (x.dims(), w.dims()) else {
+        return Err(cx.fail(format!(
+            "input must be [B, S, H] and weights [H, Q+K+V], found {:?} and {:?}",
+            x.dims(),
+            w.dims()
+        )));
+    };
+    if d_w != d_in {
+        return Err(cx.fail(format!(
+            "weights have {d_w} rows, the input {d_in} features"
+        )));
+    }
+    let (dq, dv) = match &h.qkv_hidden_sizes {
+        Some(v) => match v
+            .iter()
+            .map(|&x| usize::try_from(x))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(v) if v.len() == 3 && v[0] == v[1] && v[0] + v[1] + v[2] == d_qkv => (v[0], v[2]),
+            _ => {
+                return Err(cx.fail(format!(
+                    "qkv_hidden_sizes {v:?} do not split weights of {d_qkv} columns (Q and K equal)"
+                )))
+            }
+        },
+        None if d_qkv % 3 == 0 => (d_qkv / 3, d_qkv / 3),
+        None => return Err(cx.fail(format!("{d_qkv} weight columns do not split in three"))),
+    };
+    let heads = usize::try_from(h.num_heads).map_err(|_| cx.fail("num_heads overflows"))?;
+    if dq % heads != 0 || dv % heads != 0 {
+        return Err(cx.fail(format!(
+            "Q, K ({dq}) and V ({dv}) do not split into {heads} heads"
+        )));
+    }
+    let (hd, hv) = (dq / heads, dv / heads);
+    let mut proj = x.matmul(
+        &w.unsqueeze(0)
+            .at(cx)?
+            .broadcast_as((b, d_in, d_qkv))
+            .at(cx)?,
+    );
+    if let Some(bias) = cx.opt(2) {
+        if bias.dims() != [d_qkv] {
+            return Err(cx.fail(format!(
+                "bias has shape {:?}, expected [{d_qkv}]",
+                bias.dims()
+            )));
+        }
+        proj = proj.and_then(|p| p.broadcast_add(bias));
+    }
+    let qkv = values(&proj.at(cx)?).at(cx)?;
+    // the mask, as what each (batch, query, key) adds to its score
+    let fill = f64::from(h.mask_filter_value);
+    let mask: Option<(Vec<f64>, Vec<usize>)> = match cx.opt(3) {
+        None => None,
+        Some(m) => Some((values(m).at(cx)?, m.dims().to_vec())),
+    };
+    // as onnxruntime: the causal mask and mask_index each add mask_filter_value
+    let mask_add = |bi: usize, i: usize, j: usize| -> Result<f64, ExecError> {
+        let causal = h.unidirectional && j > i;
+        let by_mask = match &mask {
+            None => false,
+            Some((v, dims)) => match dims.as_slice() {
+                [n] if *n == b => (j as f64) >= v[bi],
+                [n, t] if *n == b && *t == s => v[bi * s + j] <= 0.0,
+                [n, q, t] if *n == b && *q == s && *t == s => v[(bi * s + i) * s + j] <= 0.0,
+                other => {
+                    return Err(cx.unsupported(format!(
+                        "a mask_index of shape {other:?} is not supported (only [B], [B, T] and [B, S, T])"
+                    )))
+                }
+            },
+        };
+        Ok(fill * (f64::from(u8::from(causal)) + f64::from(u8::from(by_mask))))
+    };
+    let attn_bias = match cx.opt(5) {
+        None => None,
+        Some(a) => {
+            check_size(cx, &[b, heads, s, s])?;
+            let full = a.broadcast_as((b, heads, s, s)).map_err(|_| {
+                cx.fail(format!(
+                    "attention_bias of shape {:?} does not broadcast to [{b}, {heads}, {s}, {s}]",
+                    a.dims()
+                ))
+            })?;
+            Some(values(&full).at(cx)?)
+        }
+    };
+    let scale = h.scale.map_or(1.0 / (hd as f64).sqrt(), f64::from);
+    let mut out = vec![0.0; b * s * dv];
+    let mut scores = vec![0.0; s];
+    for bi in 0..b {
+        for n in 0..heads {
+            for i in 0..s {
+                let q = (bi * s + i) * d_qkv + n * hd;
+                for (j, score) in scores.iter_mut().enumerate() {
+                    let k = (bi * s + j) * d_qkv + dq + n * hd;
+                    let dot: f64 = (0..hd).map(|e| qkv[q + e] * qkv[k + e]).sum();
+                    *score = scale * dot
+                        + mask_add(bi, i, j)?
+                        + attn_bias
+                            .as_ref()
+                            .map_or(0.0, |a| a[((bi * heads + n) * s + i) * s + j]);
+                }
+                let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let exps: Vec<f64> = scores.iter().map(|x| (x - top).exp()).collect();
+                let total: f64 = exps.iter().sum();
+                for (j, e) in exps.iter().enumerate() {
+                    let p = e / total;
+                    let v = (bi * s + j) * d_qkv + 2 * dq + n * hv;
+                    let o = (bi * s + i) * dv + n * hv;
+                    for e in 0..hv {
+                        out[o + e] += p * qkv[v + e];
+                    }
+                }
+            }
+        }
+    }
+    one(tensor(out, &[b, s, dv]).at(cx)?)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{assert_close, flat, G};
+    use super::super::testing::{assert_close, flat, ints, G};
     use crate::ir::Attr;
 
     fn ms(g: &mut G, op: &str, ins: &[&str], outs: &[&str], attrs: Vec<(&str, Attr)>) {
@@ -250,6 +395,54 @@ mod tests {
         assert_close(&flat(&out[0]), &[3.0 / r, 8.0 / r]);
         assert_close(&flat(&out[1]), &[1.0 / r]);
         assert_close(&flat(&out[2]), &[3.0, 4.0]);
+    }
+
+    /// Attention over x = [[1, 0], [0, 1]] (B 1, S 2, D 2) with Q = K = V = x (weights [I I I]).
+    fn attention(heads: i64, attrs: Vec<(&str, Attr)>, mask: Option<Vec<i64>>) -> Vec<f64> {
+        let mut g = G::new();
+        g.input("x", &[1, 2, 2], vec![1.0, 0.0, 0.0, 1.0]).init(
+            "w",
+            &[2, 6],
+            vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0],
+        );
+        let mut all = vec![("num_heads", Attr::Int(heads))];
+        all.extend(attrs);
+        let ins: &[&str] = match mask {
+            Some(m) => {
+                g.init_i64("mask", m);
+                &["x", "w", "", "mask"]
+            }
+            None => &["x", "w"],
+        };
+        ms(&mut g, "Attention", ins, &["y"], all);
+        flat(&g.run1("y"))
+    }
+
+    #[test]
+    fn attention_by_hand() {
+        // one head, scale 1/√2: query 0 scores [1/√2, 0], query 1 [0, 1/√2]
+        let a = std::f64::consts::FRAC_1_SQRT_2;
+        let p = a.exp() / (a.exp() + 1.0);
+        assert_close(&attention(1, vec![], None), &[p, 1.0 - p, 1.0 - p, p]);
+        // causal: query 0 sees key 0 only
+        let causal = attention(1, vec![("unidirectional", Attr::Int(1))], None);
+        assert_close(&causal, &[1.0, 0.0, 1.0 - p, p]);
+        // sequence length 1: key 1 is masked for both queries (e^-10000 is 0)
+        assert_close(&attention(1, vec![], Some(vec![1])), &[1.0, 0.0, 1.0, 0.0]);
+        // two heads of size 1 (scale 1): head 0 reads feature 0, head 1 feature 1
+        let e = 1f64.exp() / (1.0 + 1f64.exp());
+        assert_close(&attention(2, vec![], None), &[e, 0.5, 0.5, e]);
+        // an explicit scale of 2 with one head: scores [2, 0]
+        let q = 2f64.exp() / (2f64.exp() + 1.0);
+        assert_close(
+            &attention(1, vec![("scale", Attr::Float(2.0))], None),
+            &[q, 1.0 - q, 1.0 - q, q],
+        );
+        // Q, K and V of 2, 2 and 2 columns given explicitly: the same as thirds
+        assert_close(
+            &attention(1, vec![("qkv_hidden_sizes", ints(&[2, 2, 2]))], None),
+            &[p, 1.0 - p, 1.0 - p, p],
+        );
     }
 
     #[test]

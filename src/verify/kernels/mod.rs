@@ -174,6 +174,7 @@ static KERNELS: &[(&str, &str, KernelFn)] = &[
     ("", "Unsqueeze", mv::unsqueeze),
     ("", "Where", ew::where_),
     ("", "Xor", ew::xor),
+    ("com.microsoft", "Attention", contrib::attention),
     ("com.microsoft", "BiasAdd", contrib::bias_add),
     ("com.microsoft", "BiasGelu", contrib::bias_gelu),
     ("com.microsoft", "FastGelu", contrib::fast_gelu),
