@@ -13,7 +13,8 @@ models/ops/*.onnx
     supported op appears with a variety of attributes, plus "shapesub_*" models
     in which a shape is computed at run time (Shape -> Gather -> Unsqueeze ->
     Concat -> Reshape and friends), so shape inference has to propagate
-    values.  Weights are small random tensors stored as raw_data.  Graph inputs
+    values.  Cases named ms_* use onnxruntime's com.microsoft contrib ops
+    (opset 1 of that domain imported).  Weights are small random tensors stored as raw_data.  Graph inputs
     use the symbolic first dim "N" (and "seq" in a few cases); graph outputs
     carry only an element type (no shape) and there is NO value_info for
     intermediates, so nnlint has to infer every shape itself.
@@ -201,7 +202,10 @@ def build_case(c):
     inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in c.inits.items()]
     graph = helper.make_graph(c.nodes, c.name, inputs, outputs, inits)
     ir = 8 if c.opset <= 18 else 9 if c.opset <= 20 else 10
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", c.opset)],
+    opsets = [helper.make_opsetid("", c.opset)]
+    if any(n.domain == "com.microsoft" for n in c.nodes):
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    m = helper.make_model(graph, opset_imports=opsets,
                           producer_name="nnlint-testdata", ir_version=ir)
     return m
 
@@ -558,6 +562,120 @@ def zoo_cases():
                   [("X", F, [4, 5, 6]), ("U", F, [2, 5, 6])], ["Y"], {"idx": np.array([[0], [2]], np.int64)}))
     C.append(Case("scatterelements_axis1_add", [node("ScatterElements", ["X", "idx", "U"], ["Y"], axis=1, reduction="add")],
                   [("X", F, ["N", 5])], ["Y"], {"idx": np.array([[1, 3]], np.int64), "U": W(rng, 1, 2)}, opset=18))
+    C += checker_cases(rng)
+    return C
+
+
+def body(name, nodes, inputs, outputs, inits=None):
+    """A subgraph (If branch, Loop or Scan body): inputs and outputs as (name, elem_type, shape)."""
+    return helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in outputs],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in (inits or {}).items()])
+
+
+def ms_node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, domain="com.microsoft", **attrs)
+
+
+def checker_cases(rng):
+    """Cases for the checker's kernels (tests/checker_ort.rs compares them with onnxruntime op by
+    op): recurrent ops, gathers, control flow, quantization, onnxruntime's contrib ops.  Appended
+    after the older cases, so that those keep their seeds."""
+    C = []
+    # ---------------- LSTM / GRU / RNN: X [seq, batch, input] ----------------
+    # (every case has an initial state input, [directions, N, hidden]: with two different fixed
+    # first axes, nnlint's --batch does not take the sequence axis for the batch)
+    h = 4
+    XS = [("X", F, [5, "N", 3])]
+    H1, H2 = [("h0", F, [1, "N", h])], [("h0", F, [2, "N", h])]
+    C.append(Case("lstm_bidirectional", [node("LSTM", ["X", "W", "R", "B", "", "h0"], ["Y", "Y_h", "Y_c"], hidden_size=h, direction="bidirectional")],
+                  XS + H2, ["Y", "Y_h", "Y_c"], {"W": W(rng, 2, 4 * h, 3), "R": W(rng, 2, 4 * h, h), "B": W(rng, 2, 8 * h)}))
+    C.append(Case("lstm_peepholes_initial_states", [node("LSTM", ["X", "W", "R", "B", "", "h0", "c0", "P"], ["Y", "Y_h", "Y_c"], hidden_size=h)],
+                  XS + [("h0", F, [1, "N", h]), ("c0", F, [1, "N", h])], ["Y", "Y_h", "Y_c"],
+                  {"W": W(rng, 1, 4 * h, 3), "R": W(rng, 1, 4 * h, h), "B": W(rng, 1, 8 * h), "P": W(rng, 1, 3 * h)}))
+    C.append(Case("gru_linear_before_reset", [node("GRU", ["X", "W", "R", "B", "", "h0"], ["Y", "Y_h"], hidden_size=h, linear_before_reset=1)],
+                  XS + H1, ["Y", "Y_h"], {"W": W(rng, 1, 3 * h, 3), "R": W(rng, 1, 3 * h, h), "B": W(rng, 1, 6 * h)}))
+    C.append(Case("gru_reverse", [node("GRU", ["X", "W", "R", "B", "", "h0"], ["Y", "Y_h"], hidden_size=h, direction="reverse")],
+                  XS + H1, ["Y", "Y_h"], {"W": W(rng, 1, 3 * h, 3), "R": W(rng, 1, 3 * h, h), "B": W(rng, 1, 6 * h)}))
+    C.append(Case("rnn_sequence_lens", [node("RNN", ["X", "W", "R", "B", "L", "h0"], ["Y", "Y_h"], hidden_size=h, direction="bidirectional")],
+                  XS + H2, ["Y", "Y_h"], {"W": W(rng, 2, h, 3), "R": W(rng, 2, h, h), "B": W(rng, 2, 2 * h),
+                                     "L": np.array([5, 3], np.int32)}))
+    # ---------------- GatherND / GatherElements ----------------
+    C.append(Case("gathernd_pairs", [node("GatherND", ["X", "idx"], ["Y"])],
+                  [("X", F, ["N", 4, 5])], ["Y"], {"idx": np.array([[0, 1], [1, 3], [0, 0]], np.int64)}))
+    C.append(Case("gathernd_batch_dims1", [node("GatherND", ["X", "idx"], ["Y"], batch_dims=1)],
+                  [("X", F, ["N", 3, 4])], ["Y"], {"idx": np.array([[[2], [0]], [[1], [1]]], np.int64)}))
+    C.append(Case("gatherelements_axis1_negative", [node("GatherElements", ["X", "idx"], ["Y"], axis=1)],
+                  [("X", F, ["N", 5])], ["Y"], {"idx": np.array([[4, -1, 0], [2, -5, 3]], np.int64)}))
+    # ---------------- If / Loop / Scan ----------------
+    then_b = body("then", [node("Mul", ["X", "two"], ["t"])], [], [("t", F, None)], {"two": f32(2.0)})
+    else_b = body("else", [node("Neg", ["X"], ["e"])], [], [("e", F, None)])
+    C.append(Case("if_both_branches", [
+        node("ReduceSum", ["X"], ["sum"], keepdims=0), node("Greater", ["sum", "zero"], ["c"]),
+        node("If", ["c"], ["Y"], then_branch=then_b, else_branch=else_b),
+        node("If", ["no"], ["Z"], then_branch=then_b, else_branch=else_b)],
+        [("X", F, ["N", 3])], ["Y", "Z"], {"zero": f32(0.0), "no": np.array(False)}))
+    loop_b = body("loop_body", [
+        node("Add", ["v", "X"], ["v_out"]), node("Cast", ["i"], ["fi"], to=F),
+        node("Mul", ["v_out", "fi"], ["scan_out"]), node("Identity", ["cond_in"], ["cond_out"])],
+        [("i", I64, []), ("cond_in", BOOL, []), ("v", F, None)],
+        [("cond_out", BOOL, []), ("v_out", F, None), ("scan_out", F, None)])
+    C.append(Case("loop_trip_count_scan_output", [node("Loop", ["M", "yes", "X"], ["V", "S"], body=loop_b)],
+                  [("X", F, ["N", 3])], ["V", "S"], {"M": np.array(4, np.int64), "yes": np.array(True)}))
+    stop_b = body("stop_body", [
+        node("Mul", ["v", "two"], ["v_out"]), node("Less", ["i", "two_i"], ["cond_out"])],
+        [("i", I64, []), ("cond_in", BOOL, []), ("v", F, None)],
+        [("cond_out", BOOL, []), ("v_out", F, None)], {"two": f32(2.0), "two_i": np.array(2, np.int64)})
+    C.append(Case("loop_condition_only", [node("Loop", ["", "yes", "X"], ["V"], body=stop_b)],
+                  [("X", F, ["N", 3])], ["V"], {"yes": np.array(True)}))
+    scan_b = body("scan_body", [node("Add", ["s", "x"], ["s_out"]), node("Mul", ["s_out", "x"], ["y"])],
+                  [("s", F, [3]), ("x", F, [3])], [("s_out", F, [3]), ("y", F, [3])])
+    C.append(Case("scan_cumulative_sum", [node("Scan", ["s0", "X"], ["S", "Y"], body=scan_b, num_scan_inputs=1)],
+                  [("X", F, [5, 3])], ["S", "Y"], {"s0": W(rng, 3)}))
+    C.append(Case("scan_axes_directions", [node("Scan", ["s0", "X"], ["S", "Y"], body=scan_b, num_scan_inputs=1,
+                                                scan_input_axes=[1], scan_input_directions=[1],
+                                                scan_output_axes=[1], scan_output_directions=[1])],
+                  [("X", F, [3, 4])], ["S", "Y"], {"s0": W(rng, 3)}))
+    # ---------------- QuantizeLinear / DequantizeLinear ----------------
+    U8, I8 = TensorProto.UINT8, TensorProto.INT8
+    C.append(Case("qdq_per_tensor_uint8", [node("QuantizeLinear", ["X", "s", "z"], ["Q"]),
+                                           node("DequantizeLinear", ["Q", "s", "z"], ["Y"])],
+                  [("X", F, ["N", 8])], [("Q", U8), "Y"], {"s": f32(0.02), "z": np.array(128, np.uint8)}))
+    C.append(Case("qdq_per_axis_int8", [node("QuantizeLinear", ["X", "s", "z"], ["Q"], axis=1),
+                                        node("DequantizeLinear", ["Q", "s", "z"], ["Y"], axis=1)],
+                  [("X", F, ["N", 3, 4])], [("Q", I8), "Y"],
+                  {"s": f32(0.01, 0.02, 0.05), "z": np.array([0, -10, 5], np.int8)}))
+    C.append(Case("quantize_no_zero_point", [node("QuantizeLinear", ["X", "s"], ["Q"])],
+                  [("X", F, ["N", 6])], [("Q", U8)], {"s": f32(0.01)}))
+    C.append(Case("dequantize_weight_per_axis", [node("DequantizeLinear", ["Wq", "s", "z"], ["Wd"], axis=0),
+                                                 node("MatMul", ["X", "Wd"], ["Y"])],
+                  [("X", F, ["N", 4])], ["Wd", "Y"],
+                  {"Wq": rng.integers(-128, 128, size=(4, 3)).astype(np.int8), "s": f32(0.1, 0.01, 0.5, 0.02),
+                   "z": np.array([0, 3, -2, 1], np.int8)}))
+    C.append(Case("dynamicquantizelinear", [node("DynamicQuantizeLinear", ["X"], ["Q", "s", "z"])],
+                  [("X", F, ["N", 6])], [("Q", U8), "s", ("z", U8)]))
+    # ---------------- com.microsoft contrib ops ----------------
+    XB = [("X", F, ["N", 4, 8])]
+    C.append(Case("ms_skiplayernorm", [ms_node("SkipLayerNormalization", ["X", "skip", "gamma", "beta", "bias"], ["Y", "", "", "S"], epsilon=1e-5)],
+                  XB + [("skip", F, ["N", 4, 8])], ["Y", "S"],
+                  {"gamma": 1 + W(rng, 8), "beta": W(rng, 8), "bias": W(rng, 8)}))
+    C.append(Case("ms_skipsimplifiedlayernorm", [ms_node("SkipSimplifiedLayerNormalization", ["X", "skip", "gamma", "bias"], ["Y", "", "", "S"], epsilon=1e-6)],
+                  XB + [("skip", F, ["N", 4, 8])], ["Y", "S"], {"gamma": 1 + W(rng, 8), "bias": W(rng, 8)}))
+    C.append(Case("ms_fastgelu_bias", [ms_node("FastGelu", ["X", "bias"], ["Y"])], XB, ["Y"], {"bias": W(rng, 8)}))
+    C.append(Case("ms_biasgelu", [ms_node("BiasGelu", ["X", "bias"], ["Y"])], XB, ["Y"], {"bias": W(rng, 8)}))
+    C.append(Case("ms_gelu", [ms_node("Gelu", ["X"], ["Y"])], XB, ["Y"]))
+    C.append(Case("ms_quickgelu", [ms_node("QuickGelu", ["X"], ["Y"], alpha=1.5)], XB, ["Y"]))
+    XA = [("X", F, ["N", 5, 8])]
+    C.append(Case("ms_attention_mask_index", [ms_node("Attention", ["X", "w", "b", "mask"], ["Y"], num_heads=2)],
+                  XA, ["Y"], {"w": W(rng, 8, 24) * 5, "b": W(rng, 24), "mask": np.array([5, 3], np.int32)}))
+    C.append(Case("ms_attention_raw_mask", [ms_node("Attention", ["X", "w", "b", "mask"], ["Y"], num_heads=4)],
+                  XA, ["Y"], {"w": W(rng, 8, 24) * 5, "b": W(rng, 24),
+                              "mask": np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], np.int32)}))
+    C.append(Case("ms_attention_unidirectional_qkv_sizes", [ms_node("Attention", ["X", "w", "b"], ["Y"], num_heads=2,
+                                                                     unidirectional=1, qkv_hidden_sizes=[8, 8, 4])],
+                  XA, ["Y"], {"w": W(rng, 8, 20) * 5, "b": W(rng, 20)}))
     return C
 
 

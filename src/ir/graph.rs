@@ -345,7 +345,7 @@ fn topo_order(g: &Graph, producer: &[Option<(NodeId, usize)>]) -> Result<Vec<Nod
     Ok(order)
 }
 
-fn collect_captures(g: &Graph, f: &mut impl FnMut(&str)) {
+fn collect_captures(g: &Graph, f: &mut dyn FnMut(&str)) {
     for v in &g.values {
         if v.outer {
             f(&v.name);
@@ -353,7 +353,13 @@ fn collect_captures(g: &Graph, f: &mut impl FnMut(&str)) {
     }
     for node in &g.nodes {
         for (_, sub) in node.attrs.subgraphs() {
-            collect_captures(sub, f);
+            // a nested subgraph's capture of a value this graph defines is not this graph's
+            collect_captures(sub, &mut |name: &str| {
+                let defined = g.value_by_name(name).is_some_and(|v| !g.values[v].outer);
+                if !defined {
+                    f(name);
+                }
+            });
         }
     }
 }

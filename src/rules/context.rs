@@ -140,7 +140,7 @@ impl<'a> LintContext<'a> {
     fn dequantized(&self, v: ValueId) -> Option<ValueId> {
         let (p, node) = self.producer(v)?;
         let q = node.input(0)?;
-        (matches!(self.op(p), Op::DequantizeLinear) && self.graph().stored(q).is_some())
+        (matches!(self.op(p), Op::DequantizeLinear(_)) && self.graph().stored(q).is_some())
             .then_some(q)
     }
 

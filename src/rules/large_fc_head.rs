@@ -67,9 +67,9 @@ fn from_conv_or_pool(cx: &LintContext, v: ValueId) -> bool {
             | Op::Sigmoid
             | Op::HardSigmoid(_)
             | Op::HardSwish
-            | Op::Elu
-            | Op::Selu
-            | Op::Celu
+            | Op::Elu(_)
+            | Op::Selu(_)
+            | Op::Celu(_)
             | Op::Gelu(_)
             | Op::Mish
             | Op::Softplus

@@ -8,8 +8,10 @@
 //! `Cast`s keep f64, so the checker measures a rewrite's own error, not the model's storage
 //! precision.
 
-use std::collections::{HashMap, HashSet};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
+use std::rc::Rc;
 
 use candle_core::{Device, Tensor as CTensor};
 
@@ -21,6 +23,62 @@ use crate::ir::{DType, Dim, Graph, NodeId, Tensor, ValueId, Values};
 /// The most elements one tensor a kernel makes may have (tiles, pads, ranges, constants): 2^28
 /// f64 values are 2 GiB.
 pub const MAX_ELEMENTS: usize = 1 << 28;
+
+/// The most subgraph runs (`If` branches, `Loop` and `Scan` iterations, nested ones included) one
+/// evaluation may make: a hostile trip count cannot keep the checker running.
+pub const MAX_SUBGRAPH_RUNS: usize = 1 << 16;
+
+/// What a subgraph sees of the graphs around it: the values it captures, by name, with their
+/// element types, and the budget of subgraph runs shared by the whole evaluation.
+#[derive(Clone, Default)]
+pub(crate) struct Scope {
+    pub values: HashMap<String, (CTensor, Option<DType>)>,
+    pub runs: Rc<Cell<usize>>,
+}
+
+impl Scope {
+    /// Counts one subgraph run against [`MAX_SUBGRAPH_RUNS`].
+    pub fn spend_run(&self) -> Result<(), String> {
+        let n = self.runs.get() + 1;
+        if n > MAX_SUBGRAPH_RUNS {
+            return Err(format!(
+                "more than {MAX_SUBGRAPH_RUNS} subgraph runs (If branches, Loop and Scan iterations)"
+            ));
+        }
+        self.runs.set(n);
+        Ok(())
+    }
+}
+
+/// The names a graph reads that it does not define (its captures of enclosing graphs), its nested
+/// subgraphs' included.
+pub(crate) fn free_names(g: &Graph) -> BTreeSet<String> {
+    let defined = |v: ValueId| {
+        let value = &g.values[v];
+        value.producer.is_some() || value.init.is_some() || g.inputs.contains(&v)
+    };
+    let mut out = BTreeSet::new();
+    let read = g
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().flatten())
+        .chain(&g.outputs);
+    for &v in read {
+        if v < g.values.len() && !defined(v) {
+            out.insert(g.values[v].name.clone());
+        }
+    }
+    for node in &g.nodes {
+        for (_, sub) in node.attrs.subgraphs() {
+            for name in free_names(sub) {
+                if !g.value_by_name(&name).is_some_and(defined) {
+                    out.insert(name);
+                }
+            }
+        }
+    }
+    out
+}
 
 /// Why a node could not be evaluated.
 #[derive(Debug, Clone)]
@@ -120,12 +178,26 @@ impl<'g> Executor<'g> {
         nodes
             .iter()
             .filter_map(|&id| match (self.graph.nodes.get(id), self.ops.get(id)) {
-                (Some(node), Some(op)) => {
-                    kernels::static_check(node, op).err().map(|why| (id, why))
-                }
+                (Some(node), Some(op)) => kernels::static_check(node, op)
+                    .err()
+                    .or_else(|| self.unsupported_inside(node))
+                    .map(|why| (id, why)),
                 _ => Some((id, format!("there is no node #{id}"))),
             })
             .collect()
+    }
+
+    /// The first node of a control-flow node's subgraphs (nested ones included) the checker
+    /// cannot run, in words.
+    fn unsupported_inside(&self, node: &crate::ir::Node) -> Option<String> {
+        node.attrs.subgraphs().find_map(|(attr, sub)| {
+            let inner = Executor::new(sub, self.opset);
+            let all: Vec<NodeId> = (0..sub.nodes.len()).collect();
+            inner.unsupported(&all).into_iter().next().map(|(id, why)| {
+                let n = &sub.nodes[id];
+                format!("in '{attr}', node '{}' ({}): {why}", n.name, n.op_type)
+            })
+        })
     }
 
     /// Evaluates `nodes` (ids into graph.nodes, in the given order, which is topological) and
@@ -138,7 +210,63 @@ impl<'g> Executor<'g> {
         feeds: &HashMap<ValueId, CTensor>,
         wanted: &[ValueId],
     ) -> Result<Vec<CTensor>, ExecError> {
+        let scope = Scope::default();
+        self.eval_in(nodes, feeds, HashMap::new(), wanted, &scope)
+            .map(|outs| outs.into_iter().map(|(t, _)| t).collect())
+    }
+
+    /// Evaluates every node of the graph (a subgraph) with its inputs fed, in order (with their
+    /// element types where known: an input the body does not type takes the one that flows in),
+    /// and its captures read from `scope`; returns its outputs with their element types where
+    /// known.
+    pub(crate) fn run_graph(
+        &mut self,
+        inputs: Vec<(CTensor, Option<DType>)>,
+        scope: &Scope,
+    ) -> Result<Vec<(CTensor, Option<DType>)>, ExecError> {
+        let graph = self.graph;
+        if inputs.len() != graph.inputs.len() {
+            return Err(ExecError::Failed {
+                node: String::new(),
+                message: format!(
+                    "subgraph '{}' has {} inputs, {} given",
+                    graph.name,
+                    graph.inputs.len(),
+                    inputs.len()
+                ),
+            });
+        }
+        let mut feeds = HashMap::new();
+        let mut dtypes = HashMap::new();
+        for (&v, (t, d)) in graph.inputs.iter().zip(inputs) {
+            let declared = graph.values.get(v).and_then(|v| v.declared.as_ref()?.dtype);
+            if let Some(d) = declared.or(d) {
+                dtypes.insert(v, d);
+            }
+            feeds.insert(v, t);
+        }
+        let nodes: Vec<NodeId> = (0..graph.nodes.len()).collect();
+        let wanted = graph.outputs.clone();
+        self.eval_in(&nodes, &feeds, dtypes, &wanted, scope)
+    }
+
+    fn eval_in(
+        &mut self,
+        nodes: &[NodeId],
+        feeds: &HashMap<ValueId, CTensor>,
+        feed_dtypes: HashMap<ValueId, DType>,
+        wanted: &[ValueId],
+        scope: &Scope,
+    ) -> Result<Vec<(CTensor, Option<DType>)>, ExecError> {
         let (graph, ops, cache, opset) = (self.graph, &self.ops, &mut self.cache, self.opset);
+        let names: HashMap<&str, ValueId> = graph
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v.name.as_str(), i))
+            .collect();
+        // what each control-flow node's subgraphs read of this graph (or of the ones around it)
+        let mut captures: HashMap<usize, BTreeSet<String>> = HashMap::new();
         let mut producer_pos: HashMap<ValueId, usize> = HashMap::new();
         let mut last_use: HashMap<ValueId, usize> = HashMap::new();
         let mut steps = Vec::with_capacity(nodes.len());
@@ -152,6 +280,18 @@ impl<'g> Executor<'g> {
             for v in node.inputs.iter().flatten() {
                 last_use.insert(*v, pos);
             }
+            if node.attrs.subgraphs().next().is_some() {
+                let mut free = BTreeSet::new();
+                for (_, sub) in node.attrs.subgraphs() {
+                    free.extend(free_names(sub));
+                }
+                for name in &free {
+                    if let Some(&v) = names.get(name.as_str()) {
+                        last_use.insert(v, pos);
+                    }
+                }
+                captures.insert(pos, free);
+            }
             for v in node.outputs.iter().flatten() {
                 producer_pos.insert(*v, pos);
             }
@@ -160,7 +300,7 @@ impl<'g> Executor<'g> {
         let wanted_set: HashSet<ValueId> = wanted.iter().copied().collect();
         let mut env: HashMap<ValueId, CTensor> = HashMap::new();
         // element types, where known: what a value holds beyond its f64 numbers
-        let mut dtypes: HashMap<ValueId, DType> = HashMap::new();
+        let mut dtypes: HashMap<ValueId, DType> = feed_dtypes;
         self.peak_live = 0;
         for (pos, &(node, op)) in steps.iter().enumerate() {
             kernels::static_check(node, op).map_err(|reason| match op {
@@ -174,33 +314,66 @@ impl<'g> Executor<'g> {
                     reason,
                 },
             })?;
+            let failed = |message| ExecError::Failed {
+                node: node.name.clone(),
+                message,
+            };
             let mut inputs = Vec::with_capacity(node.inputs.len());
             for v in &node.inputs {
                 inputs.push(match v {
                     None => None,
                     Some(v) => Some(
-                        lookup(graph, cache, *v, &env, feeds, &producer_pos).map_err(
-                            |message| ExecError::Failed {
-                                node: node.name.clone(),
-                                message,
-                            },
-                        )?,
+                        lookup(graph, cache, *v, &env, feeds, &producer_pos, scope)
+                            .map_err(failed)?,
                     ),
                 });
             }
-            let in_dtypes: Vec<Option<DType>> = node
-                .inputs
-                .iter()
-                .map(|v| v.and_then(|v| dtypes.get(&v).copied().or_else(|| source_dtype(graph, v))))
-                .collect();
+            let dtype_of = |v: ValueId| {
+                dtypes
+                    .get(&v)
+                    .copied()
+                    .or_else(|| source_dtype(graph, v, scope))
+            };
+            let in_dtypes: Vec<Option<DType>> =
+                node.inputs.iter().map(|v| v.and_then(dtype_of)).collect();
+            let inner = match captures.get(&pos) {
+                None => None,
+                Some(free) => {
+                    let mut values = HashMap::new();
+                    for name in free {
+                        let found = match names.get(name.as_str()) {
+                            Some(&v) => Some((
+                                lookup(graph, cache, v, &env, feeds, &producer_pos, scope)
+                                    .map_err(failed)?,
+                                dtype_of(v),
+                            )),
+                            None => scope.values.get(name).cloned(),
+                        };
+                        // a name nothing defines fails where the subgraph reads it
+                        if let Some(found) = found {
+                            values.insert(name.clone(), found);
+                        }
+                    }
+                    Some(Scope {
+                        values,
+                        runs: scope.runs.clone(),
+                    })
+                }
+            };
             let cx = Cx {
                 node,
                 op,
                 inputs,
                 dtypes: in_dtypes,
+                opset,
+                scope: inner.as_ref().unwrap_or(scope),
+                out_dtypes: RefCell::new(None),
             };
             let outs = kernels::run(&cx)?;
-            let out_dtypes = output_dtypes(&cx, opset, outs.len());
+            let out_dtypes = match cx.out_dtypes.take() {
+                Some(d) => d,
+                None => output_dtypes(&cx, opset, outs.len()),
+            };
             drop(cx);
             for (v, d) in node.outputs.iter().zip(out_dtypes) {
                 if let (Some(v), Some(d)) = (v, d) {
@@ -234,23 +407,32 @@ impl<'g> Executor<'g> {
         wanted
             .iter()
             .map(|&v| {
-                lookup(graph, cache, v, &env, feeds, &producer_pos).map_err(|message| {
-                    ExecError::Failed {
+                let t = lookup(graph, cache, v, &env, feeds, &producer_pos, scope).map_err(
+                    |message| ExecError::Failed {
                         node: String::new(),
                         message,
-                    }
-                })
+                    },
+                )?;
+                let d = dtypes
+                    .get(&v)
+                    .copied()
+                    .or_else(|| source_dtype(graph, v, scope));
+                Ok((t, d))
             })
             .collect()
     }
 }
 
-/// The element type a graph input declares or an initializer stores.
-fn source_dtype(graph: &Graph, v: ValueId) -> Option<DType> {
+/// The element type a graph input declares, an initializer stores or a capture has.
+fn source_dtype(graph: &Graph, v: ValueId, scope: &Scope) -> Option<DType> {
     let value = graph.values.get(v)?;
     match &value.init {
         Some(t) => Some(t.dtype),
-        None => value.declared.as_ref().and_then(|d| d.dtype),
+        None => value
+            .declared
+            .as_ref()
+            .and_then(|d| d.dtype)
+            .or_else(|| scope.values.get(&value.name).and_then(|(_, d)| *d)),
     }
 }
 
@@ -309,6 +491,7 @@ fn lookup(
     env: &HashMap<ValueId, CTensor>,
     feeds: &HashMap<ValueId, CTensor>,
     producer_pos: &HashMap<ValueId, usize>,
+    scope: &Scope,
 ) -> Result<CTensor, String> {
     let value = graph
         .values
@@ -335,6 +518,9 @@ fn lookup(
         let t = to_candle(init)?;
         cache.insert(v, t.clone());
         return Ok(t);
+    }
+    if let Some((t, _)) = scope.values.get(&value.name) {
+        return Ok(t.clone());
     }
     Err(format!(
         "value '{}' is not computed by the evaluated nodes, not fed and not an initializer",

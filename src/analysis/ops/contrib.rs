@@ -24,6 +24,10 @@ pub struct Heads {
     /// `Attention`: sizes of Q, K and V when they differ.
     pub qkv_hidden_sizes: Option<Vec<i64>>,
     pub unidirectional: bool,
+    /// The value added to masked-out scores (`-10000` by default).
+    pub mask_filter_value: f32,
+    /// The scores' scale (`1 / sqrt(head_size)` when absent or 0).
+    pub scale: Option<f32>,
 }
 
 impl FromAttrs for Heads {
@@ -42,6 +46,49 @@ impl FromAttrs for Heads {
             kv_num_heads: r.int_opt("kv_num_heads")?,
             qkv_hidden_sizes: r.ints("qkv_hidden_sizes")?,
             unidirectional: r.flag("unidirectional", false)?,
+            mask_filter_value: r.float("mask_filter_value", -10000.0)?,
+            scale: r.float_opt("scale")?.filter(|&s| s != 0.0),
+        })
+    }
+}
+
+/// The `epsilon` of the fused norms (`SkipLayerNormalization`, `SkipSimplifiedLayerNormalization`,
+/// `EmbedLayerNormalization`; 1e-12 by default).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FusedNorm {
+    pub epsilon: f32,
+}
+
+impl FromAttrs for FusedNorm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(FusedNorm {
+            epsilon: AttrReader(a).float("epsilon", 1e-12)?,
+        })
+    }
+}
+
+/// `RotaryEmbedding`'s attributes (`com.microsoft`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rotary {
+    /// Pairs are adjacent elements (`x[2i]`, `x[2i+1]`) rather than the two halves.
+    pub interleaved: bool,
+    /// Needed for a 3-D input whose hidden size is heads × head size with a partial rotation.
+    pub num_heads: i64,
+    /// How many leading elements of each head rotate (0: all).
+    pub rotary_embedding_dim: i64,
+    pub scale: f32,
+    pub is_packed_batching: bool,
+}
+
+impl FromAttrs for Rotary {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Rotary {
+            interleaved: r.flag("interleaved", false)?,
+            num_heads: r.int("num_heads", 0)?,
+            rotary_embedding_dim: r.int("rotary_embedding_dim", 0)?,
+            scale: r.float("scale", 1.0)?,
+            is_packed_batching: r.flag("is_packed_batching", false)?,
         })
     }
 }

@@ -138,12 +138,134 @@ impl FromAttrs for Softmax {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Quantize {
     pub output_dtype: Option<DType>,
+    /// The axis of a per-axis or blocked scale (opset 13 on).
+    pub axis: i64,
+    /// The block length along `axis` of a blocked scale (opset 21 on); 0 when not blocked.
+    pub block_size: i64,
+    /// Float 8 outputs: saturate to the largest finite value (opset 19 on).
+    pub saturate: bool,
 }
 
 impl FromAttrs for Quantize {
     fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
         Ok(Quantize {
-            output_dtype: AttrReader(a).dtype("output_dtype")?,
+            output_dtype: r.dtype("output_dtype")?,
+            axis: r.int("axis", 1)?,
+            block_size: r.int("block_size", 0)?,
+            saturate: r.flag("saturate", true)?,
+        })
+    }
+}
+
+/// `DequantizeLinear`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dequantize {
+    /// The axis of a per-axis or blocked scale (opset 13 on).
+    pub axis: i64,
+    /// The block length along `axis` of a blocked scale (opset 21 on); 0 when not blocked.
+    pub block_size: i64,
+}
+
+impl FromAttrs for Dequantize {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Dequantize {
+            axis: r.int("axis", 1)?,
+            block_size: r.int("block_size", 0)?,
+        })
+    }
+}
+
+/// The `alpha` of `Elu`, `Celu` and `ThresholdedRelu` (1.0 for each).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alpha {
+    pub alpha: f32,
+}
+
+impl FromAttrs for Alpha {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Alpha {
+            alpha: AttrReader(a).float("alpha", 1.0)?,
+        })
+    }
+}
+
+/// `Selu`'s attributes: `gamma · (x > 0 ? x : alpha · (eˣ - 1))`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selu {
+    pub alpha: f32,
+    pub gamma: f32,
+}
+
+impl FromAttrs for Selu {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Selu {
+            alpha: r.float("alpha", 1.673_263_2)?,
+            gamma: r.float("gamma", 1.050_701)?,
+        })
+    }
+}
+
+/// `Shrink`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shrink {
+    pub bias: f32,
+    pub lambd: f32,
+}
+
+impl FromAttrs for Shrink {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Shrink {
+            bias: r.float("bias", 0.0)?,
+            lambd: r.float("lambd", 0.5)?,
+        })
+    }
+}
+
+/// `Mod`'s attribute: `fmod = 1` takes the dividend's sign (C's `fmod`), 0 the divisor's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mod {
+    pub fmod: bool,
+}
+
+impl FromAttrs for Mod {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Mod {
+            fmod: AttrReader(a).flag("fmod", false)?,
+        })
+    }
+}
+
+/// `Trilu`'s attribute: keep the upper triangle (the default) or the lower one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trilu {
+    pub upper: bool,
+}
+
+impl FromAttrs for Trilu {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Trilu {
+            upper: AttrReader(a).flag("upper", true)?,
+        })
+    }
+}
+
+/// `EyeLike`'s attributes: the diagonal `k` and the output type (the input's by default).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EyeLike {
+    pub k: i64,
+    pub dtype: Option<DType>,
+}
+
+impl FromAttrs for EyeLike {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(EyeLike {
+            k: r.int("k", 0)?,
+            dtype: r.dtype("dtype")?,
         })
     }
 }
@@ -168,7 +290,7 @@ fn arith_of(op: &Op) -> Option<Arith> {
         Op::Sub => Arith::Sub,
         Op::Mul => Arith::Mul,
         Op::Div => Arith::Div,
-        Op::Mod => Arith::Mod,
+        Op::Mod(_) => Arith::Mod,
         Op::Pow => Arith::Pow,
         Op::Max => Arith::Max,
         Op::Min => Arith::Min,

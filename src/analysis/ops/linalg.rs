@@ -45,20 +45,64 @@ impl FromAttrs for EinsumAttrs {
     }
 }
 
+crate::named_enum! {
+    /// Which way a recurrent op runs over the sequence.
+    pub enum Direction {
+        /// First to last step.
+        Forward = "forward",
+        /// Last to first step.
+        Reverse = "reverse",
+        /// Both, the forward direction first in the outputs.
+        Bidirectional = "bidirectional",
+    }
+}
+
 /// The attributes of `LSTM`, `GRU` and `RNN`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rnn {
     pub hidden_size: Option<i64>,
     /// `layout = 1`: batch first.
     pub batch_first: bool,
+    pub direction: Direction,
+    /// The activation functions by name, as the file gives them (empty: the op's defaults).
+    pub activations: Vec<String>,
+    pub activation_alpha: Vec<f32>,
+    pub activation_beta: Vec<f32>,
+    /// Bound on the gates' inputs, `[-clip, clip]`.
+    pub clip: Option<f32>,
+    /// `LSTM`: the forget gate is `1 - input gate`.
+    pub input_forget: bool,
+    /// `GRU`: the reset gate multiplies after the hidden state's linear transform.
+    pub linear_before_reset: bool,
 }
 
 impl FromAttrs for Rnn {
     fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
         let r = AttrReader(a);
+        let direction = match r.string("direction")? {
+            None => Direction::Forward,
+            Some(s) => s
+                .parse()
+                .map_err(|e| format!("attribute 'direction': {e}"))?,
+        };
+        let activations = match a.get("activations") {
+            None => Vec::new(),
+            Some(crate::ir::Attr::Strings(v)) => v
+                .iter()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect(),
+            Some(_) => return Err("attribute 'activations' must be a list of strings".into()),
+        };
         Ok(Rnn {
             hidden_size: r.int_opt("hidden_size")?,
             batch_first: r.flag("layout", false)?,
+            direction,
+            activations,
+            activation_alpha: r.floats("activation_alpha")?.unwrap_or_default(),
+            activation_beta: r.floats("activation_beta")?.unwrap_or_default(),
+            clip: r.float_opt("clip")?,
+            input_forget: r.flag("input_forget", false)?,
+            linear_before_reset: r.flag("linear_before_reset", false)?,
         })
     }
 }

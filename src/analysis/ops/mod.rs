@@ -431,7 +431,7 @@ registry! {
     "Cast" => Cast(ew::Cast) { infer: ew::cast, autocast: CastTo }
     "CastLike" => CastLike { infer: ew::cast_like, slots: Slots::ConfigFrom(1) }
     "Ceil" => Ceil { infer: ew::unary_fold, grad: false }
-    "Celu" => Celu { infer: ew::unary, saves: sv::input_if_grad }
+    "Celu" => Celu(ew::Alpha) { infer: ew::unary, saves: sv::input_if_grad }
     "Clip" => Clip(ew::Clip) { infer: ew::unary, saves: sv::input_if_grad, slots: Slots::ConfigFrom(1) }
     "Concat" => Concat(movement::Concat) { infer: movement::concat, autocast: Promote }
     "Constant" => Constant(source::Constant) { infer: source::constant, outputs: Outputs::Held }
@@ -450,7 +450,7 @@ registry! {
     "Cosh" => Cosh { infer: ew::unary, saves: sv::input_if_grad }
     "CumSum" => CumSum(ew::CumSum) { infer: ew::cum_sum, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "DepthToSpace" => DepthToSpace(movement::Blocks) { infer: movement::depth_to_space }
-    "DequantizeLinear" => DequantizeLinear { infer: ew::dequantize, slots: Slots::Table(quant::DEQUANTIZE) }
+    "DequantizeLinear" => DequantizeLinear(ew::Dequantize) { infer: ew::dequantize, slots: Slots::Table(quant::DEQUANTIZE) }
     "Div" => Div { infer: ew::binary_arith, saves: sv::div, autocast: Promote }
     "Dropout" => Dropout(ew::Dropout) {
         infer: ew::dropout, saves: sv::dropout, slots: Slots::ConfigFrom(1), view: View::Dropout,
@@ -459,12 +459,12 @@ registry! {
     "Einsum" => Einsum(linalg::EinsumAttrs) {
         infer: linalg::einsum, macs: linalg::einsum_macs, saves: sv::operands, autocast: Lower,
     }
-    "Elu" => Elu { infer: ew::unary, saves: sv::input_if_grad }
+    "Elu" => Elu(ew::Alpha) { infer: ew::unary, saves: sv::input_if_grad }
     "Equal" => Equal { infer: ew::compare, grad: false }
     "Erf" => Erf { infer: ew::unary, saves: sv::input_if_grad }
     "Exp" => Exp { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
     "Expand" => Expand { infer: movement::expand, slots: Slots::ConfigFrom(1), view: View::Expand }
-    "EyeLike" => EyeLike { infer: ew::unary }
+    "EyeLike" => EyeLike(ew::EyeLike) { infer: ew::unary }
     "Flatten" => Flatten(movement::Flatten) { infer: movement::flatten, view: View::Reshape }
     "Floor" => Floor { infer: ew::unary_fold, grad: false }
     "GRU" => Gru(linalg::Rnn) {
@@ -498,7 +498,7 @@ registry! {
     }
     "IsInf" => IsInf { infer: ew::is_class, grad: false }
     "IsNaN" => IsNaN { infer: ew::is_class, grad: false }
-    "LRN" => Lrn { infer: ew::unary }
+    "LRN" => Lrn(norm::Lrn) { infer: ew::unary }
     "LSTM" => Lstm(linalg::Rnn) {
         infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
     }
@@ -511,7 +511,7 @@ registry! {
     "Log" => Log { infer: ew::unary, saves: sv::input_if_grad, autocast: Fp32OnCuda }
     "LogSoftmax" => LogSoftmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
     "Loop" => Loop {}
-    "LpNormalization" => LpNormalization { infer: ew::unary, saves: sv::input_if_grad }
+    "LpNormalization" => LpNormalization(norm::LpNorm) { infer: ew::unary, saves: sv::input_if_grad }
     "LpPool" => LpPool(pool::Pool) { infer: pool::pool, saves: sv::input_if_grad }
     "MatMul" => MatMul {
         infer: linalg::matmul, macs: linalg::matmul_macs, saves: sv::operands, autocast: Lower,
@@ -522,10 +522,10 @@ registry! {
     "Max" => Max { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
     "MaxPool" => MaxPool(pool::Pool) { infer: pool::pool, saves: sv::input_and_indices }
     "Mean" => Mean { infer: ew::variadic, autocast: Promote }
-    "MeanVarianceNormalization" => MeanVarianceNormalization { infer: ew::unary }
+    "MeanVarianceNormalization" => MeanVarianceNormalization(norm::Mvn) { infer: ew::unary }
     "Min" => Min { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
     "Mish" => Mish { infer: ew::unary, saves: sv::input_if_grad }
-    "Mod" => Mod { infer: ew::binary_arith }
+    "Mod" => Mod(ew::Mod) { infer: ew::binary_arith }
     "Mul" => Mul { infer: ew::binary_arith, saves: sv::mul, autocast: Promote }
     "Neg" => Neg { infer: ew::unary_fold }
     "NonZero" => NonZero { infer: reduce::non_zero, grad: false }
@@ -581,9 +581,9 @@ registry! {
     "ScatterND" => ScatterNd(movement::Scatter) {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }
-    "Selu" => Selu { infer: ew::unary, saves: sv::input_if_grad }
+    "Selu" => Selu(ew::Selu) { infer: ew::unary, saves: sv::input_if_grad }
     "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
-    "Shrink" => Shrink { infer: ew::unary, saves: sv::input_if_grad }
+    "Shrink" => Shrink(ew::Shrink) { infer: ew::unary, saves: sv::input_if_grad }
     "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }
     "Sign" => Sign { infer: ew::unary_fold, grad: false }
     "SimplifiedLayerNormalization" => SimplifiedLayerNormalization(norm::LayerNorm) {
@@ -604,11 +604,11 @@ registry! {
     "Sum" => Sum { infer: ew::variadic, autocast: Promote }
     "Tan" => Tan { infer: ew::unary, saves: sv::input_if_grad }
     "Tanh" => Tanh { infer: ew::unary, saves: sv::output_if_grad }
-    "ThresholdedRelu" => ThresholdedRelu { infer: ew::unary, saves: sv::input_if_grad }
+    "ThresholdedRelu" => ThresholdedRelu(ew::Alpha) { infer: ew::unary, saves: sv::input_if_grad }
     "Tile" => Tile { infer: movement::tile, slots: Slots::ConfigFrom(1) }
     "TopK" => TopK(reduce::TopK) { infer: reduce::top_k, saves: reduce::top_k_saves, slots: Slots::ConfigFrom(1) }
     "Transpose" => Transpose(movement::Transpose) { infer: movement::transpose, view: View::Transpose }
-    "Trilu" => Trilu { infer: ew::unary, slots: Slots::ConfigFrom(1) }
+    "Trilu" => Trilu(ew::Trilu) { infer: ew::unary, slots: Slots::ConfigFrom(1) }
     "Unsqueeze" => Unsqueeze(movement::Axes) { infer: movement::unsqueeze, slots: Slots::ConfigFrom(1), view: View::Alias }
     "Upsample" => Upsample(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "Where" => Where { infer: ew::where_, saves: sv::condition, autocast: Promote, slots: Slots::Config(&[0]) }
@@ -621,7 +621,7 @@ registry! {
     "DynamicQuantizeLSTM" in "com.microsoft" => DynamicQuantizeLstm(linalg::Rnn) {
         infer: quant::dq_lstm, macs: quant::dq_lstm_macs, slots: Slots::Table(quant::DQ_LSTM),
     }
-    "EmbedLayerNormalization" in "com.microsoft" => EmbedLayerNormalization {
+    "EmbedLayerNormalization" in "com.microsoft" => EmbedLayerNormalization(contrib::FusedNorm) {
         infer: contrib::embed_norm, slots: Slots::Table(contrib::EMBED_LN),
     }
     "FastGelu" in "com.microsoft" => FastGelu { infer: contrib::like_input }
@@ -662,9 +662,9 @@ registry! {
     "QLinearSigmoid" in "com.microsoft" => QLinearSigmoid { infer: quant::qlinear_unary, slots: Slots::Table(quant::QLINEAR_UNARY) }
     "QLinearSoftmax" in "com.microsoft" => QLinearSoftmax { infer: quant::qlinear_unary, slots: Slots::Table(quant::QLINEAR_UNARY) }
     "QuickGelu" in "com.microsoft" => QuickGelu { infer: contrib::like_input }
-    "RotaryEmbedding" in "com.microsoft" => MsRotaryEmbedding { infer: contrib::like_input, slots: Slots::ConfigFrom(1) }
-    "SkipLayerNormalization" in "com.microsoft" => SkipLayerNormalization { infer: contrib::skip_norm }
-    "SkipSimplifiedLayerNormalization" in "com.microsoft" => SkipSimplifiedLayerNormalization { infer: contrib::skip_norm }
+    "RotaryEmbedding" in "com.microsoft" => MsRotaryEmbedding(contrib::Rotary) { infer: contrib::like_input, slots: Slots::ConfigFrom(1) }
+    "SkipLayerNormalization" in "com.microsoft" => SkipLayerNormalization(contrib::FusedNorm) { infer: contrib::skip_norm }
+    "SkipSimplifiedLayerNormalization" in "com.microsoft" => SkipSimplifiedLayerNormalization(contrib::FusedNorm) { infer: contrib::skip_norm }
 }
 
 fn is_default_domain(domain: &str) -> bool {

@@ -235,6 +235,8 @@ impl FromAttrs for Resize {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Blocks {
     pub blocksize: i64,
+    /// `DepthToSpace`'s `mode = "CRD"` (column, row, depth); the default `"DCR"` is false.
+    pub crd: bool,
 }
 
 impl FromAttrs for Blocks {
@@ -245,7 +247,12 @@ impl FromAttrs for Blocks {
         if b < 1 {
             return Err(format!("attribute 'blocksize' must be positive, found {b}"));
         }
-        Ok(Blocks { blocksize: b })
+        let crd = match AttrReader(a).string("mode")?.as_deref() {
+            None | Some("DCR") => false,
+            Some("CRD") => true,
+            Some(m) => return Err(format!("attribute 'mode' must be DCR or CRD, found '{m}'")),
+        };
+        Ok(Blocks { blocksize: b, crd })
     }
 }
 

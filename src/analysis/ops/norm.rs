@@ -66,6 +66,66 @@ impl FromAttrs for GroupNorm {
     }
 }
 
+/// `LRN`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lrn {
+    pub size: i64,
+    pub alpha: f32,
+    pub beta: f32,
+    pub bias: f32,
+}
+
+impl FromAttrs for Lrn {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let size = r.int_opt("size")?.ok_or("attribute 'size' is required")?;
+        if size < 1 {
+            return Err(format!("attribute 'size' must be positive, found {size}"));
+        }
+        Ok(Lrn {
+            size,
+            alpha: r.float("alpha", 1e-4)?,
+            beta: r.float("beta", 0.75)?,
+            bias: r.float("bias", 1.0)?,
+        })
+    }
+}
+
+/// `MeanVarianceNormalization`'s axes (`[0, 2, 3]` by default).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mvn {
+    pub axes: Vec<i64>,
+}
+
+impl FromAttrs for Mvn {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Mvn {
+            axes: AttrReader(a).ints("axes")?.unwrap_or_else(|| vec![0, 2, 3]),
+        })
+    }
+}
+
+/// `LpNormalization`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LpNorm {
+    pub axis: i64,
+    pub p: i64,
+}
+
+impl FromAttrs for LpNorm {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let p = r.int("p", 2)?;
+        if p != 1 && p != 2 {
+            return Err(format!("attribute 'p' must be 1 or 2, found {p}"));
+        }
+        Ok(LpNorm {
+            axis: r.int("axis", -1)?,
+            p,
+        })
+    }
+}
+
 /// `InstanceNormalization`'s attributes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstanceNorm {

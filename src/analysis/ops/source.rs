@@ -52,6 +52,10 @@ pub struct Scan {
     pub num_scan_inputs: i64,
     pub scan_input_axes: Vec<i64>,
     pub scan_output_axes: Vec<i64>,
+    /// 1 for a scan input read from its last element to its first.
+    pub scan_input_directions: Vec<i64>,
+    /// 1 for a scan output stacked from its last element to its first.
+    pub scan_output_directions: Vec<i64>,
 }
 
 impl FromAttrs for Scan {
@@ -63,6 +67,8 @@ impl FromAttrs for Scan {
                 .ok_or("attribute 'num_scan_inputs' is required")?,
             scan_input_axes: r.ints("scan_input_axes")?.unwrap_or_default(),
             scan_output_axes: r.ints("scan_output_axes")?.unwrap_or_default(),
+            scan_input_directions: r.ints("scan_input_directions")?.unwrap_or_default(),
+            scan_output_directions: r.ints("scan_output_directions")?.unwrap_or_default(),
         })
     }
 }

@@ -873,7 +873,8 @@ mod tests {
                 &["y"],
                 vec![("strides", ints(&[2, 1]))],
             )
-            .node("Mish", &["y"], &["z"], vec![]);
+            .init("s", &[], vec![1.0])
+            .node("MatMulInteger", &["y", "s"], &["z"], vec![]);
         let graph = g.b.finish().unwrap();
         let exec = Executor::new(&graph, OPSET);
         let found = exec.unsupported(&[0, 1]);

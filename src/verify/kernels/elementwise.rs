@@ -3,9 +3,10 @@
 
 use candle_core::Tensor as CTensor;
 
-use super::{attrs, broadcast_values, map, one, tensor, At, Broadcast, Cx, OpResult};
+use super::{attrs, broadcast_values, map, one, tensor, values, At, Broadcast, Cx, OpResult};
 use crate::analysis::ops::elementwise::GeluApproximation;
 use crate::ir::DType;
+use crate::verify::exec::ExecError;
 
 fn binary(cx: &Cx, f: fn(&CTensor, &CTensor) -> candle_core::Result<CTensor>) -> OpResult {
     one(f(cx.input(0)?, cx.input(1)?).at(cx)?)
@@ -335,6 +336,266 @@ pub fn dropout(cx: &Cx) -> OpResult {
     }
     let mask = x.ones_like().at(cx)?;
     Ok(vec![x.clone(), mask])
+}
+
+macro_rules! unary_fns {
+    ($($name:ident => $f:expr;)*) => {
+        $( pub fn $name(cx: &Cx) -> OpResult {
+            pointwise(cx, $f)
+        } )*
+    };
+}
+
+unary_fns! {
+    acos => f64::acos;
+    acosh => f64::acosh;
+    asin => f64::asin;
+    asinh => f64::asinh;
+    atan => f64::atan;
+    atanh => f64::atanh;
+    cos => f64::cos;
+    cosh => f64::cosh;
+    sin => f64::sin;
+    sinh => f64::sinh;
+    tan => f64::tan;
+    softsign => |x| x / (1.0 + x.abs());
+    softplus => softplus_of;
+    mish => |x| x * softplus_of(x).tanh();
+    is_nan => |x| if x.is_nan() { 1.0 } else { 0.0 };
+}
+
+/// `ln(1 + eˣ)` without overflow for large `x`.
+fn softplus_of(x: f64) -> f64 {
+    if x > 30.0 {
+        x + (-x).exp().ln_1p()
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+pub fn elu(cx: &Cx) -> OpResult {
+    let alpha = f64::from(attrs!(cx, Elu).alpha);
+    pointwise(cx, |x| if x < 0.0 { alpha * x.exp_m1() } else { x })
+}
+
+/// `max(0, x) + min(0, alpha · (e^(x/alpha) - 1))`.
+pub fn celu(cx: &Cx) -> OpResult {
+    let alpha = f64::from(attrs!(cx, Celu).alpha);
+    pointwise(cx, |x| x.max(0.0) + (alpha * (x / alpha).exp_m1()).min(0.0))
+}
+
+pub fn selu(cx: &Cx) -> OpResult {
+    let s = attrs!(cx, Selu);
+    let (alpha, gamma) = (f64::from(s.alpha), f64::from(s.gamma));
+    pointwise(cx, |x| {
+        if x > 0.0 {
+            gamma * x
+        } else {
+            gamma * alpha * x.exp_m1()
+        }
+    })
+}
+
+pub fn thresholded_relu(cx: &Cx) -> OpResult {
+    let alpha = f64::from(attrs!(cx, ThresholdedRelu).alpha);
+    pointwise(cx, |x| if x > alpha { x } else { 0.0 })
+}
+
+pub fn shrink(cx: &Cx) -> OpResult {
+    let s = attrs!(cx, Shrink);
+    let (bias, lambd) = (f64::from(s.bias), f64::from(s.lambd));
+    pointwise(cx, |x| {
+        if x < -lambd {
+            x + bias
+        } else if x > lambd {
+            x - bias
+        } else {
+            0.0
+        }
+    })
+}
+
+/// `fmod = 1`: the remainder with the dividend's sign (C's `fmod`); 0: with the divisor's (Python's
+/// `%`), integers only. An integer division by zero fails.
+pub fn mod_(cx: &Cx) -> OpResult {
+    let fmod = attrs!(cx, Mod).fmod;
+    let ints = cx.is_int(0) && cx.is_int(1);
+    if !fmod && !ints {
+        return Err(cx.fail("a float Mod needs fmod = 1"));
+    }
+    let Broadcast { a, b, shape } = broadcast_values(cx, cx.input(0)?, cx.input(1)?)?;
+    if ints && b.contains(&0.0) {
+        return Err(cx.fail("integer division by zero"));
+    }
+    let y = a
+        .iter()
+        .zip(&b)
+        .map(|(&x, &d)| {
+            let r = x % d;
+            if !fmod && r != 0.0 && (r < 0.0) != (d < 0.0) {
+                r + d
+            } else {
+                r
+            }
+        })
+        .collect();
+    one(tensor(y, &shape).at(cx)?)
+}
+
+pub fn mean(cx: &Cx) -> OpResult {
+    let n = cx.inputs.iter().flatten().count();
+    let s = sum(cx)?;
+    let y = s.into_iter().next().ok_or_else(|| cx.fail("no sum"))?;
+    one(y.affine(1.0 / n as f64, 0.0).at(cx)?)
+}
+
+/// To the type of input 1, as `Cast` does.
+pub fn cast_like(cx: &Cx) -> OpResult {
+    match cx.dtypes.get(1).copied().flatten() {
+        Some(DType::Bool) => pointwise(cx, |x| if x != 0.0 { 1.0 } else { 0.0 }),
+        Some(t) if t.is_int() => pointwise(cx, f64::trunc),
+        Some(t) if t.is_float() => identity(cx),
+        Some(t) => Err(cx.unsupported(format!("casting to {t} is not supported"))),
+        None => Err(cx.unsupported("the type of input 1 is not known")),
+    }
+}
+
+/// The input seen as `[outer, axis, inner]` at the softmax family's axis (opset 13 on), or as
+/// `[outer, 1, rest]` with every axis from `axis` on (before).
+fn softmax_groups(cx: &Cx) -> Result<(usize, usize, usize), ExecError> {
+    let s = attrs!(cx, Softmax | LogSoftmax | Hardmax);
+    let x = cx.input(0)?;
+    let axis = cx.axis(s.axis, x.rank())?;
+    let d = x.dims();
+    let outer = super::checked_product(&d[..axis]).unwrap_or(0);
+    Ok(if s.coerce_2d {
+        (outer, super::checked_product(&d[axis..]).unwrap_or(0), 1)
+    } else {
+        (
+            outer,
+            d[axis],
+            super::checked_product(&d[axis + 1..]).unwrap_or(0),
+        )
+    })
+}
+
+/// Applies `f` to every group of the softmax family's axis (values with stride `inner`).
+fn along_groups(cx: &Cx, f: impl Fn(&mut [f64])) -> OpResult {
+    let (outer, len, inner) = softmax_groups(cx)?;
+    let x = cx.input(0)?;
+    let mut v = values(x).at(cx)?;
+    let mut group = vec![0.0; len];
+    for o in 0..outer {
+        for i in 0..inner {
+            for (k, g) in group.iter_mut().enumerate() {
+                *g = v[(o * len + k) * inner + i];
+            }
+            f(&mut group);
+            for (k, g) in group.iter().enumerate() {
+                v[(o * len + k) * inner + i] = *g;
+            }
+        }
+    }
+    one(tensor(v, x.dims()).at(cx)?)
+}
+
+/// `x - max - ln Σ e^(x - max)` along the axis.
+pub fn log_softmax(cx: &Cx) -> OpResult {
+    along_groups(cx, |g| {
+        let m = g.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lse = g.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
+        for x in g.iter_mut() {
+            *x = *x - m - lse;
+        }
+    })
+}
+
+/// 1 at the first largest element along the axis, 0 elsewhere.
+pub fn hardmax(cx: &Cx) -> OpResult {
+    along_groups(cx, |g| {
+        let mut best = 0;
+        for (k, &x) in g.iter().enumerate() {
+            if x > g[best] {
+                best = k;
+            }
+        }
+        for (k, x) in g.iter_mut().enumerate() {
+            *x = if k == best { 1.0 } else { 0.0 };
+        }
+    })
+}
+
+/// Running sums along the axis (input 1), optionally exclusive and from the end.
+pub fn cum_sum(cx: &Cx) -> OpResult {
+    let c = attrs!(cx, CumSum);
+    let x = cx.input(0)?;
+    let axis = match cx.input_scalar(1)? {
+        Some(a) => cx.axis(a as i64, x.rank())?,
+        None => return Err(cx.fail("input 1 (axis) is missing")),
+    };
+    let d = x.dims();
+    let (outer, len) = (super::checked_product(&d[..axis]).unwrap_or(0), d[axis]);
+    let inner = super::checked_product(&d[axis + 1..]).unwrap_or(0);
+    let v = values(x).at(cx)?;
+    let mut y = vec![0.0; v.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = 0.0;
+            for step in 0..len {
+                let k = if c.reverse { len - 1 - step } else { step };
+                let at = (o * len + k) * inner + i;
+                if c.exclusive {
+                    y[at] = acc;
+                    acc += v[at];
+                } else {
+                    acc += v[at];
+                    y[at] = acc;
+                }
+            }
+        }
+    }
+    one(tensor(y, d).at(cx)?)
+}
+
+/// The upper (`j - i >= k`) or lower (`j - i <= k`) triangle of the last two axes, `k` from
+/// input 1 (0 when omitted).
+pub fn trilu(cx: &Cx) -> OpResult {
+    let upper = attrs!(cx, Trilu).upper;
+    let x = cx.input(0)?;
+    let k = cx.input_scalar(1)?.unwrap_or(0.0) as i64;
+    let &[.., rows, cols] = x.dims() else {
+        return Err(cx.fail(format!("input has rank {}, expected at least 2", x.rank())));
+    };
+    let mut v = values(x).at(cx)?;
+    for (at, e) in v.iter_mut().enumerate() {
+        let (i, j) = ((at / cols.max(1)) % rows.max(1), at % cols.max(1));
+        let diff = j as i64 - i as i64;
+        let keep = if upper { diff >= k } else { diff <= k };
+        if !keep {
+            *e = 0.0;
+        }
+    }
+    one(tensor(v, x.dims()).at(cx)?)
+}
+
+/// Ones on the diagonal `k` of a matrix of the input's shape.
+pub fn eye_like(cx: &Cx) -> OpResult {
+    let k = attrs!(cx, EyeLike).k;
+    let x = cx.input(0)?;
+    let &[rows, cols] = x.dims() else {
+        return Err(cx.fail(format!("input has shape {:?}, expected rank 2", x.dims())));
+    };
+    let v = (0..rows * cols)
+        .map(|at| {
+            let (i, j) = (at / cols, at % cols);
+            if j as i64 - i as i64 == k {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    one(tensor(v, x.dims()).at(cx)?)
 }
 
 #[cfg(test)]

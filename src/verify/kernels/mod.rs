@@ -7,20 +7,25 @@
 //! must be one the analysis registry knows (a test keeps both true). [`static_check`] says what can
 //! be known without running.
 
+mod contrib;
+mod control;
 mod conv;
 mod elementwise;
 mod linalg;
 mod movement;
 mod norm;
 mod pool;
+mod quant;
 mod reduce;
+mod rnn;
 mod source;
 
+use std::cell::RefCell;
 use std::fmt;
 
 use candle_core::{Device, Tensor as CTensor};
 
-use super::exec::{ExecError, MAX_ELEMENTS};
+use super::exec::{ExecError, Scope, MAX_ELEMENTS};
 use crate::analysis::ops::source::ConstantForm;
 use crate::analysis::ops::Op;
 use crate::ir::{DType, Node};
@@ -31,110 +36,183 @@ pub(crate) type KernelFn = fn(&Cx) -> OpResult;
 use elementwise as ew;
 use movement as mv;
 
-/// Every op the checker runs, sorted by name (a test keeps it sorted and unique).
-static KERNELS: &[(&str, KernelFn)] = &[
-    ("Abs", ew::abs),
-    ("Add", ew::add),
-    ("And", ew::and),
-    ("ArgMax", reduce::arg_reduce),
-    ("ArgMin", reduce::arg_reduce),
-    ("AveragePool", pool::average_pool),
-    ("BatchNormalization", norm::batch_norm),
-    ("Cast", ew::cast),
-    ("Ceil", ew::ceil),
-    ("Clip", ew::clip),
-    ("Concat", mv::concat),
-    ("Constant", source::constant),
-    ("ConstantOfShape", source::constant_of_shape),
-    ("Conv", conv::conv),
-    ("ConvTranspose", conv::conv_transpose),
-    ("Div", ew::div),
-    ("Dropout", ew::dropout),
-    ("Einsum", linalg::einsum),
-    ("Equal", ew::equal),
-    ("Erf", ew::erf),
-    ("Exp", ew::exp),
-    ("Expand", mv::expand),
-    ("Flatten", mv::flatten),
-    ("Floor", ew::floor),
-    ("Gather", mv::gather),
-    ("Gelu", ew::gelu),
-    ("Gemm", linalg::gemm),
-    ("GlobalAveragePool", pool::global_average_pool),
-    ("GlobalMaxPool", pool::global_max_pool),
-    ("Greater", ew::greater),
-    ("GreaterOrEqual", ew::greater_or_equal),
-    ("HardSigmoid", ew::hard_sigmoid),
-    ("HardSwish", ew::hard_swish),
-    ("Identity", ew::identity),
-    ("InstanceNormalization", norm::instance_norm),
-    ("LayerNormalization", norm::layer_norm),
-    ("LeakyRelu", ew::leaky_relu),
-    ("Less", ew::less),
-    ("LessOrEqual", ew::less_or_equal),
-    ("Log", ew::log),
-    ("MatMul", linalg::matmul),
-    ("Max", ew::max),
-    ("MaxPool", pool::max_pool),
-    ("Min", ew::min),
-    ("Mul", ew::mul),
-    ("Neg", ew::neg),
-    ("Not", ew::not),
-    ("Or", ew::or),
-    ("PRelu", ew::prelu),
-    ("Pad", mv::pad),
-    ("Pow", ew::pow),
-    ("Range", source::range),
-    ("Reciprocal", ew::reciprocal),
-    ("ReduceL1", reduce::reduce),
-    ("ReduceL2", reduce::reduce),
-    ("ReduceLogSum", reduce::reduce),
-    ("ReduceLogSumExp", reduce::reduce),
-    ("ReduceMax", reduce::reduce),
-    ("ReduceMean", reduce::reduce),
-    ("ReduceMin", reduce::reduce),
-    ("ReduceProd", reduce::reduce),
-    ("ReduceSum", reduce::reduce),
-    ("ReduceSumSquare", reduce::reduce),
-    ("Relu", ew::relu),
-    ("Reshape", mv::reshape),
-    ("Resize", mv::resize),
-    ("Round", ew::round),
-    ("Shape", source::shape),
-    ("Sigmoid", ew::sigmoid),
-    ("Sign", ew::sign),
-    ("Slice", mv::slice),
-    ("Softmax", ew::softmax),
-    ("Split", mv::split),
-    ("Sqrt", ew::sqrt),
-    ("Squeeze", mv::squeeze),
-    ("Sub", ew::sub),
-    ("Sum", ew::sum),
-    ("Tanh", ew::tanh),
-    ("Tile", mv::tile),
-    ("TopK", reduce::top_k),
-    ("Transpose", mv::transpose),
-    ("Unsqueeze", mv::unsqueeze),
-    ("Where", ew::where_),
-    ("Xor", ew::xor),
+/// Every op the checker runs, by domain (`""` for the default one) and name, sorted (a test keeps
+/// it sorted and unique).
+static KERNELS: &[(&str, &str, KernelFn)] = &[
+    ("", "Abs", ew::abs),
+    ("", "Acos", ew::acos),
+    ("", "Acosh", ew::acosh),
+    ("", "Add", ew::add),
+    ("", "And", ew::and),
+    ("", "ArgMax", reduce::arg_reduce),
+    ("", "ArgMin", reduce::arg_reduce),
+    ("", "Asin", ew::asin),
+    ("", "Asinh", ew::asinh),
+    ("", "Atan", ew::atan),
+    ("", "Atanh", ew::atanh),
+    ("", "AveragePool", pool::average_pool),
+    ("", "BatchNormalization", norm::batch_norm),
+    ("", "Cast", ew::cast),
+    ("", "CastLike", ew::cast_like),
+    ("", "Ceil", ew::ceil),
+    ("", "Celu", ew::celu),
+    ("", "Clip", ew::clip),
+    ("", "Concat", mv::concat),
+    ("", "Constant", source::constant),
+    ("", "ConstantOfShape", source::constant_of_shape),
+    ("", "Conv", conv::conv),
+    ("", "ConvTranspose", conv::conv_transpose),
+    ("", "Cos", ew::cos),
+    ("", "Cosh", ew::cosh),
+    ("", "CumSum", ew::cum_sum),
+    ("", "DepthToSpace", mv::depth_to_space),
+    ("", "DequantizeLinear", quant::dequantize_linear),
+    ("", "Div", ew::div),
+    ("", "Dropout", ew::dropout),
+    ("", "DynamicQuantizeLinear", quant::dynamic_quantize_linear),
+    ("", "Einsum", linalg::einsum),
+    ("", "Elu", ew::elu),
+    ("", "Equal", ew::equal),
+    ("", "Erf", ew::erf),
+    ("", "Exp", ew::exp),
+    ("", "Expand", mv::expand),
+    ("", "EyeLike", ew::eye_like),
+    ("", "Flatten", mv::flatten),
+    ("", "Floor", ew::floor),
+    ("", "GRU", rnn::gru),
+    ("", "Gather", mv::gather),
+    ("", "GatherElements", mv::gather_elements),
+    ("", "GatherND", mv::gather_nd),
+    ("", "Gelu", ew::gelu),
+    ("", "Gemm", linalg::gemm),
+    ("", "GlobalAveragePool", pool::global_average_pool),
+    ("", "GlobalMaxPool", pool::global_max_pool),
+    ("", "Greater", ew::greater),
+    ("", "GreaterOrEqual", ew::greater_or_equal),
+    ("", "GroupNormalization", norm::group_norm),
+    ("", "HardSigmoid", ew::hard_sigmoid),
+    ("", "HardSwish", ew::hard_swish),
+    ("", "Hardmax", ew::hardmax),
+    ("", "Identity", ew::identity),
+    ("", "If", control::if_),
+    ("", "InstanceNormalization", norm::instance_norm),
+    ("", "IsNaN", ew::is_nan),
+    ("", "LRN", norm::lrn),
+    ("", "LSTM", rnn::lstm),
+    ("", "LayerNormalization", norm::layer_norm),
+    ("", "LeakyRelu", ew::leaky_relu),
+    ("", "Less", ew::less),
+    ("", "LessOrEqual", ew::less_or_equal),
+    ("", "Log", ew::log),
+    ("", "LogSoftmax", ew::log_softmax),
+    ("", "Loop", control::loop_),
+    ("", "LpNormalization", norm::lp_norm),
+    ("", "MatMul", linalg::matmul),
+    ("", "Max", ew::max),
+    ("", "MaxPool", pool::max_pool),
+    ("", "Mean", ew::mean),
+    ("", "MeanVarianceNormalization", norm::mean_variance_norm),
+    ("", "Min", ew::min),
+    ("", "Mish", ew::mish),
+    ("", "Mod", ew::mod_),
+    ("", "Mul", ew::mul),
+    ("", "Neg", ew::neg),
+    ("", "NonZero", reduce::non_zero),
+    ("", "Not", ew::not),
+    ("", "Or", ew::or),
+    ("", "PRelu", ew::prelu),
+    ("", "Pad", mv::pad),
+    ("", "Pow", ew::pow),
+    ("", "QuantizeLinear", quant::quantize_linear),
+    ("", "RMSNormalization", norm::rms_norm),
+    ("", "RNN", rnn::rnn),
+    ("", "Range", source::range),
+    ("", "Reciprocal", ew::reciprocal),
+    ("", "ReduceL1", reduce::reduce),
+    ("", "ReduceL2", reduce::reduce),
+    ("", "ReduceLogSum", reduce::reduce),
+    ("", "ReduceLogSumExp", reduce::reduce),
+    ("", "ReduceMax", reduce::reduce),
+    ("", "ReduceMean", reduce::reduce),
+    ("", "ReduceMin", reduce::reduce),
+    ("", "ReduceProd", reduce::reduce),
+    ("", "ReduceSum", reduce::reduce),
+    ("", "ReduceSumSquare", reduce::reduce),
+    ("", "Relu", ew::relu),
+    ("", "Reshape", mv::reshape),
+    ("", "Resize", mv::resize),
+    ("", "Round", ew::round),
+    ("", "Scan", control::scan),
+    ("", "ScatterElements", mv::scatter_elements),
+    ("", "ScatterND", mv::scatter_nd),
+    ("", "Selu", ew::selu),
+    ("", "Shape", source::shape),
+    ("", "Shrink", ew::shrink),
+    ("", "Sigmoid", ew::sigmoid),
+    ("", "Sign", ew::sign),
+    ("", "SimplifiedLayerNormalization", norm::rms_norm),
+    ("", "Sin", ew::sin),
+    ("", "Sinh", ew::sinh),
+    ("", "Size", source::size),
+    ("", "Slice", mv::slice),
+    ("", "Softmax", ew::softmax),
+    ("", "Softplus", ew::softplus),
+    ("", "Softsign", ew::softsign),
+    ("", "SpaceToDepth", mv::space_to_depth),
+    ("", "Split", mv::split),
+    ("", "Sqrt", ew::sqrt),
+    ("", "Squeeze", mv::squeeze),
+    ("", "Sub", ew::sub),
+    ("", "Sum", ew::sum),
+    ("", "Tan", ew::tan),
+    ("", "Tanh", ew::tanh),
+    ("", "ThresholdedRelu", ew::thresholded_relu),
+    ("", "Tile", mv::tile),
+    ("", "TopK", reduce::top_k),
+    ("", "Transpose", mv::transpose),
+    ("", "Trilu", ew::trilu),
+    ("", "Unsqueeze", mv::unsqueeze),
+    ("", "Where", ew::where_),
+    ("", "Xor", ew::xor),
+    ("com.microsoft", "Attention", contrib::attention),
+    ("com.microsoft", "BiasAdd", contrib::bias_add),
+    ("com.microsoft", "BiasGelu", contrib::bias_gelu),
+    ("com.microsoft", "FastGelu", contrib::fast_gelu),
+    ("com.microsoft", "Gelu", contrib::gelu),
+    ("com.microsoft", "QuickGelu", contrib::quick_gelu),
+    (
+        "com.microsoft",
+        "SkipLayerNormalization",
+        contrib::skip_layer_norm,
+    ),
+    (
+        "com.microsoft",
+        "SkipSimplifiedLayerNormalization",
+        contrib::skip_layer_norm,
+    ),
 ];
 
-/// The kernel registered for an op type.
-pub(crate) fn kernel(op_type: &str) -> Option<KernelFn> {
+/// The kernel registered for an op of a domain (`""` for the default one) and type.
+pub(crate) fn kernel(domain: &str, op_type: &str) -> Option<KernelFn> {
     KERNELS
-        .binary_search_by(|(name, _)| (*name).cmp(op_type))
+        .binary_search_by(|(d, name, _)| (*d, *name).cmp(&(domain, op_type)))
         .ok()
-        .map(|i| KERNELS[i].1)
+        .map(|i| KERNELS[i].2)
 }
 
 /// The kernel of a parsed op (none for opaque and malformed ones).
 fn kernel_of(op: &Op) -> Option<KernelFn> {
-    op.name().and_then(kernel)
+    op.key().and_then(|(domain, name)| kernel(domain, name))
 }
 
-/// Names of every op the checker runs, sorted.
+/// Names of every op the checker runs, the default domain's first, each domain's sorted.
 pub fn supported() -> impl Iterator<Item = &'static str> {
-    KERNELS.iter().map(|(name, _)| *name)
+    KERNELS.iter().map(|(_, name, _)| *name)
+}
+
+/// Every op the checker runs, as (domain, name).
+pub fn supported_ops() -> impl Iterator<Item = (&'static str, &'static str)> {
+    KERNELS.iter().map(|(domain, name, _)| (*domain, *name))
 }
 
 /// Runs the node's kernel.
@@ -203,6 +281,13 @@ pub(crate) struct Cx<'a> {
     pub op: &'a Op,
     pub inputs: Vec<Option<CTensor>>,
     pub dtypes: Vec<Option<DType>>,
+    /// The model's opset (a subgraph's ops are parsed with it).
+    pub opset: i64,
+    /// What the node's subgraphs capture of the graphs around it.
+    pub scope: &'a Scope,
+    /// The output types, when the kernel knows them better than the analysis' inference (the
+    /// outputs of a subgraph).
+    pub out_dtypes: RefCell<Option<Vec<Option<DType>>>>,
 }
 
 /// The typed attributes of the op a kernel is registered for; another variant is an error naming
@@ -466,6 +551,34 @@ pub(crate) mod testing {
             }
         }
 
+        /// A subgraph (If branch, Loop or Scan body) under construction: names nothing defines
+        /// are captures.
+        pub fn sub() -> Self {
+            G {
+                b: GraphBuilder::new("body", true),
+                feeds: Vec::new(),
+                opset: OPSET,
+            }
+        }
+
+        /// A graph input that is not fed (a subgraph's).
+        pub fn formal(&mut self, name: &str) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.add_input(id);
+            self
+        }
+
+        pub fn output(&mut self, name: &str) -> &mut Self {
+            let id = self.b.value(name);
+            self.b.add_output(id);
+            self
+        }
+
+        /// The finished subgraph, as an attribute.
+        pub fn graph(self) -> Attr {
+            Attr::Graph(Box::new(self.b.finish().unwrap()))
+        }
+
         pub fn input(&mut self, name: &str, shape: &[usize], data: Vec<f64>) -> &mut Self {
             let id = self.b.value(name);
             self.b.add_input(id);
@@ -557,18 +670,27 @@ mod tests {
     #[test]
     fn registry_is_sorted_and_unique() {
         for w in KERNELS.windows(2) {
-            assert!(w[0].0 < w[1].0, "{} before {}", w[0].0, w[1].0);
+            assert!(
+                (w[0].0, w[0].1) < (w[1].0, w[1].1),
+                "{} before {}",
+                w[0].1,
+                w[1].1
+            );
         }
-        assert!(kernel("Conv").is_some());
-        assert!(kernel("conv").is_none());
+        assert!(kernel("", "Conv").is_some());
+        assert!(kernel("", "conv").is_none());
+        assert!(kernel("com.microsoft", "Conv").is_none());
     }
 
     #[test]
     fn every_op_the_checker_runs_is_known_to_the_analysis() {
-        for (name, _) in KERNELS {
-            let def = crate::analysis::ops::lookup("", name);
-            assert!(def.is_some(), "{name} is not in the analysis registry");
-            assert_eq!(def.map(|d| d.name), Some(*name));
+        for (domain, name, _) in KERNELS {
+            let def = crate::analysis::ops::lookup(domain, name);
+            assert!(
+                def.is_some(),
+                "{domain} {name} is not in the analysis registry"
+            );
+            assert_eq!(def.map(|d| (d.domain, d.name)), Some((*domain, *name)));
         }
     }
 

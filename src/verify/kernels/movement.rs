@@ -4,8 +4,11 @@
 
 use candle_core::{Device, Tensor as CTensor};
 
-use super::{attrs, broadcast_shape, check_size, checked_product, one, to_ints, At, Cx, OpResult};
-use crate::analysis::ops::movement::{PadMode, Resize};
+use super::{
+    advance, attrs, broadcast_shape, check_size, checked_product, one, tensor, to_ints, values, At,
+    Cx, OpResult,
+};
+use crate::analysis::ops::movement::{PadMode, Reduction, Resize};
 use crate::verify::exec::{ExecError, MAX_ELEMENTS};
 
 /// `x[.., ids, ..]` along `axis` (candle's `index_select` needs a contiguous input: a sliced or
@@ -630,6 +633,259 @@ pub fn gather(cx: &Cx) -> OpResult {
     shape.extend_from_slice(ind.dims());
     shape.extend_from_slice(&x.dims()[axis + 1..]);
     one(y.reshape(shape).at(cx)?)
+}
+
+/// Row-major strides of `dims`.
+pub(crate) fn strides_of(dims: &[usize]) -> Vec<usize> {
+    let mut s = vec![1usize; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1].saturating_mul(dims[i + 1]);
+    }
+    s
+}
+
+/// An index in `[-dim, dim)` as a position.
+fn index_in(cx: &Cx, i: f64, dim: usize) -> Result<usize, ExecError> {
+    let d = dim as i64;
+    let v = i as i64;
+    let j = if v < 0 { v.saturating_add(d) } else { v };
+    if i.fract() != 0.0 || !(0..d).contains(&j) {
+        return Err(cx.fail(format!("index {i} is out of range for axis size {dim}")));
+    }
+    Ok(j as usize)
+}
+
+fn combine(r: Reduction, old: f64, new: f64) -> f64 {
+    match r {
+        Reduction::None => new,
+        Reduction::Add => old + new,
+        Reduction::Mul => old * new,
+        Reduction::Max => old.max(new),
+        Reduction::Min => old.min(new),
+    }
+}
+
+/// `data` with `updates` written at `indices` along `axis` (indices and updates of one shape,
+/// of the data's rank), combined by the reduction; later updates of one element apply after
+/// earlier ones.
+pub fn scatter_elements(cx: &Cx) -> OpResult {
+    let s = attrs!(cx, ScatterElements);
+    let (data, ind, upd) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let r = data.rank();
+    let axis = cx.axis(s.axis, r)?;
+    if ind.dims() != upd.dims() || ind.rank() != r {
+        return Err(cx.fail(format!(
+            "indices {:?} and updates {:?} must have one shape of the data's rank {r}",
+            ind.dims(),
+            upd.dims()
+        )));
+    }
+    if ind
+        .dims()
+        .iter()
+        .zip(data.dims())
+        .enumerate()
+        .any(|(a, (i, d))| a != axis && i > d)
+    {
+        return Err(cx.fail(format!(
+            "indices {:?} are larger than the data {:?}",
+            ind.dims(),
+            data.dims()
+        )));
+    }
+    let mut out = values(data).at(cx)?;
+    let (iv, uv) = (values(ind).at(cx)?, values(upd).at(cx)?);
+    let ds = strides_of(data.dims());
+    let idims = ind.dims().to_vec();
+    let mut pos = vec![0usize; r];
+    for (k, (&i, &u)) in iv.iter().zip(&uv).enumerate() {
+        if k > 0 {
+            advance(&mut pos, &idims);
+        }
+        let j = index_in(cx, i, data.dims()[axis])?;
+        let flat: usize = pos
+            .iter()
+            .zip(&ds)
+            .enumerate()
+            .map(|(a, (&p, &st))| if a == axis { j * st } else { p * st })
+            .sum();
+        out[flat] = combine(s.reduction, out[flat], u);
+    }
+    one(tensor(out, data.dims()).at(cx)?)
+}
+
+/// `data` with slices replaced at the index tuples of `indices` (its last axis), combined by the
+/// reduction.
+pub fn scatter_nd(cx: &Cx) -> OpResult {
+    let s = attrs!(cx, ScatterNd);
+    let (data, ind, upd) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let Some((&k, lead)) = ind.dims().split_last() else {
+        return Err(cx.fail("indices must have rank 1 or more"));
+    };
+    if k > data.rank() {
+        return Err(cx.fail(format!(
+            "index tuples of {k} for a rank-{} data",
+            data.rank()
+        )));
+    }
+    let tail = &data.dims()[k..];
+    let want: Vec<usize> = lead.iter().chain(tail).copied().collect();
+    if upd.dims() != want.as_slice() {
+        return Err(cx.fail(format!(
+            "updates have shape {:?}, expected {want:?}",
+            upd.dims()
+        )));
+    }
+    let slice = checked_product(tail).unwrap_or(0);
+    let ds = strides_of(data.dims());
+    let mut out = values(data).at(cx)?;
+    let (iv, uv) = (values(ind).at(cx)?, values(upd).at(cx)?);
+    for t in 0..checked_product(lead).unwrap_or(0) {
+        let tuple = &iv[t * k..(t + 1) * k];
+        let mut base = 0;
+        for (a, &i) in tuple.iter().take(k).enumerate() {
+            base += index_in(cx, i, data.dims()[a])? * ds[a];
+        }
+        for e in 0..slice {
+            let (o, u) = (base + e, uv[t * slice + e]);
+            out[o] = combine(s.reduction, out[o], u);
+        }
+    }
+    one(tensor(out, data.dims()).at(cx)?)
+}
+
+/// `out[p] = data[p with p[axis] = indices[p]]`: the indices' shape.
+pub fn gather_elements(cx: &Cx) -> OpResult {
+    let g = attrs!(cx, GatherElements);
+    let (data, ind) = (cx.input(0)?, cx.input(1)?);
+    let r = data.rank();
+    let axis = cx.axis(g.axis, r)?;
+    if ind.rank() != r
+        || ind
+            .dims()
+            .iter()
+            .zip(data.dims())
+            .enumerate()
+            .any(|(a, (i, d))| a != axis && i > d)
+    {
+        return Err(cx.fail(format!(
+            "indices {:?} do not fit the data {:?}",
+            ind.dims(),
+            data.dims()
+        )));
+    }
+    let dv = values(data).at(cx)?;
+    let iv = values(ind).at(cx)?;
+    let ds = strides_of(data.dims());
+    let idims = ind.dims().to_vec();
+    let mut pos = vec![0usize; r];
+    let mut out = Vec::with_capacity(iv.len());
+    for (k, &i) in iv.iter().enumerate() {
+        if k > 0 {
+            advance(&mut pos, &idims);
+        }
+        let j = index_in(cx, i, data.dims()[axis])?;
+        let flat: usize = pos
+            .iter()
+            .zip(&ds)
+            .enumerate()
+            .map(|(a, (&p, &st))| if a == axis { j * st } else { p * st })
+            .sum();
+        out.push(dv[flat]);
+    }
+    one(tensor(out, ind.dims()).at(cx)?)
+}
+
+/// Slices of `data` at the index tuples of `indices` (its last axis), the first `batch_dims`
+/// axes of both walked together.
+pub fn gather_nd(cx: &Cx) -> OpResult {
+    let g = attrs!(cx, GatherNd);
+    let (data, ind) = (cx.input(0)?, cx.input(1)?);
+    let b = usize::try_from(g.batch_dims).map_err(|_| cx.fail("batch_dims is negative"))?;
+    let Some((&k, lead)) = ind.dims().split_last() else {
+        return Err(cx.fail("indices must have rank 1 or more"));
+    };
+    if b > lead.len() || b + k > data.rank() || ind.dims()[..b] != data.dims()[..b] {
+        return Err(cx.fail(format!(
+            "indices {:?} do not fit the data {:?} with batch_dims {b}",
+            ind.dims(),
+            data.dims()
+        )));
+    }
+    let tail = &data.dims()[b + k..];
+    let slice = checked_product(tail).unwrap_or(0);
+    let batches = checked_product(&data.dims()[..b]).unwrap_or(0);
+    let per_batch_data = checked_product(&data.dims()[b..]).unwrap_or(0);
+    let tuples = checked_product(&lead[b..]).unwrap_or(0);
+    let out_dims: Vec<usize> = lead.iter().chain(tail).copied().collect();
+    check_size(cx, &out_dims)?;
+    let ds = strides_of(&data.dims()[b..]);
+    let dv = values(data).at(cx)?;
+    let iv = values(ind).at(cx)?;
+    let mut out = Vec::with_capacity(checked_product(&out_dims).unwrap_or(0));
+    for batch in 0..batches {
+        for t in 0..tuples {
+            let tuple = &iv[(batch * tuples + t) * k..(batch * tuples + t + 1) * k];
+            let mut base = batch * per_batch_data;
+            for (a, &i) in tuple.iter().enumerate() {
+                base += index_in(cx, i, data.dims()[b + a])? * ds[a];
+            }
+            out.extend_from_slice(&dv[base..base + slice]);
+        }
+    }
+    one(tensor(out, &out_dims).at(cx)?)
+}
+
+fn blocks_4d(cx: &Cx) -> Result<(usize, [usize; 4]), ExecError> {
+    let b = attrs!(cx, DepthToSpace | SpaceToDepth).blocksize;
+    let x = cx.input(0)?;
+    let &[n, c, h, w] = x.dims() else {
+        return Err(cx.fail(format!("input has shape {:?}, expected rank 4", x.dims())));
+    };
+    Ok((usize::try_from(b).unwrap_or(1), [n, c, h, w]))
+}
+
+/// Channels to space: `DCR` takes the block from the outer channels, `CRD` from the inner ones.
+pub fn depth_to_space(cx: &Cx) -> OpResult {
+    let crd = attrs!(cx, DepthToSpace).crd;
+    let (b, [n, c, h, w]) = blocks_4d(cx)?;
+    if c % (b * b) != 0 {
+        return Err(cx.fail(format!(
+            "{c} channels do not divide by blocksize² {}",
+            b * b
+        )));
+    }
+    let x = cx.input(0)?;
+    let c2 = c / (b * b);
+    let y = if crd {
+        x.reshape(vec![n, c2, b, b, h, w])
+            .and_then(|t| t.permute(vec![0, 1, 4, 2, 5, 3]))
+    } else {
+        x.reshape(vec![n, b, b, c2, h, w])
+            .and_then(|t| t.permute(vec![0, 3, 4, 1, 5, 2]))
+    };
+    one(y
+        .and_then(|t| t.contiguous())
+        .and_then(|t| t.reshape(vec![n, c2, h * b, w * b]))
+        .at(cx)?)
+}
+
+/// Space to channels: each `blocksize × blocksize` block becomes channels, the block's offset
+/// outermost.
+pub fn space_to_depth(cx: &Cx) -> OpResult {
+    let (b, [n, c, h, w]) = blocks_4d(cx)?;
+    if h % b != 0 || w % b != 0 {
+        return Err(cx.fail(format!(
+            "spatial size {h}x{w} does not divide by blocksize {b}"
+        )));
+    }
+    let x = cx.input(0)?;
+    one(x
+        .reshape(vec![n, c, h / b, b, w / b, b])
+        .and_then(|t| t.permute(vec![0, 3, 5, 1, 2, 4]))
+        .and_then(|t| t.contiguous())
+        .and_then(|t| t.reshape(vec![n, c * b * b, h / b, w / b]))
+        .at(cx)?)
 }
 
 #[cfg(test)]

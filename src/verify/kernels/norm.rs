@@ -1,9 +1,9 @@
-//! Normalisation: `BatchNormalization` (inference), `InstanceNormalization` and
-//! `LayerNormalization`.
+//! Normalisation: `BatchNormalization`, `InstanceNormalization`, `LayerNormalization`, its RMS
+//! variants, `GroupNormalization`, `LRN`, `MeanVarianceNormalization` and `LpNormalization`.
 
 use candle_core::Tensor as CTensor;
 
-use super::{attrs, one, At, Cx, OpResult};
+use super::{attrs, one, values, At, Cx, OpResult};
 use crate::verify::exec::ExecError;
 
 /// `(x - mean) / sqrt(var + epsilon) * scale + B` per channel: with the running statistics in
@@ -127,6 +127,146 @@ pub fn instance_norm(cx: &Cx) -> OpResult {
         .broadcast_add(&bias)
         .at(cx)?;
     one(y)
+}
+
+/// `x / sqrt(mean(x²) + epsilon) · scale` over the axes from `axis` on (`RMSNormalization`,
+/// `SimplifiedLayerNormalization`); the second output is the inverse root mean square.
+pub fn rms_norm(cx: &Cx) -> OpResult {
+    let l = attrs!(cx, RmsNormalization | SimplifiedLayerNormalization);
+    let x = cx.input(0)?;
+    let axis = cx.axis(l.axis, x.rank())?;
+    let axes: Vec<usize> = (axis..x.rank()).collect();
+    let ms = x.sqr().at(cx)?.mean_keepdim(axes).at(cx)?;
+    let inv = ms
+        .affine(1.0, f64::from(l.epsilon))
+        .at(cx)?
+        .sqrt()
+        .at(cx)?
+        .recip()
+        .at(cx)?;
+    let y = x
+        .broadcast_mul(&inv)
+        .at(cx)?
+        .broadcast_mul(cx.input(1)?)
+        .at(cx)?;
+    if y.dims() != x.dims() {
+        return Err(cx.fail(format!(
+            "the scale does not broadcast to the input shape {:?}",
+            x.dims()
+        )));
+    }
+    Ok(vec![y, inv])
+}
+
+/// Per sample and group of channels over the group's channels and spatial axes; the scale and
+/// bias are per channel (opset 21) or per group (opset 18), told apart by their length.
+pub fn group_norm(cx: &Cx) -> OpResult {
+    let gn = attrs!(cx, GroupNormalization);
+    let x = cx.input(0)?;
+    if x.rank() < 2 {
+        return Err(cx.fail(format!("input has rank {}, expected at least 2", x.rank())));
+    }
+    let (n, c) = (x.dims()[0], x.dims()[1]);
+    let groups = usize::try_from(gn.num_groups)
+        .ok()
+        .filter(|&g| g > 0 && c % g == 0)
+        .ok_or_else(|| {
+            cx.fail(format!(
+                "{c} channels do not split into {} groups",
+                gn.num_groups
+            ))
+        })?;
+    let spatial = super::checked_product(&x.dims()[2..]).unwrap_or(0);
+    let per = (c / groups) * spatial;
+    let v = values(x).at(cx)?;
+    let scale = values(cx.input(1)?).at(cx)?;
+    let bias = values(cx.input(2)?).at(cx)?;
+    let param = |p: &[f64], ch: usize| -> Result<f64, ExecError> {
+        if p.len() == c {
+            Ok(p[ch])
+        } else if p.len() == groups {
+            Ok(p[ch / (c / groups)])
+        } else {
+            Err(cx.fail(format!(
+                "scale and bias have {} values, expected {c} or {groups}",
+                p.len()
+            )))
+        }
+    };
+    let eps = f64::from(gn.epsilon);
+    let mut y = vec![0.0; v.len()];
+    for g in 0..n * groups {
+        let part = &v[g * per..(g + 1) * per];
+        let mean = part.iter().sum::<f64>() / per as f64;
+        let var = part.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / per as f64;
+        let inv = 1.0 / (var + eps).sqrt();
+        for (k, &t) in part.iter().enumerate() {
+            let ch = (g % groups) * (c / groups) + k / spatial.max(1);
+            y[g * per + k] = (t - mean) * inv * param(&scale, ch)? + param(&bias, ch)?;
+        }
+    }
+    one(super::tensor(y, x.dims()).at(cx)?)
+}
+
+/// Local response normalisation across channels:
+/// `x / (bias + alpha / size · Σ x²)^beta` over the `size` channels around each.
+pub fn lrn(cx: &Cx) -> OpResult {
+    let l = attrs!(cx, Lrn);
+    let x = cx.input(0)?;
+    if x.rank() < 3 {
+        return Err(cx.fail(format!("input has rank {}, expected at least 3", x.rank())));
+    }
+    let (n, c) = (x.dims()[0], x.dims()[1]);
+    let spatial = super::checked_product(&x.dims()[2..]).unwrap_or(0);
+    let size = usize::try_from(l.size).unwrap_or(1);
+    // floor((size - 1) / 2) channels before, ceil((size - 1) / 2) after
+    let (before, after) = (size.saturating_sub(1) / 2, size / 2);
+    let v = values(x).at(cx)?;
+    let (alpha, beta, bias) = (f64::from(l.alpha), f64::from(l.beta), f64::from(l.bias));
+    let mut y = vec![0.0; v.len()];
+    for b in 0..n {
+        for ch in 0..c {
+            let lo = ch.saturating_sub(before);
+            let hi = (ch + after).min(c - 1);
+            for s in 0..spatial {
+                let sq: f64 = (lo..=hi)
+                    .map(|k| v[(b * c + k) * spatial + s].powi(2))
+                    .sum();
+                let at = (b * c + ch) * spatial + s;
+                y[at] = v[at] / (bias + alpha / size as f64 * sq).powf(beta);
+            }
+        }
+    }
+    one(super::tensor(y, x.dims()).at(cx)?)
+}
+
+/// `(x - mean) / (sqrt(var) + 1e-9)` over the axes, as onnxruntime computes it (the ONNX
+/// function body adds the same 1e-9).
+pub fn mean_variance_norm(cx: &Cx) -> OpResult {
+    let m = attrs!(cx, MeanVarianceNormalization);
+    let x = cx.input(0)?;
+    let axes = cx.axis_set(&m.axes, x.rank())?;
+    let mean = x.mean_keepdim(axes.clone()).at(cx)?;
+    let centred = x.broadcast_sub(&mean).at(cx)?;
+    let var = centred.sqr().at(cx)?.mean_keepdim(axes).at(cx)?;
+    let std = var.sqrt().at(cx)?.affine(1.0, 1e-9).at(cx)?;
+    one(centred.broadcast_div(&std).at(cx)?)
+}
+
+/// `x / ‖x‖ₚ` along the axis (p = 1 or 2).
+pub fn lp_norm(cx: &Cx) -> OpResult {
+    let l = attrs!(cx, LpNormalization);
+    let x = cx.input(0)?;
+    let axis = cx.axis(l.axis, x.rank())?;
+    let norm = if l.p == 1 {
+        x.abs().and_then(|a| a.sum_keepdim(axis))
+    } else {
+        x.sqr()
+            .and_then(|a| a.sum_keepdim(axis))
+            .and_then(|a| a.sqrt())
+    }
+    .at(cx)?;
+    one(x.broadcast_div(&norm).at(cx)?)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Reductions (`Reduce*`), arg-reductions (`ArgMax`, `ArgMin`) and `TopK`.
+//! Reductions (`Reduce*`), arg-reductions (`ArgMax`, `ArgMin`), `TopK` and `NonZero`.
 
 use candle_core::Tensor as CTensor;
 
@@ -207,6 +207,31 @@ pub fn top_k(cx: &Cx) -> OpResult {
             .at(cx)
     };
     Ok(vec![back(vals)?, back(idx)?])
+}
+
+/// The indices of the non-zero elements, `[rank, count]`, in row-major order.
+pub fn non_zero(cx: &Cx) -> OpResult {
+    let x = cx.input(0)?;
+    let v = values(x).at(cx)?;
+    let dims = x.dims().to_vec();
+    let mut pos = vec![0usize; dims.len()];
+    let mut hits: Vec<Vec<usize>> = Vec::new();
+    for (k, &e) in v.iter().enumerate() {
+        if k > 0 {
+            super::advance(&mut pos, &dims);
+        }
+        if e != 0.0 {
+            hits.push(pos.clone());
+        }
+    }
+    let n = hits.len();
+    let mut out = vec![0.0; dims.len() * n];
+    for (j, p) in hits.iter().enumerate() {
+        for (a, &i) in p.iter().enumerate() {
+            out[a * n + j] = i as f64;
+        }
+    }
+    one(tensor(out, &[dims.len(), n]).at(cx)?)
 }
 
 #[cfg(test)]

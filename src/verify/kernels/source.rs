@@ -1,4 +1,4 @@
-//! Ops that make tensors: `Constant`, `ConstantOfShape`, `Range` and `Shape`.
+//! Ops that make tensors: `Constant`, `ConstantOfShape`, `Range`, `Shape` and `Size`.
 
 use super::{attrs, one, tensor, At, Cx, OpResult};
 use crate::analysis::ops::source::ConstantForm;
@@ -94,6 +94,12 @@ pub fn shape(cx: &Cx) -> OpResult {
     let dims: Vec<f64> = x.dims()[start..end].iter().map(|&d| d as f64).collect();
     let n = dims.len();
     one(tensor(dims, &[n]).at(cx)?)
+}
+
+/// The element count, an int64 scalar.
+pub fn size(cx: &Cx) -> OpResult {
+    let n = cx.input(0)?.elem_count();
+    one(tensor(vec![n as f64], &[]).at(cx)?)
 }
 
 #[cfg(test)]
