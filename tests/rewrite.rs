@@ -602,3 +602,43 @@ fn token_id_inputs_are_fed_as_indices_in_the_whole_model_check() {
         .unwrap();
     assert!(err < 1e-5, "full rank is exact: {err}");
 }
+
+#[test]
+fn verify_states_its_verdict_and_fails_on_models_that_differ() {
+    use common::onnx::{floats as tensor, node, vi, G};
+    let dir = tempfile::tempdir().unwrap();
+    let linear = |name: &str, w: f32| {
+        let path = dir.path().join(name);
+        let bytes = G::new("g")
+            .input(vi("x", 1, &[2, 8]))
+            .output(vi("y", 1, &[2, 4]))
+            .init(tensor("w", &[8, 4], &[w; 32]))
+            .node(node("MatMul", "mm", &["x", "w"], &["y"]))
+            .model();
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let a = linear("a.onnx", 0.5);
+    let b = linear("b.onnx", 0.5);
+    let c = linear("c.onnx", 0.6);
+    let verify = |x: &str, y: &str| {
+        let o = nnlint(&["verify", x, y, "--format", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        (o.status.code(), v, stderr(&o))
+    };
+    // the same function: pass
+    let (code, v, err) = verify(&a, &b);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["verdict"]["status"], "pass");
+    assert!(err.contains("nnlint verify: pass"), "{err}");
+    // weights 20% apart, no rewrite records: two models given as equivalent that are not
+    let (code, v, err) = verify(&a, &c);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(v["verdict"]["status"], "fail");
+    assert!(err.contains("output 'y' differs"), "{err}");
+    // unrelated models: their inputs do not correspond
+    let (code, v, err) = verify(&a, &fixture("vgg_like.onnx"));
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(v["verdict"]["status"], "fail");
+    assert!(err.contains("do not correspond"), "{err}");
+}

@@ -481,6 +481,11 @@ pub fn verify_table(v: &Verification) -> String {
         }
     }
     out.push_str(&whole_text(&v.whole_model));
+    out.push_str(&format!(
+        "verdict: {}: {}\n",
+        v.verdict.status.name(),
+        v.verdict.reason
+    ));
     out
 }
 

@@ -121,6 +121,10 @@ pub struct OutputCheck {
     pub name: String,
     pub max_abs_error: f64,
     pub max_rel_error: f64,
+    /// Whether the difference is within [`Tolerance::Rewrite`] for the output's dtype: what an
+    /// exact rewrite must meet.
+    #[serde(skip)]
+    pub within_tolerance: bool,
 }
 
 /// The whole-model comparison.
@@ -130,7 +134,31 @@ pub struct WholeModel {
     /// Why it was not run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Whether the reason is that the two models' inputs or outputs do not correspond (names,
+    /// shapes): then they do not compute the same function, and `verify` fails.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mismatch: bool,
     pub outputs: Vec<OutputCheck>,
+}
+
+crate::named_enum! {
+    /// What `verify` concluded.
+    pub enum Status {
+        /// Every check ran within the rewrites' declared safety.
+        Pass = "pass",
+        /// An exact rewrite, or the whole model, differs beyond the tolerance, or the models' inputs
+        /// and outputs do not correspond.
+        Fail = "fail",
+        /// Nothing could be compared (the reasons say why).
+        Inconclusive = "inconclusive",
+    }
+}
+
+/// The verdict of a verification, with the check that decided it.
+#[derive(Clone, Debug, Serialize)]
+pub struct VerdictLine {
+    pub status: Status,
+    pub reason: String,
 }
 
 /// Everything one verification found.
@@ -142,6 +170,7 @@ pub struct Verification {
     pub seed: u64,
     pub checks: Vec<Check>,
     pub whole_model: WholeModel,
+    pub verdict: VerdictLine,
 }
 
 /// What to verify.
@@ -162,9 +191,100 @@ impl Verification {
     /// Whether an exact rewrite is off by more than [`Tolerance::Rewrite`] allows for its output's
     /// dtype (1e-4 of the output's magnitude in f32): what `nnlint verify` fails on.
     pub fn failed(&self) -> bool {
-        self.checks
+        self.verdict.status == Status::Fail
+    }
+
+    /// The verdict: an exact rewrite beyond the tolerance, models whose inputs or outputs do not
+    /// correspond, or whole-model outputs beyond it when every declared rewrite is exact (or none
+    /// is recorded: two models given as equivalent), fail; nothing compared is inconclusive.
+    fn decide(checks: &[Check], whole: &WholeModel) -> VerdictLine {
+        let line = |status, reason: String| VerdictLine { status, reason };
+        if let Some(c) = checks
             .iter()
-            .any(|c| c.safety == Safety::Exact && c.within_tolerance == Some(false))
+            .find(|c| c.safety == Safety::Exact && c.within_tolerance == Some(false))
+        {
+            return line(
+                Status::Fail,
+                format!(
+                    "the exact rewrite of {} ({}) differs by {} relative, beyond the tolerance for its dtype",
+                    c.node,
+                    c.kind.name(),
+                    c.max_rel_error.map_or("?".into(), |e| format!("{e:.1e}"))
+                ),
+            );
+        }
+        if whole.mismatch {
+            return line(
+                Status::Fail,
+                format!(
+                    "the models do not correspond: {}",
+                    whole.reason.as_deref().unwrap_or("?")
+                ),
+            );
+        }
+        let all_exact = checks.iter().all(|c| c.safety == Safety::Exact);
+        if whole.checked && all_exact {
+            if let Some(o) = whole.outputs.iter().find(|o| !o.within_tolerance) {
+                return line(
+                    Status::Fail,
+                    format!(
+                        "output '{}' differs by {:.1e} relative, beyond the tolerance of {}",
+                        o.name,
+                        o.max_rel_error,
+                        if checks.is_empty() {
+                            "two models given as equivalent (no rewrite records)"
+                        } else {
+                            "exact rewrites"
+                        }
+                    ),
+                );
+            }
+        }
+        let ran = checks.iter().filter(|c| c.skipped.is_none()).count();
+        if ran == 0 && !whole.checked {
+            return line(
+                Status::Inconclusive,
+                format!(
+                    "nothing was compared: {}",
+                    whole
+                        .reason
+                        .as_deref()
+                        .unwrap_or("no rewrite could be checked")
+                ),
+            );
+        }
+        let mut parts = Vec::new();
+        if !checks.is_empty() {
+            parts.push(format!(
+                "{ran} of {} rewrite{} checked within {} declared safety",
+                checks.len(),
+                if checks.len() == 1 { "" } else { "s" },
+                if checks.len() == 1 { "its" } else { "their" }
+            ));
+        }
+        if whole.checked {
+            let worst = whole
+                .outputs
+                .iter()
+                .map(|o| o.max_rel_error)
+                .fold(0.0f64, f64::max);
+            parts.push(format!(
+                "whole model {} (max relative error {worst:.1e}{})",
+                if all_exact {
+                    "equal within tolerance"
+                } else {
+                    "compared"
+                },
+                if all_exact {
+                    ""
+                } else {
+                    ", approximate rewrites"
+                }
+            ));
+        } else if let Some(r) = &whole.reason {
+            parts.push(format!("whole model not compared: {r}"));
+        }
+        line(Status::Pass, parts.join("; "))
     }
 }
 
@@ -227,11 +347,14 @@ pub fn verify(req: &Request) -> Result<Verification> {
         WholeModel {
             checked: false,
             reason: Some("not asked for".into()),
+            mismatch: false,
             outputs: Vec::new(),
         }
     };
     req.progress.finish();
+    let verdict = Verification::decide(&checks, &whole_model);
     Ok(Verification {
+        verdict,
         original: req.original.path.display().to_string(),
         rewritten: req.rewritten.path.display().to_string(),
         batch: inf_a.batch.unwrap_or(1),
@@ -414,8 +537,25 @@ fn whole(
     let skip = |reason: String| WholeModel {
         checked: false,
         reason: Some(reason),
+        mismatch: false,
         outputs: Vec::new(),
     };
+    let mismatch = |reason: String| WholeModel {
+        mismatch: true,
+        ..skip(reason)
+    };
+    // the same inputs by name, and no input of the rewritten model left unfed
+    for &v in &gb.inputs {
+        let name = &gb.values[v].name;
+        if ga
+            .value_by_name(name)
+            .is_none_or(|a| !ga.inputs.contains(&a))
+        {
+            return Ok(mismatch(format!(
+                "the rewritten model has an input '{name}' the original does not have"
+            )));
+        }
+    }
     let all_a: Vec<NodeId> = (0..ga.nodes.len()).collect();
     let all_b: Vec<NodeId> = (0..gb.nodes.len()).collect();
     let mut missing: Vec<String> = Vec::new();
@@ -472,7 +612,9 @@ fn whole(
         }
         let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
         let Some(vb) = gb.value_by_name(name) else {
-            return Ok(skip(format!("the rewritten model has no input '{name}'")));
+            return Ok(mismatch(format!(
+                "the rewritten model has no input '{name}'"
+            )));
         };
         let seed = req.seed.wrapping_add(1000 + i as u64);
         let x = match ints {
@@ -497,7 +639,7 @@ fn whole(
         match gb.value_by_name(&ga.values[v].name) {
             Some(w) => outs_b.push(w),
             None => {
-                return Ok(skip(format!(
+                return Ok(mismatch(format!(
                     "the rewritten model has no output '{}'",
                     ga.values[v].name
                 )))
@@ -510,15 +652,26 @@ fn whole(
     };
     let yb = match exec_b.eval(&all_b, &feeds_b, &outs_b) {
         Ok(y) => y,
-        Err(e) => return Ok(skip(format!("the rewritten model could not run: {e}"))),
+        // the original ran on these inputs: a rewrite that cannot is no rewrite of it
+        Err(e) => {
+            return Ok(mismatch(format!(
+                "the rewritten model could not run on the original's inputs: {e}"
+            )))
+        }
     };
     let mut outputs = Vec::new();
     for ((&v, a), b) in outs_a.iter().zip(&ya).zip(&yb) {
-        let d = errors(a, b).map_err(|e| Error::Usage(e.to_string()))?;
+        let name = &ga.values[v].name;
+        let d = match errors(a, b) {
+            Ok(d) => d,
+            Err(e) => return Ok(mismatch(format!("output '{name}': {e}"))),
+        };
+        let dtype = facts_a[v].dtype.unwrap_or(DType::F32);
         outputs.push(OutputCheck {
-            name: ga.values[v].name.clone(),
+            name: name.clone(),
             max_abs_error: d.max_abs,
             max_rel_error: d.max_rel,
+            within_tolerance: Tolerance::Rewrite.allows_max_norm(dtype, d.max_abs, d.scale),
         });
     }
     if let Some(dir) = req.dump {
@@ -528,6 +681,7 @@ fn whole(
     Ok(WholeModel {
         checked: true,
         reason: None,
+        mismatch: false,
         outputs,
     })
 }

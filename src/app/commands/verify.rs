@@ -38,5 +38,11 @@ pub fn run(args: &VerifyArgs) -> Result<Outcome> {
     } else {
         Verdict::Clean
     };
-    Ok(Outcome::new(text, verdict))
+    let mut outcome = Outcome::new(text, verdict);
+    outcome.stderr.push(format!(
+        "nnlint verify: {}: {}",
+        v.verdict.status.name(),
+        v.verdict.reason
+    ));
+    Ok(outcome)
 }
