@@ -61,35 +61,48 @@ impl Table {
         w
     }
 
-    fn line(&self, cells: &[String], width: &[usize]) -> String {
-        let mut s = String::new();
+    /// Appends one aligned line to `out`: cells padded to `width` (truncated with `…` when
+    /// longer), trailing blanks trimmed. Writes in place: a table of 100k rows allocates nothing
+    /// per cell.
+    fn line(&self, out: &mut String, cells: &[String], width: &[usize]) {
+        let start = out.len();
         for (i, c) in cells.iter().enumerate().take(width.len()) {
             if i > 0 {
-                s.push_str("  ");
+                out.push_str("  ");
             }
-            let len = c.chars().count();
-            let text: String = if len > width[i] {
-                let mut t: String = c.chars().take(width[i].saturating_sub(1)).collect();
-                t.push('…');
-                t
+            let w = width[i];
+            // ASCII (the common case): bytes are chars
+            let len = if c.is_ascii() {
+                c.len()
             } else {
-                c.clone()
+                c.chars().count()
             };
-            let pad = " ".repeat(width[i].saturating_sub(text.chars().count()));
-            match self.align[i] {
-                Align::Left => {
-                    s.push_str(&text);
-                    s.push_str(&pad);
-                }
-                Align::Right => {
-                    s.push_str(&pad);
-                    s.push_str(&text);
-                }
+            let (shown, shown_len) = if len > w {
+                let cut = c
+                    .char_indices()
+                    .nth(w.saturating_sub(1))
+                    .map_or(c.len(), |(i, _)| i);
+                (&c[..cut], w.saturating_sub(1) + 1)
+            } else {
+                (c.as_str(), len)
+            };
+            let truncated = len > w;
+            let pad = w.saturating_sub(shown_len);
+            let pad_with = |out: &mut String| out.extend(std::iter::repeat_n(' ', pad));
+            if self.align[i] == Align::Right {
+                pad_with(out);
+            }
+            out.push_str(shown);
+            if truncated {
+                out.push('…');
+            }
+            if self.align[i] == Align::Left {
+                pad_with(out);
             }
         }
-        let mut s = s.trim_end().to_string();
-        s.push('\n');
-        s
+        let trimmed = out[start..].trim_end().len();
+        out.truncate(start + trimmed);
+        out.push('\n');
     }
 
     /// Aligned text.
@@ -114,12 +127,12 @@ impl Table {
     fn render_with(&self, w: Vec<usize>) -> String {
         let mut out = String::new();
         if let Some(h) = &self.headers {
-            out.push_str(&self.line(h, &w));
+            self.line(&mut out, h, &w);
             let rule: Vec<String> = w.iter().map(|n| "-".repeat(*n)).collect();
-            out.push_str(&self.line(&rule, &w));
+            self.line(&mut out, &rule, &w);
         }
         for row in &self.rows {
-            out.push_str(&self.line(row, &w));
+            self.line(&mut out, row, &w);
         }
         out
     }
@@ -178,6 +191,14 @@ mod tests {
         let s = t.render_within(20);
         assert!(s.lines().all(|l| l.chars().count() <= 20), "{s}");
         assert!(s.contains("118M") && s.contains('…'), "{s}");
+    }
+
+    #[test]
+    fn squeezing_cuts_at_characters_not_bytes() {
+        let mut t = Table::new([("layer", Align::Left), ("n", Align::Right)]).squeeze_column(0);
+        t.push(vec!["αβγδεζηθικλμνξοπ".into(), "1".into()]);
+        let s = t.render_within(11);
+        assert_eq!(s.lines().nth(2), Some("αβγδεζη…  1"), "{s}");
     }
 
     #[test]
