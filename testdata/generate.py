@@ -645,6 +645,10 @@ def zoo_cases():
     C.append(Case("tfidfvectorizer_tf_opset9", [node("TfIdfVectorizer", ["X"], ["Y"], mode="TF", pool_int64s=[1, 2, 3], ngram_counts=[0],
                                                       ngram_indexes=[0, 1, 2], min_gram_length=1, max_gram_length=1, max_skip_count=0)],
                   [("X", I64, ["N", 6])], ["Y"], opset=9, feed_high={"X": 5}))
+    C.append(Case("causalconvwithstate_silu_opset27", [node("CausalConvWithState", ["X", "W", "B", "P"], ["Y", "state"], activation="silu")],
+                  [("X", F, ["N", 4, 7]), ("P", F, ["N", 4, 2])], ["Y", "state"], {"W": W(rng, 4, 1, 3), "B": W(rng, 4)}, opset=27))
+    C.append(Case("scatter_axis1_opset10", [node("Scatter", ["X", "idx", "U"], ["Y"], axis=1)],
+                  [("X", F, ["N", 5])], ["Y"], {"idx": np.array([[1, 3], [0, 2]], np.int64), "U": W(rng, 2, 2)}, opset=10))
     return C
 
 

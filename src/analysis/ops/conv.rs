@@ -562,6 +562,73 @@ pub fn deform_conv_saves(cx: &SaveCx) -> Option<Vec<Save>> {
     })
 }
 
+/// `CausalConvWithState`'s fused activation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CausalConv {
+    /// SiLU (`silu` or `swish`) after the convolution.
+    pub silu: bool,
+}
+
+impl FromAttrs for CausalConv {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let silu = match AttrReader(a).string("activation")?.as_deref() {
+            None | Some("none") => false,
+            Some("silu") | Some("swish") => true,
+            Some(m) => return Err(format!("attribute 'activation': unknown value '{m}'")),
+        };
+        Ok(CausalConv { silu })
+    }
+}
+
+/// The kernel size `k` of a `CausalConvWithState`'s weight `[C, 1, k]`.
+fn causal_kernel(cx: &OpCx) -> InferResult<Dim> {
+    let w = cx.shape(1)?;
+    match w {
+        [_, one, k] if one.as_i64().is_none_or(|v| v == 1) => Ok(k.clone()),
+        _ => invalid(format!(
+            "weight is {}, expected [channels, 1, k]",
+            crate::ir::shape_to_string(w)
+        )),
+    }
+}
+
+/// `CausalConvWithState`: a depthwise causal 1-D convolution of `[B, C, L]` (the input's shape) and
+/// the carried state, the last `k - 1` positions, `[B, C, k - 1]`.
+pub fn causal_conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.shape(0)?;
+    if x.len() != 3 {
+        return invalid(format!(
+            "input has rank {}, expected 3 (batch, channels, length)",
+            x.len()
+        ));
+    }
+    let k = causal_kernel(cx)?;
+    let state = ovf(k.checked_sub(&Dim::known(1)), "state length")?;
+    let dtype = cx.dtype(0);
+    Ok(vec![
+        Fact::new(dtype, x.to_vec()),
+        Fact::new(dtype, vec![x[0].clone(), x[1].clone(), state]),
+    ])
+}
+
+/// MACs of `CausalConvWithState`: depthwise, `k` per output element, `numel(Y) × k`.
+pub fn causal_conv_macs(cx: &OpCx, out: &[Fact]) -> Option<Dim> {
+    out.first()?.numel()?.checked_mul(&causal_kernel(cx).ok()?)
+}
+
+/// What the `Concat + Conv1d(groups = C)` it fuses keeps: the concatenated input
+/// `[B, C, (k - 1) + L]`, a new storage.
+pub fn causal_conv_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    if !cx.out_grad() {
+        return Some(Vec::new());
+    }
+    let x = cx.node.input(0)?;
+    let y = cx.fact(x).numel()?.as_u64()?;
+    let state = cx.fact(cx.node.output(1)?).numel()?.as_u64()?;
+    let n = y.checked_add(state)?;
+    Some(vec![Save::Own(cx.dtype(x).and_then(|d| d.bytes_for(n))?)])
+}
+
 /// `Col2Im`'s attributes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Col2Im {
@@ -774,5 +841,26 @@ mod tests {
             18,
         );
         assert!(shapes(&out)[0].contains("9 block positions"), "{out:?}");
+    }
+
+    #[test]
+    fn causal_conv_with_state() {
+        use super::super::testing::{f32s, run, shapes};
+        // depthwise, k = 3 per output: 2·4·7·3 = 168
+        let (out, macs) = run(
+            "CausalConvWithState",
+            vec![],
+            vec![f32s(&[2, 4, 7]), f32s(&[4, 1, 3])],
+            27,
+        );
+        assert_eq!(shapes(&out), ["[2,4,7]", "[2,4,2]"]);
+        assert_eq!(macs, Some(Dim::known(168)));
+        let (out, _) = run(
+            "CausalConvWithState",
+            vec![],
+            vec![f32s(&[2, 4, 7]), f32s(&[4, 2, 3])],
+            27,
+        );
+        assert!(shapes(&out)[0].contains("[channels, 1, k]"), "{out:?}");
     }
 }

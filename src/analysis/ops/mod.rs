@@ -446,6 +446,10 @@ registry! {
     "BlackmanWindow" => BlackmanWindow(signal::Generated) { infer: signal::window, slots: Slots::AllConfig, grad: false }
     "Cast" => Cast(ew::Cast) { infer: ew::cast, autocast: CastTo }
     "CastLike" => CastLike { infer: ew::cast_like, slots: Slots::ConfigFrom(1) }
+    "CausalConvWithState" => CausalConvWithState(conv::CausalConv) {
+        infer: conv::causal_conv, macs: conv::causal_conv_macs, saves: conv::causal_conv_saves,
+        autocast: Lower,
+    }
     "Ceil" => Ceil { infer: ew::unary_fold, grad: false }
     "Celu" => Celu { infer: ew::unary, saves: sv::input_if_grad }
     "CenterCropPad" => CenterCropPad(movement::CenterCropPad) { infer: movement::center_crop_pad, slots: Slots::ConfigFrom(1) }
@@ -645,6 +649,9 @@ registry! {
     "Round" => Round { infer: ew::unary_fold, grad: false }
     "STFT" => Stft(signal::Stft) { infer: signal::stft, autocast: Fp32OnCuda, slots: Slots::Config(&[1, 2, 3]) }
     "Scan" => Scan(source::Scan) {}
+    "Scatter" => Scatter(movement::Scatter) {
+        infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
+    }
     "ScatterElements" => ScatterElements(movement::Scatter) {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }
@@ -658,6 +665,7 @@ registry! {
     "SequenceErase" => SequenceErase { slots: Slots::Config(&[1]) }
     "SequenceInsert" => SequenceInsert { slots: Slots::Config(&[2]) }
     "SequenceLength" => SequenceLength { infer: sequence::sequence_length, grad: false }
+    "SequenceMap" => SequenceMap { macs: sequence::sequence_map_macs }
     "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
     "Shrink" => Shrink { infer: ew::unary, saves: sv::input_if_grad }
     "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }

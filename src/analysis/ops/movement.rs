@@ -1112,13 +1112,14 @@ impl FromAttrs for Scatter {
     }
 }
 
-/// `ScatterND`, `ScatterElements`: the data with some elements updated (same type and shape).
+/// `ScatterND`, `ScatterElements` (and `Scatter`, its deprecated name before opset 11): the data
+/// with some elements updated (same type and shape).
 pub fn scatter(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let s = attrs!(cx, ScatterNd | ScatterElements);
+    let s = attrs!(cx, ScatterNd | ScatterElements | Scatter);
     let data = cx.shape(0)?;
     let indices = cx.shape(1)?;
     let updates = cx.shape(2)?;
-    if matches!(cx.op, Op::ScatterElements(_)) {
+    if matches!(cx.op, Op::ScatterElements(_) | Op::Scatter(_)) {
         axis(s.axis, data.len())?;
         if indices.len() != data.len() || updates.len() != data.len() {
             return invalid("data, indices and updates must have the same rank");

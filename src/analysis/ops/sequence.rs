@@ -1,6 +1,6 @@
 //! Ops on values that are not tensors or whose sizes are in the data: sequences
 //! (`SequenceConstruct`, `SequenceAt`, `SequenceEmpty`, `SequenceErase`, `SequenceInsert`,
-//! `SequenceLength`, `SplitToSequence`, `ConcatFromSequence`), optionals (`Optional`,
+//! `SequenceLength`, `SplitToSequence`, `ConcatFromSequence`, `SequenceMap`), optionals (`Optional`,
 //! `OptionalHasElement`, `OptionalGetElement`), strings (`StringNormalizer`, `StringSplit`,
 //! `StringConcat`, `RegexFullMatch`), `TfIdfVectorizer` and `ImageDecoder`.
 //!
@@ -12,6 +12,12 @@ use super::movement::data_dependent;
 use super::{attrs, broadcast, invalid, AttrReader, FromAttrs, InferResult, OpCx};
 use crate::analysis::fact::Fact;
 use crate::ir::{Attrs, DType, Dim};
+
+/// `SequenceMap` runs its body once per element of a sequence whose length the analysis does not
+/// follow: its MACs are unknown, never 0.
+pub fn sequence_map_macs(_cx: &OpCx, _out: &[Fact]) -> Option<Dim> {
+    None
+}
 
 /// `SequenceLength`: an int64 scalar.
 pub fn sequence_length(_cx: &OpCx) -> InferResult<Vec<Fact>> {
