@@ -201,7 +201,8 @@ def build_case(c):
         outputs.append(helper.make_tensor_value_info(n, t, None))
     inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in c.inits.items()]
     graph = helper.make_graph(c.nodes, c.name, inputs, outputs, inits)
-    ir = 8 if c.opset <= 18 else 9 if c.opset <= 20 else 10
+    ir = (8 if c.opset <= 18 else 9 if c.opset <= 20 else 10 if c.opset <= 22
+          else helper.find_min_ir_version_for([helper.make_opsetid("", c.opset)]))
     opsets = [helper.make_opsetid("", c.opset)]
     if any(n.domain == "com.microsoft" for n in c.nodes):
         opsets.append(helper.make_opsetid("com.microsoft", 1))
@@ -563,6 +564,7 @@ def zoo_cases():
     C.append(Case("scatterelements_axis1_add", [node("ScatterElements", ["X", "idx", "U"], ["Y"], axis=1, reduction="add")],
                   [("X", F, ["N", 5])], ["Y"], {"idx": np.array([[1, 3]], np.int64), "U": W(rng, 1, 2)}, opset=18))
     C += checker_cases(rng)
+    C += spec_cases(rng)
     return C
 
 
@@ -676,6 +678,103 @@ def checker_cases(rng):
     C.append(Case("ms_attention_unidirectional_qkv_sizes", [ms_node("Attention", ["X", "w", "b"], ["Y"], num_heads=2,
                                                                      unidirectional=1, qkv_hidden_sizes=[8, 8, 4])],
                   XA, ["Y"], {"w": W(rng, 8, 20) * 5, "b": W(rng, 20)}))
+    return C
+
+
+def spec_cases(rng):
+    """Ops of the ONNX spec that exporters emit (detection, vision, opset 23+ transformer ops,
+    signal processing): shapes and types compared with onnxruntime by tests/shapes.rs."""
+    C = []
+    # ---------------- detection / vision ops (issue 10's exports) ----------------
+    X38 = [("X", F, ["N", 3, 8, 8])]
+    C.append(Case("nonmaxsuppression_none_selected_opset11", [node("NonMaxSuppression", ["B", "S", "m"], ["Y"])],
+                  [("B", F, ["N", 6, 4]), ("S", F, ["N", 2, 6])], [("Y", I64)], {"m": i64(0)}, opset=11))
+    C.append(Case("roialign_opset16", [node("RoiAlign", ["X", "rois", "bi"], ["Y"], output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.5)],
+                  X38, ["Y"], {"rois": f32(0, 0, 8, 8, 2, 2, 12, 14, 0, 0, 15, 15).reshape(3, 4), "bi": i64(0, 1, 1)}, opset=16))
+    C.append(Case("maxroipool", [node("MaxRoiPool", ["X", "rois"], ["Y"], pooled_shape=[2, 3])],
+                  X38, ["Y"], {"rois": f32(0, 0, 0, 4, 4, 1, 1, 1, 6, 7).reshape(2, 5)}))
+    C.append(Case("gridsample_bilinear_opset16", [node("GridSample", ["X", "G"], ["Y"], align_corners=1)],
+                  X38 + [("G", F, ["N", 5, 6, 2])], ["Y"], opset=16))
+    C.append(Case("gridsample_nearest_border_opset20", [node("GridSample", ["X", "G"], ["Y"], mode="nearest", padding_mode="border")],
+                  X38 + [("G", F, ["N", 5, 6, 2])], ["Y"], opset=20))
+    C.append(Case("affinegrid_opset20", [node("AffineGrid", ["T", "size"], ["Y"])],
+                  [("T", F, [2, 2, 3])], ["Y"], {"size": i64(2, 3, 5, 6)}, opset=20))
+    C.append(Case("onehot_axis1_opset11", [node("OneHot", ["I", "depth", "vals"], ["Y"], axis=1)],
+                  [("I", I64, ["N", 3])], ["Y"], {"depth": np.array(5, np.int64), "vals": f32(0, 1)}, opset=11, feed_high={"I": 5}))
+    C.append(Case("compress_axis1", [node("Compress", ["X", "cond"], ["Y"], axis=1)],
+                  X38, ["Y"], {"cond": np.array([True, False, True])}))
+    C.append(Case("compress_flat", [node("Compress", ["X", "cond"], ["Y"])],
+                  [("X", F, ["N", 3])], ["Y"], {"cond": np.array([True, False, True, True, False])}))
+    C.append(Case("reversesequence_batch_major", [node("ReverseSequence", ["X", "lens"], ["Y"], batch_axis=0, time_axis=1)],
+                  [("X", F, ["N", 4, 5])], ["Y"], {"lens": i64(4, 2)}))
+    C.append(Case("maxunpool_after_maxpool", [node("MaxPool", ["X"], ["P", "I"], kernel_shape=[2, 2], strides=[2, 2]),
+                                              node("MaxUnpool", ["P", "I"], ["Y"], kernel_shape=[2, 2], strides=[2, 2])],
+                  X38, ["Y"]))
+    C.append(Case("maxunpool_output_shape", [node("MaxPool", ["X"], ["P", "I"], kernel_shape=[2, 2], strides=[2, 2]),
+                                             node("MaxUnpool", ["P", "I", "os"], ["Y"], kernel_shape=[2, 2], strides=[2, 2])],
+                  [("X", F, [2, 3, 9, 9])], ["Y"], {"os": i64(2, 3, 9, 9)}))
+    C.append(Case("cumprod_reverse_opset26", [node("CumProd", ["X", "ax"], ["Y"], reverse=1)],
+                  [("X", F, ["N", 3, 4])], ["Y"], {"ax": np.array(1, np.int64)}, opset=26))
+    C.append(Case("swish_opset24", [node("Swish", ["X"], ["Y"], alpha=0.5)],
+                  [("X", F, ["N", 6])], ["Y"], opset=24))
+    I32 = TensorProto.INT32
+    C.append(Case("bitwise_opset18", [node("BitwiseAnd", ["A", "B"], ["and"]), node("BitwiseOr", ["A", "B"], ["or"]),
+                                      node("BitwiseXor", ["A", "B"], ["xor"]), node("BitwiseNot", ["A"], ["not"])],
+                  [("A", I32, ["N", 4]), ("B", I32, [4])], [("and", I32), ("or", I32), ("xor", I32), ("not", I32)], opset=18))
+    C.append(Case("bitcast_float_to_int32_opset26", [node("BitCast", ["X"], ["Y"], to=I32)],
+                  [("X", F, ["N", 4])], [("Y", I32)], opset=26))
+    C.append(Case("det_batch_opset22", [node("Det", ["X"], ["Y"])], [("X", F, ["N", 3, 3])], ["Y"], opset=22))
+    C.append(Case("col2im_opset18", [node("Col2Im", ["X", "img", "blk"], ["Y"])],
+                  [("X", F, ["N", 12, 25])], ["Y"], {"img": i64(6, 6), "blk": i64(2, 2)}, opset=18))
+    C.append(Case("col2im_strides_pads_opset18", [node("Col2Im", ["X", "img", "blk"], ["Y"], pads=[1, 1, 1, 1], strides=[2, 2])],
+                  [("X", F, ["N", 18, 9])], ["Y"], {"img": i64(5, 5), "blk": i64(3, 3)}, opset=18))
+    C.append(Case("deformconv_opset22", [node("DeformConv", ["X", "W", "off"], ["Y"], pads=[1, 1, 1, 1])],
+                  X38 + [("off", F, ["N", 18, 8, 8])], ["Y"], {"W": W(rng, 4, 3, 3, 3)}, opset=22))
+    C.append(Case("deformconv_mask_strides_opset22", [node("DeformConv", ["X", "W", "off", "B", "mask"], ["Y"], pads=[1, 1, 1, 1], strides=[2, 2])],
+                  X38 + [("off", F, ["N", 18, 4, 4]), ("mask", F, ["N", 9, 4, 4])], ["Y"], {"W": W(rng, 4, 3, 3, 3), "B": W(rng, 4)}, opset=22))
+    C.append(Case("centercroppad_opset18", [node("CenterCropPad", ["X", "shape"], ["Y"], axes=[2, 3])],
+                  X38, ["Y"], {"shape": i64(5, 11)}, opset=18))
+    # ---------------- transformer ops of the default domain (opset 23+) ----------------
+    Q4 = [("Q", F, ["N", 4, 5, 8]), ("K", F, ["N", 4, 5, 8]), ("V", F, ["N", 4, 5, 8])]
+    C.append(Case("attention_4d_past_opset23", [node("Attention", ["Q", "K", "V", "", "pk", "pv"], ["Y", "present_k", "present_v", "qk"])],
+                  Q4 + [("pk", F, ["N", 4, 3, 8]), ("pv", F, ["N", 4, 3, 8])], ["Y", "present_k", "present_v", "qk"], opset=23))
+    C.append(Case("attention_3d_gqa_causal_opset23", [node("Attention", ["Q", "K", "V"], ["Y", "present_k", "present_v", "qk"], q_num_heads=4, kv_num_heads=2, is_causal=1)],
+                  [("Q", F, ["N", 5, 32]), ("K", F, ["N", 6, 16]), ("V", F, ["N", 6, 24])], ["Y", "present_k", "present_v", "qk"], opset=23))
+    C.append(Case("rotaryembedding_4d_opset23", [node("RotaryEmbedding", ["X", "cos", "sin", "pos"], ["Y"])],
+                  [("X", F, ["N", 4, 5, 8]), ("pos", I64, ["N", 5])], ["Y"], {"cos": W(rng, 10, 4), "sin": W(rng, 10, 4)}, opset=23, feed_high={"pos": 10}))
+    C.append(Case("rotaryembedding_3d_partial_opset23", [node("RotaryEmbedding", ["X", "cos", "sin", "pos"], ["Y"], num_heads=2, rotary_embedding_dim=4, interleaved=1)],
+                  [("X", F, ["N", 5, 16]), ("pos", I64, ["N", 5])], ["Y"], {"cos": W(rng, 10, 2), "sin": W(rng, 10, 2)}, opset=23, feed_high={"pos": 10}))
+    C.append(Case("tensorscatter_circular_opset24", [node("TensorScatter", ["P", "U", "w"], ["Y"], mode="circular")],
+                  [("P", F, ["N", 4, 10, 8]), ("U", F, ["N", 4, 3, 8]), ("w", I64, ["N"])], ["Y"], opset=24))
+    C.append(Case("linearattention_linear_opset27", [node("LinearAttention", ["q", "k", "v"], ["Y", "state"], q_num_heads=2, kv_num_heads=2, update_rule="linear")],
+                  [("q", F, ["N", 5, 8]), ("k", F, ["N", 5, 8]), ("v", F, ["N", 5, 6])], ["Y", "state"], opset=27))
+    # ---------------- signal, losses, sampling, text ----------------
+    C.append(Case("dft_axis_input_opset20", [node("DFT", ["X", "", "ax"], ["Y"])],
+                  [("X", F, ["N", 64, 1])], ["Y"], {"ax": np.array(1, np.int64)}, opset=20))
+    C.append(Case("dft_onesided_length_opset20", [node("DFT", ["X", "len", "ax"], ["Y"], onesided=1)],
+                  [("X", F, ["N", 64, 1])], ["Y"], {"len": np.array(32, np.int64), "ax": np.array(1, np.int64)}, opset=20))
+    C.append(Case("dft_onesided_attr_axis", [node("DFT", ["X"], ["Y"], axis=1, onesided=1)],
+                  [("X", F, ["N", 64, 1])], ["Y"]))
+    C.append(Case("stft_window", [node("STFT", ["X", "step", "win"], ["Y"])],
+                  [("X", F, ["N", 64, 1])], ["Y"], {"step": np.array(8, np.int64), "win": np.hanning(16).astype(np.float32)}))
+    C.append(Case("windows", [node("HannWindow", ["n"], ["hann"]), node("HammingWindow", ["n"], ["hamming"], periodic=0),
+                              node("BlackmanWindow", ["n"], ["blackman"], output_datatype=TensorProto.DOUBLE)],
+                  [], ["hann", "hamming", ("blackman", TensorProto.DOUBLE)], {"n": np.array(10, np.int64)}))
+    C.append(Case("melweightmatrix", [node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["Y"])],
+                  [], ["Y"], {"bins": np.array(8, np.int64), "dft": np.array(16, np.int64), "rate": np.array(8000, np.int64), "lo": np.array(0, np.float32), "hi": np.array(4000, np.float32)}))
+    C.append(Case("nllloss_none_opset22", [node("NegativeLogLikelihoodLoss", ["X", "T"], ["Y"], reduction="none")],
+                  [("X", F, ["N", 5, 3]), ("T", I64, ["N", 3])], ["Y"], opset=22, feed_high={"T": 5}))
+    C.append(Case("softmaxcrossentropyloss_mean_opset13", [node("SoftmaxCrossEntropyLoss", ["X", "T"], ["Y", "logp"])],
+                  [("X", F, ["N", 5, 3]), ("T", I64, ["N", 3])], ["Y", "logp"], opset=13, feed_high={"T": 5}))
+    C.append(Case("multinomial_opset15", [node("Multinomial", ["X"], ["Y"], sample_size=3, seed=1.0)],
+                  [("X", F, ["N", 5])], [("Y", I32)], opset=15))
+    C.append(Case("tfidfvectorizer_tf_opset9", [node("TfIdfVectorizer", ["X"], ["Y"], mode="TF", pool_int64s=[1, 2, 3], ngram_counts=[0],
+                                                      ngram_indexes=[0, 1, 2], min_gram_length=1, max_gram_length=1, max_skip_count=0)],
+                  [("X", I64, ["N", 6])], ["Y"], opset=9, feed_high={"X": 5}))
+    C.append(Case("causalconvwithstate_silu_opset27", [node("CausalConvWithState", ["X", "W", "B", "P"], ["Y", "state"], activation="silu")],
+                  [("X", F, ["N", 4, 7]), ("P", F, ["N", 4, 2])], ["Y", "state"], {"W": W(rng, 4, 1, 3), "B": W(rng, 4)}, opset=27))
+    C.append(Case("scatter_axis1_opset10", [node("Scatter", ["X", "idx", "U"], ["Y"], axis=1)],
+                  [("X", F, ["N", 5])], ["Y"], {"idx": np.array([[1, 3], [0, 2]], np.int64), "U": W(rng, 2, 2)}, opset=10))
     return C
 
 

@@ -464,6 +464,250 @@ pub fn conv_of(op: &Op) -> Option<&Conv> {
     }
 }
 
+/// `DeformConv`'s attributes: a convolution's, and the groups of the offsets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeformConv {
+    pub conv: Conv,
+    pub offset_group: i64,
+}
+
+impl FromAttrs for DeformConv {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
+        let offset_group = AttrReader(a).int("offset_group", 1)?;
+        if offset_group < 1 {
+            return Err(format!(
+                "attribute 'offset_group' must be positive, found {offset_group}"
+            ));
+        }
+        Ok(DeformConv {
+            conv: Conv::from_attrs(a, opset)?,
+            offset_group,
+        })
+    }
+}
+
+/// `DeformConv`: a convolution's output; offset `[N, offset_group · 2 · prod(kernel), out...]` and
+/// mask `[N, offset_group · prod(kernel), out...]` must match it.
+pub fn deform_conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let d = attrs!(cx, DeformConv);
+    let out = conv_at(cx, &d.conv, 0, 1, cx.dtype(0))?;
+    let y = out[0].shape.as_deref().unwrap_or_default();
+    let kernel = d.conv.kernel(cx.shape(1)?)?;
+    let points = ovf(
+        kernel
+            .iter()
+            .try_fold(d.offset_group, |acc, &k| acc.checked_mul(k)),
+        "offset channels",
+    )?;
+    for (slot, what, per_point) in [(2, "offset", 2), (4, "mask", 1)] {
+        let Some(s) = cx.opt_input(slot).and_then(|f| f.shape.as_deref()) else {
+            continue;
+        };
+        if s.len() != y.len() {
+            return invalid(format!(
+                "{what} has rank {} for a rank-{} output",
+                s.len(),
+                y.len()
+            ));
+        }
+        let want = ovf(points.checked_mul(per_point), "offset channels")?;
+        if s[1].as_i64().is_some_and(|c| c != want) {
+            return invalid(format!(
+                "{what} has {} channels, expected {want} (offset_group x {per_point} x kernel points)",
+                s[1]
+            ));
+        }
+        for (i, (a, b)) in s[2..].iter().zip(&y[2..]).enumerate() {
+            if let (Some(p), Some(q)) = (a.as_i64(), b.as_i64()) {
+                if p != q {
+                    return invalid(format!(
+                        "{what} has size {p} on spatial axis {i}, the output {q}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// MACs of `DeformConv`: the convolution's `numel(Y) × prod(W.shape[1:])`, plus the bilinear
+/// sampling of its columns: every input channel is sampled at every kernel point for every output
+/// position, `N × C × prod(kernel) × prod(out spatial)` samples of 4 weighted taps each, and one
+/// more multiply per sample by the mask when there is one.
+pub fn deform_conv_macs(cx: &OpCx, out: &[Fact]) -> Option<Dim> {
+    let conv = conv_macs_at(cx, out, 1)?;
+    let x = cx.shape(0).ok()?;
+    let w = cx.shape(1).ok()?;
+    let y = out.first()?.shape.as_ref()?;
+    let samples = Dim::product(
+        [&x[0], &x[1]]
+            .into_iter()
+            .chain(w.get(2..)?)
+            .chain(y.get(2..)?),
+    )?;
+    let taps = if cx.opt_input(4).is_some() { 5 } else { 4 };
+    conv.checked_add(&samples.checked_mul(&Dim::known(taps))?)
+}
+
+/// torchvision's `deform_conv2d` keeps its input, offset and mask (and the weight, a parameter).
+pub fn deform_conv_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        [0, 2, 4]
+            .into_iter()
+            .filter_map(|i| cx.node.input(i))
+            .map(Save::Value)
+            .collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// `CausalConvWithState`'s fused activation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CausalConv {
+    /// SiLU (`silu` or `swish`) after the convolution.
+    pub silu: bool,
+}
+
+impl FromAttrs for CausalConv {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let silu = match AttrReader(a).string("activation")?.as_deref() {
+            None | Some("none") => false,
+            Some("silu") | Some("swish") => true,
+            Some(m) => return Err(format!("attribute 'activation': unknown value '{m}'")),
+        };
+        Ok(CausalConv { silu })
+    }
+}
+
+/// The kernel size `k` of a `CausalConvWithState`'s weight `[C, 1, k]`.
+fn causal_kernel(cx: &OpCx) -> InferResult<Dim> {
+    let w = cx.shape(1)?;
+    match w {
+        [_, one, k] if one.as_i64().is_none_or(|v| v == 1) => Ok(k.clone()),
+        _ => invalid(format!(
+            "weight is {}, expected [channels, 1, k]",
+            crate::ir::shape_to_string(w)
+        )),
+    }
+}
+
+/// `CausalConvWithState`: a depthwise causal 1-D convolution of `[B, C, L]` (the input's shape) and
+/// the carried state, the last `k - 1` positions, `[B, C, k - 1]`.
+pub fn causal_conv(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.shape(0)?;
+    if x.len() != 3 {
+        return invalid(format!(
+            "input has rank {}, expected 3 (batch, channels, length)",
+            x.len()
+        ));
+    }
+    let k = causal_kernel(cx)?;
+    let state = ovf(k.checked_sub(&Dim::known(1)), "state length")?;
+    let dtype = cx.dtype(0);
+    Ok(vec![
+        Fact::new(dtype, x.to_vec()),
+        Fact::new(dtype, vec![x[0].clone(), x[1].clone(), state]),
+    ])
+}
+
+/// MACs of `CausalConvWithState`: depthwise, `k` per output element, `numel(Y) × k`.
+pub fn causal_conv_macs(cx: &OpCx, out: &[Fact]) -> Option<Dim> {
+    out.first()?.numel()?.checked_mul(&causal_kernel(cx).ok()?)
+}
+
+/// What the `Concat + Conv1d(groups = C)` it fuses keeps: the concatenated input
+/// `[B, C, (k - 1) + L]`, a new storage.
+pub fn causal_conv_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    if !cx.out_grad() {
+        return Some(Vec::new());
+    }
+    let x = cx.node.input(0)?;
+    let y = cx.fact(x).numel()?.as_u64()?;
+    let state = cx.fact(cx.node.output(1)?).numel()?.as_u64()?;
+    let n = y.checked_add(state)?;
+    Some(vec![Save::Own(cx.dtype(x).and_then(|d| d.bytes_for(n))?)])
+}
+
+/// `Col2Im`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Col2Im {
+    pub strides: Option<Vec<i64>>,
+    pub dilations: Option<Vec<i64>>,
+    pub pads: Option<Vec<i64>>,
+}
+
+impl FromAttrs for Col2Im {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Col2Im {
+            strides: r.ints("strides")?,
+            dilations: r.ints("dilations")?,
+            pads: r.ints("pads")?,
+        })
+    }
+}
+
+/// `Col2Im` (`F.fold`): columns `[N, C · prod(block), L]` summed back into `[N, C, image...]`;
+/// `L` must be the number of block positions.
+pub fn col2im(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let c = attrs!(cx, Col2Im);
+    let x = cx.shape(0)?;
+    if x.len() != 3 {
+        return invalid(format!(
+            "input has rank {}, expected 3 (N, C x block, L)",
+            x.len()
+        ));
+    }
+    let image = cx.value(1)?.as_dims().ok_or(InferError::Unknown)?;
+    let block = cx.ints(2)?;
+    if block.len() != image.len() || block.is_empty() {
+        return invalid(format!(
+            "{} block sizes for {} image axes",
+            block.len(),
+            image.len()
+        ));
+    }
+    let win = WindowAttrs {
+        kernel_shape: None,
+        strides: c.strides.clone(),
+        dilations: c.dilations.clone(),
+        pads: c.pads.clone(),
+        auto_pad: AutoPad::NotSet,
+        ceil_mode: false,
+    }
+    .window(block.clone())?;
+    let positions = ovf(
+        image
+            .iter()
+            .enumerate()
+            .map(|(i, d)| win.out_dim(i, d))
+            .collect::<InferResult<Vec<_>>>()
+            .map(|v| Dim::product(&v))?,
+        "block positions",
+    )?;
+    if let (Some(l), Some(p)) = (x[2].as_i64(), positions.as_i64()) {
+        if l != p {
+            return invalid(format!(
+                "input has {l} columns, the image and block give {p} block positions"
+            ));
+        }
+    }
+    let per = ovf(
+        block.iter().try_fold(1i64, |a, &b| a.checked_mul(b)),
+        "block size",
+    )?;
+    let ch = x[1].div_exact(&Dim::known(per)).ok_or_else(|| {
+        InferError::Invalid(format!(
+            "{} input channels do not divide by the block size {per}",
+            x[1]
+        ))
+    })?;
+    let mut out = vec![x[0].clone(), ch];
+    out.extend(image);
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,5 +767,100 @@ mod tests {
         let w = window(AutoPad::NotSet, vec![0, 0], true);
         let p = w.plan(0, 6).unwrap();
         assert_eq!((p.out, p.overhang), (3, 1));
+    }
+
+    #[test]
+    fn deform_conv_macs_are_conv_plus_bilinear_taps() {
+        use super::super::testing::{f32s, run, shapes};
+        use crate::ir::Attr;
+        let pads = || vec![("pads", Attr::Ints(vec![1, 1, 1, 1]))];
+        // conv: 1·4·8·8 outputs × 3·3·3 = 6912; samples 1·3·9·64 = 1728, 4 taps each
+        let (out, macs) = run(
+            "DeformConv",
+            pads(),
+            vec![
+                f32s(&[1, 3, 8, 8]),
+                f32s(&[4, 3, 3, 3]),
+                f32s(&[1, 18, 8, 8]),
+            ],
+            22,
+        );
+        assert_eq!(shapes(&out), ["[1,4,8,8]"]);
+        assert_eq!(macs, Some(Dim::known(6912 + 4 * 1728)));
+        // a mask: one more multiply per sample
+        let (_, macs) = run(
+            "DeformConv",
+            pads(),
+            vec![
+                f32s(&[1, 3, 8, 8]),
+                f32s(&[4, 3, 3, 3]),
+                f32s(&[1, 18, 8, 8]),
+                None,
+                f32s(&[1, 9, 8, 8]),
+            ],
+            22,
+        );
+        assert_eq!(macs, Some(Dim::known(6912 + 5 * 1728)));
+        // offsets for another kernel
+        let (out, _) = run(
+            "DeformConv",
+            pads(),
+            vec![
+                f32s(&[1, 3, 8, 8]),
+                f32s(&[4, 3, 3, 3]),
+                f32s(&[1, 8, 8, 8]),
+            ],
+            22,
+        );
+        assert!(shapes(&out)[0].contains("expected 18"), "{out:?}");
+    }
+
+    #[test]
+    fn col2im_counts_block_positions() {
+        use super::super::testing::{f32s, i64s, run, shapes};
+        use crate::ir::Attr;
+        // 5x5 image, 3x3 blocks, pads 1, stride 2: 3 positions per axis
+        let attrs = || {
+            vec![
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                ("strides", Attr::Ints(vec![2, 2])),
+            ]
+        };
+        let (out, macs) = run(
+            "Col2Im",
+            attrs(),
+            vec![f32s(&[2, 18, 9]), i64s(&[5, 5]), i64s(&[3, 3])],
+            18,
+        );
+        assert_eq!(shapes(&out), ["[2,2,5,5]"]);
+        assert_eq!(macs, Some(Dim::ZERO));
+        let (out, _) = run(
+            "Col2Im",
+            attrs(),
+            vec![f32s(&[2, 18, 10]), i64s(&[5, 5]), i64s(&[3, 3])],
+            18,
+        );
+        assert!(shapes(&out)[0].contains("9 block positions"), "{out:?}");
+    }
+
+    #[test]
+    fn causal_conv_with_state() {
+        use super::super::testing::{f32s, run, shapes};
+        // depthwise, k = 3 per output: 2·4·7·3 = 168
+        let (out, macs) = run(
+            "CausalConvWithState",
+            vec![],
+            vec![f32s(&[2, 4, 7]), f32s(&[4, 1, 3])],
+            27,
+        );
+        assert_eq!(shapes(&out), ["[2,4,7]", "[2,4,2]"]);
+        assert_eq!(macs, Some(Dim::known(168)));
+        let (out, _) = run(
+            "CausalConvWithState",
+            vec![],
+            vec![f32s(&[2, 4, 7]), f32s(&[4, 2, 3])],
+            27,
+        );
+        assert!(shapes(&out)[0].contains("[channels, 1, k]"), "{out:?}");
     }
 }

@@ -7,6 +7,7 @@ use super::{
     OpCx,
 };
 use crate::analysis::fact::{Fact, Konst, MAX_FOLD_ELEMS};
+use crate::analysis::saved::{Save, SaveCx};
 use crate::ir::{Attrs, DType, Dim};
 
 /// `Cast`'s target type.
@@ -804,6 +805,111 @@ pub fn dequantize(cx: &OpCx) -> InferResult<Vec<Fact>> {
     }])
 }
 
+/// `Swish`'s and `SwiGLU`'s `alpha`: `x · sigmoid(alpha · x)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Swish {
+    pub alpha: f32,
+}
+
+impl FromAttrs for Swish {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Swish {
+            alpha: AttrReader(a).float("alpha", 1.0)?,
+        })
+    }
+}
+
+/// `SwiGLU`: `Swish(A) · B`, A and B of one shape (no broadcasting).
+pub fn swiglu(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let a = cx.shape(0)?;
+    let b = cx.shape(1)?;
+    if a.len() != b.len() {
+        return invalid(format!(
+            "gate has rank {} but the value input has rank {}",
+            a.len(),
+            b.len()
+        ));
+    }
+    let mut out = a.to_vec();
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        match (x.as_i64(), y.as_i64()) {
+            (Some(p), Some(q)) if p != q => {
+                return invalid(format!(
+                    "gate and value differ on axis {i}: {p} against {q} (SwiGLU does not broadcast)"
+                ))
+            }
+            (None, Some(_)) => out[i] = y.clone(),
+            _ => {}
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0).or(cx.dtype(1)), out)])
+}
+
+/// `SwiGLU` as PyTorch runs it, `silu(a) * b`: SiLU keeps the gate, the product keeps both of its
+/// operands (the SiLU output is a new tensor the size of the gate).
+pub fn swiglu_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    if !cx.out_grad() {
+        return Some(Vec::new());
+    }
+    let (a, b) = (cx.node.input(0)?, cx.node.input(1)?);
+    Some(vec![
+        Save::Value(a),
+        Save::Value(b),
+        Save::Own(cx.bytes_as(a, cx.dtype(a))),
+    ])
+}
+
+/// `CumProd` keeps its input and its output (`cumprod_backward(grad, self, dim, result)`).
+pub fn cum_prod_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    let x = cx.node.input(0);
+    Some(if cx.grad(x) {
+        x.into_iter()
+            .chain(cx.node.output(0))
+            .map(Save::Value)
+            .collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// `BitCast`'s target type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BitCast {
+    pub to: DType,
+}
+
+impl FromAttrs for BitCast {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(BitCast {
+            to: AttrReader(a)
+                .dtype("to")?
+                .ok_or("attribute 'to' is required")?,
+        })
+    }
+}
+
+/// `BitCast`: the input's shape in the target type, which must have the input type's bit width.
+pub fn bit_cast(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let to = attrs!(cx, BitCast).to;
+    let f = cx.input(0)?;
+    if let Some(from) = f.dtype {
+        if let (Some(a), Some(b)) = (from.bits(), to.bits()) {
+            if a != b {
+                return invalid(format!(
+                    "cannot reinterpret {} ({a} bits) as {} ({b} bits)",
+                    from.name(),
+                    to.name()
+                ));
+            }
+        }
+    }
+    Ok(vec![Fact {
+        dtype: Some(to),
+        shape: f.shape.clone(),
+        value: None,
+    }])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -838,5 +944,23 @@ mod tests {
             Some(-3)
         );
         assert_eq!(arith_int(Arith::Div, &Dim::known(1), &Dim::known(0)), None);
+    }
+
+    #[test]
+    fn swiglu_and_bitcast() {
+        use super::super::testing::{f32s, run, shapes};
+        use crate::ir::Attr;
+        let (out, macs) = run("SwiGLU", vec![], vec![f32s(&[2, 8]), f32s(&[2, 8])], 28);
+        assert_eq!(shapes(&out), ["[2,8]"]);
+        assert_eq!(macs, Some(Dim::ZERO));
+        let (out, _) = run("SwiGLU", vec![], vec![f32s(&[2, 8]), f32s(&[1, 8])], 28);
+        assert!(shapes(&out)[0].contains("does not broadcast"), "{out:?}");
+        let to = |t: i64| vec![("to", Attr::Int(t))];
+        // float -> int32 (6): same width
+        let (out, _) = run("BitCast", to(6), vec![f32s(&[3])], 26);
+        assert_eq!(out.unwrap()[0].dtype, Some(DType::I32));
+        // float -> int64 (7): 32 bits against 64
+        let (out, _) = run("BitCast", to(7), vec![f32s(&[3])], 26);
+        assert!(shapes(&out)[0].contains("32 bits"), "{out:?}");
     }
 }

@@ -458,3 +458,69 @@ pub fn rnn_saves(cx: &SaveCx) -> Option<Vec<Save>> {
     s.push(Save::Own(yb.saturating_mul(gates)));
     Some(s)
 }
+
+/// `Det`: the determinants of `[..., M, M]` matrices, `[...]`.
+pub fn det(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.shape(0)?;
+    if x.len() < 2 {
+        return invalid(format!("input has rank {}, expected at least 2", x.len()));
+    }
+    let (m, n) = (&x[x.len() - 2], &x[x.len() - 1]);
+    if let (Some(a), Some(b)) = (m.as_i64(), n.as_i64()) {
+        if a != b {
+            return invalid(format!("the matrices are {a}x{b}, not square"));
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0), x[..x.len() - 2].to_vec())])
+}
+
+/// MACs of `Det` by LU factorisation (what PyTorch and onnxruntime run): eliminating column `k`
+/// of an `n×n` matrix updates the `(n-k)²` entries below and right of the pivot, so one matrix
+/// costs `Σ_{k=1}^{n-1} k² = (n-1)·n·(2n-1)/6`; the product of the diagonal and the pivot
+/// divisions are not counted.
+pub fn det_macs(cx: &OpCx, out: &[Fact]) -> Option<Dim> {
+    let x = cx.shape(0).ok()?;
+    let n = x.last()?.as_i64()?;
+    let one = n
+        .checked_sub(1)?
+        .checked_mul(n)?
+        .checked_mul(n.checked_mul(2)?.checked_sub(1)?)?
+        / 6;
+    out.first()?.numel()?.checked_mul(&Dim::known(one))
+}
+
+/// `linalg_det` keeps its input, its output, the LU factors (the input's size) and the int32
+/// pivots (`n` per matrix).
+pub fn det_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    let Some(x) = cx.node.input(0).filter(|&x| cx.grad(Some(x))) else {
+        return Some(Vec::new());
+    };
+    let f = cx.fact(x);
+    let n = f.shape.as_ref()?.last()?.as_u64()?;
+    let batch = f.numel()?.as_u64()? / n.saturating_mul(n).max(1);
+    let mut s = vec![Save::Value(x)];
+    s.extend(cx.node.output(0).map(Save::Value));
+    s.push(Save::Own(cx.bytes_as(x, cx.dtype(x))));
+    s.push(Save::Own(batch.checked_mul(n)?.checked_mul(4)?));
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{f32s, run, shapes};
+    use super::*;
+
+    #[test]
+    fn determinant_macs_by_lu() {
+        // n = 3: (2·3·5)/6 = 5 per matrix, two matrices
+        let (out, macs) = run("Det", vec![], vec![f32s(&[2, 3, 3])], 22);
+        assert_eq!(shapes(&out), ["[2]"]);
+        assert_eq!(macs, Some(Dim::known(10)));
+        // n = 4: 1 + 4 + 9 = 14
+        let (out, macs) = run("Det", vec![], vec![f32s(&[4, 4])], 22);
+        assert_eq!(shapes(&out), ["[]"]);
+        assert_eq!(macs, Some(Dim::known(14)));
+        let (out, _) = run("Det", vec![], vec![f32s(&[3, 4])], 22);
+        assert!(shapes(&out)[0].contains("not square"), "{out:?}");
+    }
+}

@@ -5,6 +5,7 @@
 //! An op not listed here is *opaque*: its outputs take the types the file declares (`value_info`),
 //! or stay unknown, and the report lists it.
 
+pub mod attention;
 pub mod contrib;
 pub mod conv;
 pub mod elementwise;
@@ -15,6 +16,8 @@ pub mod norm;
 pub mod pool;
 pub mod quant;
 pub mod reduce;
+pub mod sequence;
+pub mod signal;
 pub mod source;
 
 pub use source::tensor_fact;
@@ -415,6 +418,9 @@ registry! {
     "Acos" => Acos { infer: ew::unary, saves: sv::input_if_grad }
     "Acosh" => Acosh { infer: ew::unary }
     "Add" => Add { infer: ew::binary_arith, autocast: Promote }
+    "AffineGrid" => AffineGrid(movement::AffineGrid) {
+        infer: movement::affine_grid, macs: movement::affine_grid_macs, slots: Slots::ConfigFrom(1),
+    }
     "And" => And { infer: ew::logical, grad: false }
     "ArgMax" => ArgMax(reduce::ArgReduce) { infer: reduce::arg, grad: false }
     "ArgMin" => ArgMin(reduce::ArgReduce) { infer: reduce::arg, grad: false }
@@ -422,18 +428,38 @@ registry! {
     "Asinh" => Asinh { infer: ew::unary }
     "Atan" => Atan { infer: ew::unary, saves: sv::input_if_grad }
     "Atanh" => Atanh { infer: ew::unary }
+    "Attention" => Attention(attention::Attention) {
+        infer: attention::attention, macs: attention::attention_macs, saves: attention::attention_saves,
+        autocast: Lower, slots: Slots::Config(&[3, 6]),
+    }
     "AveragePool" => AveragePool(pool::Pool) { infer: pool::pool, saves: sv::input_if_grad }
     "BatchNormalization" => BatchNormalization(norm::BatchNorm) {
         infer: norm::batch_norm, saves: norm::saves, slots: Slots::BatchNorm,
     }
     "Bernoulli" => Bernoulli(source::RandomLike) { infer: source::random_like, grad: false, outputs: Outputs::Random }
+    "BitCast" => BitCast(ew::BitCast) { infer: ew::bit_cast, grad: false }
     "BitShift" => BitShift { infer: ew::binary_arith }
+    "BitwiseAnd" => BitwiseAnd { infer: ew::binary_arith, grad: false }
+    "BitwiseNot" => BitwiseNot { infer: ew::unary, grad: false }
+    "BitwiseOr" => BitwiseOr { infer: ew::binary_arith, grad: false }
+    "BitwiseXor" => BitwiseXor { infer: ew::binary_arith, grad: false }
+    "BlackmanWindow" => BlackmanWindow(signal::Generated) { infer: signal::window, slots: Slots::AllConfig, grad: false }
     "Cast" => Cast(ew::Cast) { infer: ew::cast, autocast: CastTo }
     "CastLike" => CastLike { infer: ew::cast_like, slots: Slots::ConfigFrom(1) }
+    "CausalConvWithState" => CausalConvWithState(conv::CausalConv) {
+        infer: conv::causal_conv, macs: conv::causal_conv_macs, saves: conv::causal_conv_saves,
+        autocast: Lower,
+    }
     "Ceil" => Ceil { infer: ew::unary_fold, grad: false }
     "Celu" => Celu(ew::Alpha) { infer: ew::unary, saves: sv::input_if_grad }
+    "CenterCropPad" => CenterCropPad(movement::CenterCropPad) { infer: movement::center_crop_pad, slots: Slots::ConfigFrom(1) }
     "Clip" => Clip(ew::Clip) { infer: ew::unary, saves: sv::input_if_grad, slots: Slots::ConfigFrom(1) }
+    "Col2Im" => Col2Im(conv::Col2Im) { infer: conv::col2im, slots: Slots::ConfigFrom(1) }
+    "Compress" => Compress(movement::Compress) {
+        infer: movement::compress, saves: movement::compress_saves, slots: Slots::Config(&[1]),
+    }
     "Concat" => Concat(movement::Concat) { infer: movement::concat, autocast: Promote }
+    "ConcatFromSequence" => ConcatFromSequence {}
     "Constant" => Constant(source::Constant) { infer: source::constant, outputs: Outputs::Held }
     "ConstantOfShape" => ConstantOfShape { infer: source::constant_of_shape, slots: Slots::AllConfig, grad: false }
     "Conv" => Conv(conv::Conv) {
@@ -448,9 +474,18 @@ registry! {
     }
     "Cos" => Cos { infer: ew::unary, saves: sv::input_if_grad }
     "Cosh" => Cosh { infer: ew::unary, saves: sv::input_if_grad }
+    "CumProd" => CumProd(ew::CumSum) {
+        infer: ew::unary, saves: ew::cum_prod_saves, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1),
+    }
     "CumSum" => CumSum(ew::CumSum) { infer: ew::cum_sum, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "DFT" => Dft(signal::Dft) { infer: signal::dft, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "DeformConv" => DeformConv(conv::DeformConv) {
+        infer: conv::deform_conv, macs: conv::deform_conv_macs, saves: conv::deform_conv_saves,
+        autocast: Fp32OnCuda,
+    }
     "DepthToSpace" => DepthToSpace(movement::Blocks) { infer: movement::depth_to_space }
     "DequantizeLinear" => DequantizeLinear(ew::Dequantize) { infer: ew::dequantize, slots: Slots::Table(quant::DEQUANTIZE) }
+    "Det" => Det { infer: linalg::det, macs: linalg::det_macs, saves: linalg::det_saves }
     "Div" => Div { infer: ew::binary_arith, saves: sv::div, autocast: Promote }
     "Dropout" => Dropout(ew::Dropout) {
         infer: ew::dropout, saves: sv::dropout, slots: Slots::ConfigFrom(1), view: View::Dropout,
@@ -485,14 +520,20 @@ registry! {
     "GlobalMaxPool" => GlobalMaxPool { infer: pool::global_pool, saves: sv::input_and_indices }
     "Greater" => Greater { infer: ew::compare, grad: false }
     "GreaterOrEqual" => GreaterOrEqual { infer: ew::compare, grad: false }
+    "GridSample" => GridSample(movement::GridSample) {
+        infer: movement::grid_sample, saves: movement::grid_sample_saves, autocast: Promote,
+    }
     "GroupNormalization" => GroupNormalization(norm::GroupNorm) {
         infer: norm::same_shape_norm, saves: norm::saves, autocast: Fp32OnCuda,
     }
+    "HammingWindow" => HammingWindow(signal::Generated) { infer: signal::window, slots: Slots::AllConfig, grad: false }
+    "HannWindow" => HannWindow(signal::Generated) { infer: signal::window, slots: Slots::AllConfig, grad: false }
     "HardSigmoid" => HardSigmoid(ew::HardSigmoid) { infer: ew::unary, saves: sv::input_if_grad }
     "HardSwish" => HardSwish { infer: ew::unary, saves: sv::input_if_grad }
     "Hardmax" => Hardmax(ew::Softmax) { infer: ew::unary }
     "Identity" => Identity { infer: ew::identity, view: View::Alias }
     "If" => If {}
+    "ImageDecoder" => ImageDecoder(sequence::ImageDecoder) { infer: sequence::image_decoder, grad: false }
     "InstanceNormalization" => InstanceNormalization(norm::InstanceNorm) {
         infer: norm::same_shape_norm, saves: norm::saves,
     }
@@ -508,6 +549,9 @@ registry! {
     "LeakyRelu" => LeakyRelu(ew::LeakyRelu) { infer: ew::unary, saves: sv::input_if_grad }
     "Less" => Less { infer: ew::compare, grad: false }
     "LessOrEqual" => LessOrEqual { infer: ew::compare, grad: false }
+    "LinearAttention" => LinearAttention(attention::LinearAttention) {
+        infer: attention::linear_attention, macs: attention::linear_attention_macs, autocast: Lower,
+    }
     "Log" => Log { infer: ew::unary, saves: sv::input_if_grad, autocast: Fp32OnCuda }
     "LogSoftmax" => LogSoftmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
     "Loop" => Loop {}
@@ -521,15 +565,33 @@ registry! {
     }
     "Max" => Max { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
     "MaxPool" => MaxPool(pool::Pool) { infer: pool::pool, saves: sv::input_and_indices }
+    "MaxRoiPool" => MaxRoiPool(pool::MaxRoiPool) {
+        infer: pool::roi_pool, saves: pool::roi_saves, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1),
+    }
+    "MaxUnpool" => MaxUnpool(pool::Pool) {
+        infer: pool::max_unpool, saves: pool::max_unpool_saves, slots: Slots::ConfigFrom(1),
+    }
     "Mean" => Mean { infer: ew::variadic, autocast: Promote }
     "MeanVarianceNormalization" => MeanVarianceNormalization(norm::Mvn) { infer: ew::unary }
+    "MelWeightMatrix" => MelWeightMatrix(signal::Generated) {
+        infer: signal::mel_weight_matrix, slots: Slots::AllConfig, grad: false,
+    }
     "Min" => Min { infer: ew::variadic, saves: sv::all_inputs, autocast: Promote }
     "Mish" => Mish { infer: ew::unary, saves: sv::input_if_grad }
     "Mod" => Mod(ew::Mod) { infer: ew::binary_arith }
     "Mul" => Mul { infer: ew::binary_arith, saves: sv::mul, autocast: Promote }
+    "Multinomial" => Multinomial(source::Multinomial) { infer: source::multinomial, grad: false, outputs: Outputs::Random }
     "Neg" => Neg { infer: ew::unary_fold }
+    "NegativeLogLikelihoodLoss" => NegativeLogLikelihoodLoss(reduce::Loss) {
+        infer: reduce::loss, saves: reduce::loss_saves, autocast: Fp32OnCuda, slots: Slots::Config(&[1, 2]),
+    }
+    "NonMaxSuppression" => NonMaxSuppression(reduce::Nms) { infer: reduce::non_max_suppression, slots: Slots::AllConfig, grad: false }
     "NonZero" => NonZero { infer: reduce::non_zero, grad: false }
     "Not" => Not { infer: ew::logical_not, grad: false }
+    "OneHot" => OneHot(movement::OneHot) { infer: movement::one_hot, slots: Slots::AllConfig, grad: false }
+    "Optional" => Optional {}
+    "OptionalGetElement" => OptionalGetElement {}
+    "OptionalHasElement" => OptionalHasElement { infer: sequence::optional_has_element, grad: false }
     "Or" => Or { infer: ew::logical, grad: false }
     "PRelu" => PRelu { infer: ew::prelu, saves: sv::input_if_grad, autocast: Lower }
     "Pad" => Pad(movement::Pad) {
@@ -570,11 +632,26 @@ registry! {
     "ReduceProd" => ReduceProd(reduce::Reduce) { infer: reduce::reduce, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "ReduceSum" => ReduceSum(reduce::Reduce) { infer: reduce::reduce, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "ReduceSumSquare" => ReduceSumSquare(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "RegexFullMatch" => RegexFullMatch { infer: sequence::regex_full_match, grad: false }
     "Relu" => Relu { infer: ew::unary, saves: sv::output_if_grad }
     "Reshape" => Reshape(movement::Reshape) { infer: movement::reshape, slots: Slots::ConfigFrom(1), view: View::Reshape }
     "Resize" => Resize(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "ReverseSequence" => ReverseSequence(movement::ReverseSequence) {
+        infer: movement::reverse_sequence, slots: Slots::Config(&[1]),
+    }
+    "RoiAlign" => RoiAlign(pool::RoiAlign) {
+        infer: pool::roi_pool, saves: pool::roi_saves, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1),
+    }
+    "RotaryEmbedding" => RotaryEmbedding(attention::Rotary) {
+        infer: attention::rotary_embedding, saves: attention::rotary_saves,
+        slots: Slots::Table(attention::ROTARY),
+    }
     "Round" => Round { infer: ew::unary_fold, grad: false }
+    "STFT" => Stft(signal::Stft) { infer: signal::stft, autocast: Fp32OnCuda, slots: Slots::Config(&[1, 2, 3]) }
     "Scan" => Scan(source::Scan) {}
+    "Scatter" => Scatter(movement::Scatter) {
+        infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
+    }
     "ScatterElements" => ScatterElements(movement::Scatter) {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }
@@ -582,6 +659,13 @@ registry! {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }
     "Selu" => Selu(ew::Selu) { infer: ew::unary, saves: sv::input_if_grad }
+    "SequenceAt" => SequenceAt { slots: Slots::Config(&[1]) }
+    "SequenceConstruct" => SequenceConstruct {}
+    "SequenceEmpty" => SequenceEmpty {}
+    "SequenceErase" => SequenceErase { slots: Slots::Config(&[1]) }
+    "SequenceInsert" => SequenceInsert { slots: Slots::Config(&[2]) }
+    "SequenceLength" => SequenceLength { infer: sequence::sequence_length, grad: false }
+    "SequenceMap" => SequenceMap { macs: sequence::sequence_map_macs }
     "Shape" => Shape(source::Shape) { infer: source::shape, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
     "Shrink" => Shrink(ew::Shrink) { infer: ew::unary, saves: sv::input_if_grad }
     "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }
@@ -594,21 +678,33 @@ registry! {
     "Size" => Size { infer: source::size, slots: Slots::AllConfig, grad: false, outputs: Outputs::ShapeOnly }
     "Slice" => Slice(movement::Slice) { infer: movement::slice, slots: Slots::ConfigFrom(1), view: View::Slice }
     "Softmax" => Softmax(ew::Softmax) { infer: ew::unary, saves: sv::output_if_grad, autocast: Fp32OnCuda }
+    "SoftmaxCrossEntropyLoss" => SoftmaxCrossEntropyLoss(reduce::Loss) {
+        infer: reduce::loss, saves: reduce::loss_saves, autocast: Fp32OnCuda, slots: Slots::Config(&[1, 2]),
+    }
     "Softplus" => Softplus { infer: ew::unary, saves: sv::input_if_grad }
     "Softsign" => Softsign { infer: ew::unary, saves: sv::input_if_grad }
     "SpaceToDepth" => SpaceToDepth(movement::Blocks) { infer: movement::space_to_depth }
     "Split" => Split(movement::Split) { infer: movement::split, slots: Slots::ConfigFrom(1), view: View::Split }
+    "SplitToSequence" => SplitToSequence { slots: Slots::ConfigFrom(1) }
     "Sqrt" => Sqrt { infer: ew::unary_fold, saves: sv::output_if_grad }
     "Squeeze" => Squeeze(movement::Axes) { infer: movement::squeeze, slots: Slots::ConfigFrom(1), view: View::Alias }
+    "StringConcat" => StringConcat { infer: sequence::string_concat, grad: false }
+    "StringNormalizer" => StringNormalizer(sequence::StringNormalizer) { infer: sequence::string_normalizer, grad: false }
+    "StringSplit" => StringSplit { infer: sequence::string_split, grad: false }
     "Sub" => Sub { infer: ew::binary_arith, autocast: Promote }
     "Sum" => Sum { infer: ew::variadic, autocast: Promote }
+    "SwiGLU" => SwiGlu(ew::Swish) { infer: ew::swiglu, saves: ew::swiglu_saves }
+    "Swish" => Swish(ew::Swish) { infer: ew::unary, saves: sv::input_if_grad }
     "Tan" => Tan { infer: ew::unary, saves: sv::input_if_grad }
     "Tanh" => Tanh { infer: ew::unary, saves: sv::output_if_grad }
+    "TensorScatter" => TensorScatter(movement::TensorScatter) { infer: movement::tensor_scatter, slots: Slots::Config(&[2]) }
+    "TfIdfVectorizer" => TfIdfVectorizer(sequence::TfIdf) { infer: sequence::tf_idf, grad: false }
     "ThresholdedRelu" => ThresholdedRelu(ew::Alpha) { infer: ew::unary, saves: sv::input_if_grad }
     "Tile" => Tile { infer: movement::tile, slots: Slots::ConfigFrom(1) }
     "TopK" => TopK(reduce::TopK) { infer: reduce::top_k, saves: reduce::top_k_saves, slots: Slots::ConfigFrom(1) }
     "Transpose" => Transpose(movement::Transpose) { infer: movement::transpose, view: View::Transpose }
     "Trilu" => Trilu(ew::Trilu) { infer: ew::unary, slots: Slots::ConfigFrom(1) }
+    "Unique" => Unique(reduce::Unique) { infer: reduce::unique, grad: false }
     "Unsqueeze" => Unsqueeze(movement::Axes) { infer: movement::unsqueeze, slots: Slots::ConfigFrom(1), view: View::Alias }
     "Upsample" => Upsample(movement::Resize) { infer: movement::resize, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
     "Where" => Where { infer: ew::where_, saves: sv::condition, autocast: Promote, slots: Slots::Config(&[0]) }
@@ -750,6 +846,77 @@ impl AttrReader<'_> {
 
     pub fn dtype(&self, name: &str) -> Result<Option<DType>, String> {
         self.0.dtype_opt(name)
+    }
+}
+
+/// Running one node's inference in unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::ir::Attr;
+
+    /// Infers one default-domain node of `op_type` on these input facts (`None` for an omitted
+    /// input): its outputs and its MACs.
+    pub fn run(
+        op_type: &str,
+        attrs: Vec<(&str, Attr)>,
+        inputs: Vec<Option<Fact>>,
+        opset: i64,
+    ) -> (InferResult<Vec<Fact>>, Option<Dim>) {
+        let node = Node {
+            name: "n".into(),
+            op_type: op_type.into(),
+            domain: String::new(),
+            inputs: inputs
+                .iter()
+                .enumerate()
+                .map(|(i, f)| f.as_ref().map(|_| i))
+                .collect(),
+            outputs: vec![Some(100)],
+            attrs: Attrs(attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+        };
+        let op = parse(&node, opset);
+        let def = lookup("", op_type).expect("a registered op");
+        let cx = OpCx {
+            node: &node,
+            op: &op,
+            inputs: inputs.iter().map(Option::as_ref).collect(),
+            opset,
+        };
+        let out = (def.infer)(&cx);
+        let macs = out.as_ref().ok().and_then(|o| (def.macs)(&cx, o));
+        (out, macs)
+    }
+
+    /// A float tensor of known dims.
+    pub fn f32s(dims: &[i64]) -> Option<Fact> {
+        Some(Fact::new(
+            Some(DType::F32),
+            dims.iter().map(|&d| Dim::known(d)).collect(),
+        ))
+    }
+
+    /// An int64 tensor holding these values.
+    pub fn i64s(values: &[i64]) -> Option<Fact> {
+        Some(
+            Fact::new(Some(DType::I64), vec![Dim::known(values.len() as i64)])
+                .with_value(Konst::Int(values.iter().map(|&v| Dim::known(v)).collect())),
+        )
+    }
+
+    /// The outputs' shapes as text.
+    pub fn shapes(out: &InferResult<Vec<Fact>>) -> Vec<String> {
+        match out {
+            Ok(facts) => facts
+                .iter()
+                .map(|f| {
+                    f.shape
+                        .as_deref()
+                        .map_or("?".into(), crate::ir::shape_to_string)
+                })
+                .collect(),
+            Err(e) => vec![format!("{e:?}")],
+        }
     }
 }
 

@@ -1119,13 +1119,14 @@ impl FromAttrs for Scatter {
     }
 }
 
-/// `ScatterND`, `ScatterElements`: the data with some elements updated (same type and shape).
+/// `ScatterND`, `ScatterElements` (and `Scatter`, its deprecated name before opset 11): the data
+/// with some elements updated (same type and shape).
 pub fn scatter(cx: &OpCx) -> InferResult<Vec<Fact>> {
-    let s = attrs!(cx, ScatterNd | ScatterElements);
+    let s = attrs!(cx, ScatterNd | ScatterElements | Scatter);
     let data = cx.shape(0)?;
     let indices = cx.shape(1)?;
     let updates = cx.shape(2)?;
-    if matches!(cx.op, Op::ScatterElements(_)) {
+    if matches!(cx.op, Op::ScatterElements(_) | Op::Scatter(_)) {
         axis(s.axis, data.len())?;
         if indices.len() != data.len() || updates.len() != data.len() {
             return invalid("data, indices and updates must have the same rank");
@@ -1166,6 +1167,387 @@ pub fn pad_saves(cx: &SaveCx) -> Option<Vec<Save>> {
     )
 }
 
+/// `OneHot`'s axis (where the depth axis is inserted).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OneHot {
+    pub axis: i64,
+}
+
+impl FromAttrs for OneHot {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(OneHot {
+            axis: AttrReader(a).int("axis", -1)?,
+        })
+    }
+}
+
+/// A size only the data decides (how many elements a mask keeps, how many boxes survive): a
+/// symbol named after the op and its node, never a guessed number.
+pub(crate) fn data_dependent(what: &str, cx: &OpCx) -> Dim {
+    Dim::sym(&format!("{what}({})", cx.node.name))
+}
+
+/// `OneHot`: the indices' shape with `depth` inserted at `axis`, in the type of `values`. A depth
+/// that does not fold is a data-dependent size.
+pub fn one_hot(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let a = attrs!(cx, OneHot).axis;
+    let r = s.len() as i64 + 1;
+    let at = if a < 0 { a + r } else { a };
+    if !(0..r).contains(&at) {
+        return invalid(format!("axis {a} is out of range for rank {r}"));
+    }
+    let depth = match cx.opt_input(1).and_then(|f| f.value.as_ref()) {
+        Some(v) => match v.as_dims().as_deref() {
+            Some([d]) => {
+                if let Some(k) = d.as_i64() {
+                    if k < 1 {
+                        return invalid(format!("depth {k} is not positive"));
+                    }
+                }
+                d.clone()
+            }
+            _ => return invalid(format!("depth has {} values, expected 1", v.len())),
+        },
+        None => data_dependent("onehot", cx),
+    };
+    let mut out = s.to_vec();
+    out.insert(at as usize, depth);
+    Ok(vec![Fact::new(cx.dtype(2), out)])
+}
+
+/// `Compress`'s axis; `None` flattens the input first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compress {
+    pub axis: Option<i64>,
+}
+
+impl FromAttrs for Compress {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(Compress {
+            axis: AttrReader(a).int_opt("axis")?,
+        })
+    }
+}
+
+/// `Compress`: the slices of `axis` (of the flattened input without one) where the condition is
+/// true. The count is known when the condition folds, a data-dependent size otherwise.
+pub fn compress(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let c = cx.shape(1)?;
+    if c.len() != 1 {
+        return invalid(format!("condition has rank {}, expected 1", c.len()));
+    }
+    let kept = match cx.opt_input(1).and_then(|f| f.value.as_ref()) {
+        Some(v) => match v.as_f64s() {
+            Some(bits) => Dim::known(bits.iter().filter(|&&b| b != 0.0).count() as i64),
+            None => data_dependent("compress", cx),
+        },
+        None => data_dependent("compress", cx),
+    };
+    let out = match attrs!(cx, Compress).axis {
+        None => vec![kept],
+        Some(a) => {
+            let a = axis(a, s.len())?;
+            if let (Some(n), Some(len)) = (s[a].as_i64(), c[0].as_i64()) {
+                if len > n {
+                    return invalid(format!(
+                        "condition has {len} values for an axis of size {n}"
+                    ));
+                }
+            }
+            let mut out = s.to_vec();
+            out[a] = kept;
+            out
+        }
+    };
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+/// `Compress` is an indexed read (`index_select`, `masked_select`): it keeps its condition.
+pub fn compress_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        cx.node.input(1).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// `ReverseSequence`'s axes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReverseSequence {
+    pub batch_axis: i64,
+    pub time_axis: i64,
+}
+
+impl FromAttrs for ReverseSequence {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let (batch_axis, time_axis) = (r.int("batch_axis", 1)?, r.int("time_axis", 0)?);
+        if !matches!((batch_axis, time_axis), (0, 1) | (1, 0)) {
+            return Err(format!(
+                "attributes 'batch_axis' and 'time_axis' must be 0 and 1 in some order, found {batch_axis} and {time_axis}"
+            ));
+        }
+        Ok(ReverseSequence {
+            batch_axis,
+            time_axis,
+        })
+    }
+}
+
+/// `ReverseSequence`: the input's shape; `sequence_lens` has one length per batch entry.
+pub fn reverse_sequence(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let r = attrs!(cx, ReverseSequence);
+    let s = cx.shape(0)?;
+    if s.len() < 2 {
+        return invalid(format!("input has rank {}, expected at least 2", s.len()));
+    }
+    if let Some(l) = cx.opt_input(1).and_then(|f| f.shape.as_deref()) {
+        let b = &s[r.batch_axis as usize];
+        match l {
+            [n] if n.as_i64().zip(b.as_i64()).is_some_and(|(x, y)| x != y) => {
+                return invalid(format!("{n} sequence lengths for a batch of {b}"))
+            }
+            [_] => {}
+            _ => return invalid(format!("sequence_lens has rank {}, expected 1", l.len())),
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0), s.to_vec())])
+}
+
+/// `CenterCropPad`'s axes (all when absent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CenterCropPad {
+    pub axes: Option<Vec<i64>>,
+}
+
+impl FromAttrs for CenterCropPad {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(CenterCropPad {
+            axes: AttrReader(a).ints("axes")?,
+        })
+    }
+}
+
+/// `CenterCropPad`: the input with each listed axis cropped or padded to the size in `shape`.
+pub fn center_crop_pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let s = cx.shape(0)?;
+    let target = cx.value(1)?.as_dims().ok_or(InferError::Unknown)?;
+    let axes: Vec<usize> = match &attrs!(cx, CenterCropPad).axes {
+        Some(a) => a
+            .iter()
+            .map(|&x| axis(x, s.len()))
+            .collect::<InferResult<_>>()?,
+        None => (0..s.len()).collect(),
+    };
+    if target.len() != axes.len() {
+        return invalid(format!("{} sizes for {} axes", target.len(), axes.len()));
+    }
+    let mut out = s.to_vec();
+    for (&a, d) in axes.iter().zip(&target) {
+        if let Some(v) = d.as_i64() {
+            if v < 0 {
+                return invalid(format!("target size {v} on axis {a} is negative"));
+            }
+        }
+        out[a] = d.clone();
+    }
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+/// `GridSample`'s attributes (`bilinear`/`bicubic` before opset 20, `linear`/`cubic` after).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GridSample {
+    pub mode: String,
+    pub padding_mode: String,
+    pub align_corners: bool,
+}
+
+impl FromAttrs for GridSample {
+    fn from_attrs(a: &Attrs, opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let mode = r
+            .string("mode")?
+            .unwrap_or_else(|| if opset < 20 { "bilinear" } else { "linear" }.into());
+        if !matches!(
+            mode.as_str(),
+            "bilinear" | "linear" | "nearest" | "bicubic" | "cubic"
+        ) {
+            return Err(format!("attribute 'mode': unknown value '{mode}'"));
+        }
+        let padding_mode = r.string("padding_mode")?.unwrap_or_else(|| "zeros".into());
+        if !matches!(padding_mode.as_str(), "zeros" | "border" | "reflection") {
+            return Err(format!(
+                "attribute 'padding_mode': unknown value '{padding_mode}'"
+            ));
+        }
+        Ok(GridSample {
+            mode,
+            padding_mode,
+            align_corners: r.flag("align_corners", false)?,
+        })
+    }
+}
+
+/// `GridSample`: X `[N, C, D1..Dr]` sampled at grid `[N, H1..Hr, r]`: `[N, C, H1..Hr]`.
+pub fn grid_sample(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let x = cx.shape(0)?;
+    let g = cx.shape(1)?;
+    if x.len() < 3 {
+        return invalid(format!("input has rank {}, expected at least 3", x.len()));
+    }
+    let r = x.len() - 2;
+    if g.len() != x.len() {
+        return invalid(format!(
+            "grid has rank {} for a rank-{} input",
+            g.len(),
+            x.len()
+        ));
+    }
+    if let Some(last) = g[r + 1].as_i64() {
+        if last != r as i64 {
+            return invalid(format!(
+                "grid's last axis is {last}, expected {r} (one coordinate per spatial axis)"
+            ));
+        }
+    }
+    let n = match (x[0].as_i64(), g[0].as_i64()) {
+        (Some(a), Some(b)) if a != b => {
+            return invalid(format!("input batch {a} but grid batch {b}"))
+        }
+        (None, Some(_)) => g[0].clone(),
+        _ => x[0].clone(),
+    };
+    let mut out = vec![n, x[1].clone()];
+    out.extend_from_slice(&g[1..=r]);
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+/// `grid_sampler` keeps its input and its grid.
+pub fn grid_sample_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.out_grad() {
+        cx.node
+            .inputs
+            .iter()
+            .take(2)
+            .flatten()
+            .map(|&v| Save::Value(v))
+            .collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// `AffineGrid`'s attribute.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AffineGrid {
+    pub align_corners: bool,
+}
+
+impl FromAttrs for AffineGrid {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        Ok(AffineGrid {
+            align_corners: AttrReader(a).flag("align_corners", false)?,
+        })
+    }
+}
+
+/// `AffineGrid`: theta `[N, 2, 3]` (or `[N, 3, 4]`) and size `[N, C, H, W]` (or `[N, C, D, H, W]`)
+/// give the grid `[N, H, W, 2]` (or `[N, D, H, W, 3]`).
+pub fn affine_grid(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let t = cx.shape(0)?;
+    if t.len() != 3 {
+        return invalid(format!("theta has rank {}, expected 3", t.len()));
+    }
+    let size = cx.value(1)?.as_dims().ok_or(InferError::Unknown)?;
+    let r = match size.len() {
+        4 => 2,
+        5 => 3,
+        l => return invalid(format!("size has {l} values, expected 4 or 5")),
+    };
+    let want = [r as i64, r as i64 + 1];
+    for (i, w) in want.iter().enumerate() {
+        if let Some(v) = t[i + 1].as_i64() {
+            if v != *w {
+                return invalid(format!(
+                    "theta is {} for a {r}-D grid, expected [N, {}, {}]",
+                    shape_to_string(t),
+                    want[0],
+                    want[1]
+                ));
+            }
+        }
+    }
+    let mut out = vec![size[0].clone()];
+    out.extend_from_slice(&size[2..]);
+    out.push(Dim::known(r as i64));
+    Ok(vec![Fact::new(cx.dtype(0), out)])
+}
+
+/// MACs of `AffineGrid`: each grid point is theta `[r, r+1]` times the homogeneous position
+/// `[r+1]` (PyTorch's `base_grid @ thetaᵀ`): `N · prod(spatial) · r · (r+1)`, which is
+/// `numel(grid) · (r+1)`.
+pub fn affine_grid_macs(_cx: &OpCx, out: &[Fact]) -> Option<Dim> {
+    let g = out.first()?;
+    let r = g.shape.as_ref()?.last()?.clone();
+    g.numel()?.checked_mul(&r.checked_add(&Dim::known(1))?)
+}
+
+/// `TensorScatter`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorScatter {
+    pub axis: i64,
+    pub circular: bool,
+}
+
+impl FromAttrs for TensorScatter {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let circular = match r.string("mode")?.as_deref() {
+            None | Some("linear") => false,
+            Some("circular") => true,
+            Some(m) => return Err(format!("attribute 'mode': unknown value '{m}'")),
+        };
+        Ok(TensorScatter {
+            axis: r.int("axis", -2)?,
+            circular,
+        })
+    }
+}
+
+/// `TensorScatter`: the cache with the update written along `axis`; the present cache has the
+/// past cache's shape.
+pub fn tensor_scatter(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let t = attrs!(cx, TensorScatter);
+    let past = cx.shape(0)?;
+    let a = axis(t.axis, past.len())?;
+    if a == 0 {
+        return invalid("axis 0 is the batch axis; the sequence axis must be another");
+    }
+    if let Some(u) = cx.opt_input(1).and_then(|f| f.shape.as_deref()) {
+        if u.len() != past.len() {
+            return invalid(format!(
+                "update has rank {} for a rank-{} cache",
+                u.len(),
+                past.len()
+            ));
+        }
+        for (i, (p, q)) in past.iter().zip(u).enumerate() {
+            if let (Some(x), Some(y)) = (p.as_i64(), q.as_i64()) {
+                if (i != a && x != y) || (i == a && y > x) {
+                    return invalid(format!(
+                        "update {} does not fit the cache {} along axis {a}",
+                        shape_to_string(u),
+                        shape_to_string(past)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(vec![Fact::new(cx.dtype(0), past.to_vec())])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1197,5 +1579,93 @@ mod tests {
         );
         assert_eq!(slice_len(&k(512), &k(0), &s, 1).unwrap(), s);
         assert_eq!(slice_len(&s, &k(-1), &k(-(1 << 62)), -1).unwrap(), s);
+    }
+
+    #[test]
+    fn compress_counts_a_known_condition() {
+        use super::super::testing::{f32s, run, shapes};
+        use crate::ir::{Attr, DType};
+        let cond = |v: &[i64]| {
+            Some(
+                Fact::new(Some(DType::Bool), vec![k(v.len() as i64)])
+                    .with_value(Konst::Int(v.iter().map(|&x| k(x)).collect())),
+            )
+        };
+        let (out, _) = run(
+            "Compress",
+            vec![("axis", Attr::Int(1))],
+            vec![f32s(&[2, 3, 4]), cond(&[1, 0, 1])],
+            11,
+        );
+        assert_eq!(shapes(&out), ["[2,2,4]"]);
+        let (out, _) = run(
+            "Compress",
+            vec![],
+            vec![f32s(&[2, 3]), cond(&[1, 1, 0, 1])],
+            11,
+        );
+        assert_eq!(shapes(&out), ["[3]"]);
+        // a condition computed at run time: the count is the data's
+        let unknown = Some(Fact::new(Some(DType::Bool), vec![k(3)]));
+        let (out, _) = run(
+            "Compress",
+            vec![("axis", Attr::Int(1))],
+            vec![f32s(&[2, 3, 4]), unknown],
+            11,
+        );
+        assert_eq!(shapes(&out), ["[2,compress(n),4]"]);
+    }
+
+    #[test]
+    fn one_hot_affine_grid_and_crops() {
+        use super::super::testing::{f32s, i64s, run, shapes};
+        use crate::ir::Attr;
+        let scalar5 = Some(
+            Fact::new(Some(crate::ir::DType::I64), Vec::new()).with_value(Konst::Int(vec![k(5)])),
+        );
+        let (out, _) = run(
+            "OneHot",
+            vec![("axis", Attr::Int(1))],
+            vec![f32s(&[2, 3]), scalar5, f32s(&[2])],
+            11,
+        );
+        assert_eq!(shapes(&out), ["[2,5,3]"]);
+        // N·H·W points, each a [2, 3] theta times [x, y, 1]: 2·5·6·2·3 = 360
+        let (out, macs) = run(
+            "AffineGrid",
+            vec![],
+            vec![f32s(&[2, 2, 3]), i64s(&[2, 3, 5, 6])],
+            20,
+        );
+        assert_eq!(shapes(&out), ["[2,5,6,2]"]);
+        assert_eq!(macs, Some(k(360)));
+        let (out, _) = run(
+            "AffineGrid",
+            vec![],
+            vec![f32s(&[2, 3, 4]), i64s(&[2, 3, 5, 6])],
+            20,
+        );
+        assert!(shapes(&out)[0].contains("expected [N, 2, 3]"), "{out:?}");
+        let (out, _) = run(
+            "CenterCropPad",
+            vec![("axes", Attr::Ints(vec![-2, -1]))],
+            vec![f32s(&[2, 3, 8, 8]), i64s(&[5, 11])],
+            18,
+        );
+        assert_eq!(shapes(&out), ["[2,3,5,11]"]);
+        let (out, _) = run(
+            "GridSample",
+            vec![],
+            vec![f32s(&[2, 3, 8, 8]), f32s(&[2, 5, 6, 2])],
+            16,
+        );
+        assert_eq!(shapes(&out), ["[2,3,5,6]"]);
+        let (out, _) = run(
+            "GridSample",
+            vec![],
+            vec![f32s(&[2, 3, 8, 8]), f32s(&[2, 5, 6, 3])],
+            16,
+        );
+        assert!(shapes(&out)[0].contains("expected 2"), "{out:?}");
     }
 }

@@ -1,4 +1,5 @@
-//! Reductions, arg-reductions, `TopK`, `NonZero`. Not counted in MACs.
+//! Reductions, arg-reductions, `TopK`, `NonZero`, `Unique`, `NonMaxSuppression`, and the losses
+//! (`NegativeLogLikelihoodLoss`, `SoftmaxCrossEntropyLoss`). Not counted in MACs.
 
 use super::{attrs, axis, invalid, AttrReader, FromAttrs, InferError, InferResult, Op, OpCx};
 use crate::analysis::fact::{Fact, Konst};
@@ -295,4 +296,283 @@ pub fn top_k_saves(cx: &SaveCx) -> Option<Vec<Save>> {
     } else {
         Vec::new()
     })
+}
+
+/// `NonMaxSuppression`'s box format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nms {
+    /// `[x_center, y_center, width, height]` boxes (else `[y1, x1, y2, x2]`).
+    pub center_point_box: bool,
+}
+
+impl FromAttrs for Nms {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let c = AttrReader(a).int("center_point_box", 0)?;
+        if !matches!(c, 0 | 1) {
+            return Err(format!(
+                "attribute 'center_point_box' must be 0 or 1, found {c}"
+            ));
+        }
+        Ok(Nms {
+            center_point_box: c == 1,
+        })
+    }
+}
+
+/// `NonMaxSuppression`: boxes `[B, S, 4]`, scores `[B, classes, S]`; the selected
+/// `[batch, class, box]` triples `[num_selected, 3]` (int64), how many only the data decides.
+pub fn non_max_suppression(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let b = cx.shape(0)?;
+    let s = cx.shape(1)?;
+    if b.len() != 3 || b[2].as_i64().is_some_and(|c| c != 4) {
+        return invalid(format!(
+            "boxes is {}, expected [batch, spatial, 4]",
+            crate::ir::shape_to_string(b)
+        ));
+    }
+    if s.len() != 3 {
+        return invalid(format!("scores has rank {}, expected 3", s.len()));
+    }
+    for (what, x, y) in [("batch", &b[0], &s[0]), ("box count", &b[1], &s[2])] {
+        if let (Some(p), Some(q)) = (x.as_i64(), y.as_i64()) {
+            if p != q {
+                return invalid(format!(
+                    "boxes and scores differ in {what}: {p} against {q}"
+                ));
+            }
+        }
+    }
+    // no box selected at all: a known empty result
+    let none = cx
+        .opt_input(2)
+        .and_then(|f| f.value.as_ref())
+        .and_then(|v| v.as_i64s())
+        .is_some_and(|v| v.first().is_some_and(|&m| m <= 0));
+    let n = if none {
+        Dim::ZERO
+    } else {
+        super::movement::data_dependent("nms", cx)
+    };
+    Ok(vec![Fact::new(Some(DType::I64), vec![n, Dim::known(3)])])
+}
+
+/// `Unique`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unique {
+    /// The slices along this axis are compared (else the flattened elements).
+    pub axis: Option<i64>,
+    pub sorted: bool,
+}
+
+impl FromAttrs for Unique {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        Ok(Unique {
+            axis: r.int_opt("axis")?,
+            sorted: r.flag("sorted", true)?,
+        })
+    }
+}
+
+/// `Unique`: Y (the distinct elements, or slices along `axis`), indices and counts `[U]`,
+/// inverse_indices `[numel(X)]` (or `[X.shape[axis]]`); `U` only the data decides.
+pub fn unique(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let u = attrs!(cx, Unique);
+    let s = cx.shape(0)?;
+    let n = super::movement::data_dependent("unique", cx);
+    let (y, inverse) = match u.axis {
+        None => (
+            vec![n.clone()],
+            super::ovf(Dim::product(s), "element count")?,
+        ),
+        Some(a) => {
+            let a = axis(a, s.len())?;
+            let mut y = s.to_vec();
+            y[a] = n.clone();
+            (y, s[a].clone())
+        }
+    };
+    let i64s = |shape: Vec<Dim>| Fact::new(Some(DType::I64), shape);
+    Ok(vec![
+        Fact::new(cx.dtype(0), y),
+        i64s(vec![n.clone()]),
+        i64s(vec![inverse]),
+        i64s(vec![n]),
+    ])
+}
+
+crate::named_enum! {
+    /// How a loss reduces over its elements.
+    pub enum LossReduction {
+        /// One loss per element.
+        None = "none",
+        /// Their sum.
+        Sum = "sum",
+        /// Their (weighted) mean.
+        Mean = "mean",
+    }
+}
+
+/// The attributes of `NegativeLogLikelihoodLoss` and `SoftmaxCrossEntropyLoss`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loss {
+    pub reduction: LossReduction,
+    pub ignore_index: Option<i64>,
+}
+
+impl FromAttrs for Loss {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let reduction = match r.string("reduction")? {
+            None => LossReduction::Mean,
+            Some(s) => s
+                .parse()
+                .map_err(|e| format!("attribute 'reduction': {e}"))?,
+        };
+        Ok(Loss {
+            reduction,
+            ignore_index: r.int_opt("ignore_index")?,
+        })
+    }
+}
+
+/// `NegativeLogLikelihoodLoss` (input `[N, C, d...]`, target `[N, d...]`): the loss `[N, d...]`
+/// with `reduction = none`, a scalar otherwise. `SoftmaxCrossEntropyLoss` also returns the
+/// log-probabilities, the scores' shape.
+pub fn loss(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let l = attrs!(cx, NegativeLogLikelihoodLoss | SoftmaxCrossEntropyLoss);
+    let x = cx.shape(0)?;
+    if x.len() < 2 {
+        return invalid(format!(
+            "input has rank {}, expected at least 2 (N, C, ...)",
+            x.len()
+        ));
+    }
+    let mut per: Vec<Dim> = x.to_vec();
+    per.remove(1);
+    if let Some(t) = cx.opt_input(1).and_then(|f| f.shape.as_deref()) {
+        if t.len() != per.len()
+            || t.iter()
+                .zip(&per)
+                .any(|(a, b)| a.as_i64().zip(b.as_i64()).is_some_and(|(p, q)| p != q))
+        {
+            return invalid(format!(
+                "target is {}, expected {} (the input without its class axis)",
+                crate::ir::shape_to_string(t),
+                crate::ir::shape_to_string(&per)
+            ));
+        }
+    }
+    let out = match l.reduction {
+        LossReduction::None => per,
+        _ => Vec::new(),
+    };
+    let mut facts = vec![Fact::new(cx.dtype(0), out)];
+    if matches!(cx.op, Op::SoftmaxCrossEntropyLoss(_)) {
+        facts.push(Fact::new(cx.dtype(0), x.to_vec()));
+    }
+    Ok(facts)
+}
+
+/// `nll_loss` keeps its input (the log-probabilities) and the target; `cross_entropy` is
+/// `log_softmax` (which keeps its output, the log-probabilities) then `nll_loss`, so it keeps
+/// the log-probabilities once and the target.
+pub fn loss_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    let x = cx.node.input(0);
+    if !cx.grad(x) {
+        return Some(Vec::new());
+    }
+    let x = x?;
+    let mut s = Vec::new();
+    match (cx.op, cx.node.output(1)) {
+        (Op::SoftmaxCrossEntropyLoss(_), Some(lp)) => s.push(Save::Value(lp)),
+        (Op::SoftmaxCrossEntropyLoss(_), None) => s.push(Save::Own(cx.bytes_as(x, cx.dtype(x)))),
+        _ => s.push(Save::Value(x)),
+    }
+    s.extend(cx.node.input(1).map(Save::Value));
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{f32s, i64s, run, shapes};
+    use super::*;
+    use crate::ir::Attr;
+
+    #[test]
+    fn selected_boxes_are_a_data_dependent_count() {
+        let (out, _) = run(
+            "NonMaxSuppression",
+            vec![],
+            vec![f32s(&[1, 6, 4]), f32s(&[1, 2, 6])],
+            11,
+        );
+        let f = &out.as_ref().unwrap()[0];
+        assert_eq!(f.dtype, Some(DType::I64));
+        let s = f.shape.as_ref().unwrap();
+        assert!(!s[0].is_known(), "never a made-up count: {s:?}");
+        assert_eq!(s[1], Dim::known(3));
+        // max_output_boxes_per_class = 0 selects nothing
+        let (out, _) = run(
+            "NonMaxSuppression",
+            vec![],
+            vec![f32s(&[1, 6, 4]), f32s(&[1, 2, 6]), i64s(&[0])],
+            11,
+        );
+        assert_eq!(shapes(&out), ["[0,3]"]);
+        let (out, _) = run(
+            "NonMaxSuppression",
+            vec![],
+            vec![f32s(&[1, 6, 4]), f32s(&[1, 2, 5])],
+            11,
+        );
+        assert!(shapes(&out)[0].contains("box count"), "{out:?}");
+    }
+
+    #[test]
+    fn unique_sizes() {
+        let (out, _) = run("Unique", vec![], vec![f32s(&[2, 3])], 11);
+        assert_eq!(
+            shapes(&out),
+            ["[unique(n)]", "[unique(n)]", "[6]", "[unique(n)]"]
+        );
+        let (out, _) = run(
+            "Unique",
+            vec![("axis", Attr::Int(1))],
+            vec![f32s(&[2, 3])],
+            11,
+        );
+        assert_eq!(shapes(&out)[..3], ["[2,unique(n)]", "[unique(n)]", "[3]"]);
+    }
+
+    #[test]
+    fn losses() {
+        let none = || vec![("reduction", Attr::String(b"none".to_vec()))];
+        let (out, _) = run(
+            "NegativeLogLikelihoodLoss",
+            none(),
+            vec![f32s(&[2, 5, 3]), i64s(&[0, 1, 2])],
+            22,
+        );
+        // a [3] target for a [2, 5, 3] input
+        assert!(shapes(&out)[0].contains("class axis"), "{out:?}");
+        let t = Some(Fact::new(
+            Some(DType::I64),
+            vec![Dim::known(2), Dim::known(3)],
+        ));
+        let (out, _) = run(
+            "NegativeLogLikelihoodLoss",
+            none(),
+            vec![f32s(&[2, 5, 3]), t.clone()],
+            22,
+        );
+        assert_eq!(shapes(&out), ["[2,3]"]);
+        let (out, _) = run(
+            "SoftmaxCrossEntropyLoss",
+            vec![],
+            vec![f32s(&[2, 5, 3]), t],
+            13,
+        );
+        assert_eq!(shapes(&out), ["[]", "[2,5,3]"]);
+    }
 }

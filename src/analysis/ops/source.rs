@@ -306,3 +306,42 @@ pub fn random_like(cx: &OpCx) -> InferResult<Vec<Fact>> {
         value: None,
     }])
 }
+
+/// `Multinomial`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Multinomial {
+    pub sample_size: i64,
+    pub dtype: DType,
+}
+
+impl FromAttrs for Multinomial {
+    fn from_attrs(a: &Attrs, _opset: i64) -> Result<Self, String> {
+        let r = AttrReader(a);
+        let sample_size = r.int("sample_size", 1)?;
+        if sample_size < 1 {
+            return Err(format!(
+                "attribute 'sample_size' must be positive, found {sample_size}"
+            ));
+        }
+        Ok(Multinomial {
+            sample_size,
+            dtype: r.dtype("dtype")?.unwrap_or(DType::I32),
+        })
+    }
+}
+
+/// `Multinomial`: `sample_size` class draws per row of `[batch, classes]`, `[batch, sample_size]`.
+pub fn multinomial(cx: &OpCx) -> InferResult<Vec<Fact>> {
+    let m = attrs!(cx, Multinomial);
+    let s = cx.shape(0)?;
+    if s.len() != 2 {
+        return invalid(format!(
+            "input has rank {}, expected 2 (batch, classes)",
+            s.len()
+        ));
+    }
+    Ok(vec![Fact::new(
+        Some(m.dtype),
+        vec![s[0].clone(), Dim::known(m.sample_size)],
+    )])
+}
