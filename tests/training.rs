@@ -553,3 +553,48 @@ fn counts_and_sizes_are_validated_where_they_enter() {
         assert!(!err.contains("-- -1"), "{args:?}: clap's tip: {err}");
     }
 }
+
+#[test]
+fn sizes_that_overflow_are_errors_naming_the_node() {
+    // 10^14 x 16 x 32 x 32 outputs fit in 64 bits, their MACs (x 27) do not
+    let out = nnlint(&["mem", MINICNN, "--batch", "100000000000000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("/stem/stem.0/Conv") && err.contains("overflow 64-bit arithmetic"),
+        "{err}"
+    );
+    assert!(
+        stdout(&out).is_empty(),
+        "no partial table: {}",
+        stdout(&out)
+    );
+    let out = nnlint(&["lint", MINICNN, "--no-config", "--batch", "100000000000000"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("overflow 64-bit arithmetic"));
+    // the host-memory product of the input pipeline
+    let out = nnlint(&[
+        "mem",
+        MINICNN,
+        "--train",
+        "--batch",
+        "1000000",
+        "--workers",
+        "4000000000",
+        "--prefetch",
+        "4000000000",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("host memory"), "{}", stderr(&out));
+    // a large but representable batch is still answered
+    // (activations scale with the batch, BatchNorm statistics do not: see the by-hand test)
+    let one = train(MINICNN, &[])["training"]["saved_activation_bytes"]
+        .as_u64()
+        .unwrap();
+    let stats: u64 = [16u64, 32, 32, 64].iter().map(|c| 4 * c * 4).sum();
+    let big = train(MINICNN, &["--batch", "1000000000"]);
+    assert_eq!(
+        big["training"]["saved_activation_bytes"].as_u64(),
+        Some(1_000_000_000 * (one - stats) + stats)
+    );
+}

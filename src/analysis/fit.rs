@@ -216,6 +216,10 @@ impl FitRequest {
 fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) -> Result<u64> {
     let b = req.at(batch);
     let inf = shape::infer(model, &b)?;
+    // a batch whose sizes leave 64-bit arithmetic fits no GPU
+    if !inf.overflow.is_empty() || training::check_range(&model.graph, &inf, cfg).is_err() {
+        return Ok(u64::MAX);
+    }
     Ok(training::estimate(&model.graph, &inf, cfg).total_bytes)
 }
 
@@ -412,7 +416,12 @@ fn schedule(model: &Model, req: &FitRequest, cfg: &TrainConfig, per_gpu: u64) ->
 /// Finds, for every plan, the largest batch that fits the GPU.
 pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
     let probe = req.at(1);
-    shape::infer(model, &probe)?.require_bound(model, "fit")?;
+    let at_one = shape::infer(model, &probe)?;
+    at_one.require_bound(model, "fit")?;
+    // settings that overflow at batch 1 overflow everywhere: say so rather than "nothing fits"
+    super::checked_report(model, &at_one, None)?;
+    training::check_range(&model.graph, &at_one, &req.base)
+        .map_err(|m| crate::Error::graph(&model.path, m))?;
     let mut notes = Vec::new();
     let mut results = Vec::new();
     if req.inference {

@@ -393,7 +393,41 @@ pub fn analyze(
     if train.is_some() {
         inf.require_bound(model, "the training estimate")?;
     }
-    Ok(report(model, &inf, train))
+    checked_report(model, &inf, train)
+}
+
+/// [`report`], refusing bindings whose sizes overflow 64-bit arithmetic (an error naming the
+/// node, never a total that silently wraps or drops the layer).
+pub fn checked_report(
+    model: &Model,
+    inf: &Inference,
+    train: Option<&training::TrainConfig>,
+) -> Result<MemReport> {
+    let too_large = |what: String| {
+        crate::Error::graph(
+            &model.path,
+            format!(
+                "{what} overflow 64-bit arithmetic at batch {}: bind a smaller batch or dimension",
+                inf.batch.map_or("?".into(), |b| b.to_string())
+            ),
+        )
+    };
+    if let Some(&n) = inf.overflow.first() {
+        return Err(too_large(format!(
+            "node {}: its output sizes or MACs",
+            model.graph.nodes[n].label()
+        )));
+    }
+    if let Some(cfg) = train {
+        training::check_range(&model.graph, inf, cfg)
+            .map_err(|m| crate::Error::graph(&model.path, m))?;
+    }
+    crate::ir::take_overflow();
+    let r = report(model, inf, train);
+    if crate::ir::take_overflow() {
+        return Err(too_large("the model's totals".into()));
+    }
+    Ok(r)
 }
 
 /// Builds the report from a finished shape inference (so callers that need both infer once).

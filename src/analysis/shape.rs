@@ -36,6 +36,8 @@ pub struct Inference {
     pub opaque: Vec<NodeId>,
     /// Nodes whose outputs could not be inferred because they are inconsistent, with why.
     pub invalid: Vec<(NodeId, String)>,
+    /// Nodes whose sizes or MACs overflow 64-bit arithmetic at these bindings (of the main graph).
+    pub overflow: Vec<NodeId>,
     /// Declared and inferred shapes that disagree.
     pub mismatches: Vec<String>,
     /// The batch size used (bound by `--batch`, defaulted to 1, or fixed by the model).
@@ -444,6 +446,7 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
         macs: w.macs,
         opaque: w.opaque,
         invalid: w.invalid,
+        overflow: w.overflow,
         mismatches: w.mismatches,
         branches: w.branches,
         batch,
@@ -458,6 +461,7 @@ struct Walk {
     macs: Vec<Option<Dim>>,
     opaque: Vec<NodeId>,
     invalid: Vec<(NodeId, String)>,
+    overflow: Vec<NodeId>,
     mismatches: Vec<String>,
     branches: BTreeMap<NodeId, Vec<Branch>>,
 }
@@ -493,11 +497,13 @@ fn walk(
         macs: vec![None; graph.nodes.len()],
         opaque: Vec::new(),
         invalid: Vec::new(),
+        overflow: Vec::new(),
         mismatches: Vec::new(),
         branches: BTreeMap::new(),
     };
     for (n, node) in graph.nodes.iter().enumerate() {
         let op = &op_list[n];
+        crate::ir::take_overflow();
         let (outs, cost) = match (op, op.def()) {
             (Op::Malformed(m), _) => {
                 w.invalid.push((n, m.clone()));
@@ -553,6 +559,9 @@ fn walk(
                 (Vec::new(), None)
             }
         };
+        if crate::ir::take_overflow() {
+            w.overflow.push(n);
+        }
         w.macs[n] = cost;
         let mut outs = outs.into_iter();
         for v in node.outputs.iter() {
@@ -661,6 +670,7 @@ fn analyse_subgraph(
         macs: w.macs,
         opaque: w.opaque,
         invalid: w.invalid,
+        overflow: w.overflow,
         mismatches: w.mismatches,
         branches: w.branches,
         batch: None,

@@ -420,6 +420,53 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) ->
 }
 
 /// Estimates one training step from a shape inference at the micro-batch.
+/// Whether the estimate's plain `u64` arithmetic stays in range: every byte count it forms is at
+/// most a small multiple of the model's activations, its stored tensors, or the input pipeline's
+/// product (input bytes x prefetch x workers x pinned copies), and the step's batch product.
+/// Bounds them in u128 with a generous factor and says which is too large.
+pub fn check_range(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Result<(), String> {
+    const LIMIT: u128 = (u64::MAX / 64) as u128;
+    let bytes = |v: usize| -> u128 {
+        inf.facts[v]
+            .bytes()
+            .and_then(|d| d.as_u64())
+            .map_or(0, u128::from)
+    };
+    let activations: u128 = (0..graph.values.len()).map(bytes).sum();
+    let stored: u128 = graph
+        .stored_tensors()
+        .map(|(_, t)| u128::from(t.byte_size().unwrap_or(0)))
+        .sum();
+    let inputs: u128 = graph.inputs.iter().map(|&v| bytes(v)).sum();
+    let host = inputs * u128::from(cfg.host.prefetch) * u128::from(cfg.host.workers.max(1)) * 2;
+    let step = u128::from(inf.batch.unwrap_or(1))
+        * u128::from(cfg.accumulate.max(1))
+        * u128::from(cfg.gpus.max(1));
+    for (what, v) in [
+        ("the activations", activations * 8),
+        (
+            "the stored tensors with their gradients and optimizer state",
+            stored * 8,
+        ),
+        (
+            "the input pipeline's host memory (--workers x --prefetch)",
+            host,
+        ),
+        (
+            "the effective batch (--batch x --accumulate x --gpus)",
+            step,
+        ),
+    ] {
+        if v > LIMIT {
+            return Err(format!(
+                "the training estimate is out of range: {what} overflow 64-bit arithmetic; use smaller values"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The training step's memory; callers first check [`check_range`] on hostile settings.
 pub fn estimate(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Training {
     let (facts, batch) = (&inf.facts[..], inf.batch);
     let mut notes = Vec::new();

@@ -10,9 +10,34 @@
 //!
 //! All arithmetic is checked: an overflow is `None`, never a wrap or a panic.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+
+thread_local! {
+    /// Set when checked arithmetic on known numbers overflows: `None` then means "too large",
+    /// not "unknown", and the analysis turns it into an error naming the node.
+    static OVERFLOWED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a `Dim` operation overflowed on this thread since the last call (and resets it).
+pub fn take_overflow() -> bool {
+    OVERFLOWED.with(|o| o.replace(false))
+}
+
+fn overflowed<T>() -> Option<T> {
+    OVERFLOWED.with(|o| o.set(true));
+    None
+}
+
+/// `x`, noting an overflow when it is `None`.
+fn noted<T>(x: Option<T>) -> Option<T> {
+    match x {
+        Some(v) => Some(v),
+        None => overflowed(),
+    }
+}
 
 /// A known or symbolic dimension (or integer shape value, which may be negative).
 ///
@@ -110,12 +135,12 @@ impl Dim {
 
     pub fn checked_add(&self, other: &Dim) -> Option<Dim> {
         if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
-            return a.checked_add(*b).map(Dim::known);
+            return noted(a.checked_add(*b)).map(Dim::known);
         }
         let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
         for t in self.terms().iter().chain(other.terms().iter()) {
             let c = map.entry(t.mono.clone()).or_insert(0);
-            *c = c.checked_add(t.coef)?;
+            *c = noted(c.checked_add(t.coef))?;
         }
         Some(Dim::from_map(map))
     }
@@ -143,7 +168,7 @@ impl Dim {
 
     pub fn checked_mul(&self, other: &Dim) -> Option<Dim> {
         if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
-            return a.checked_mul(*b).map(Dim::known);
+            return noted(a.checked_mul(*b)).map(Dim::known);
         }
         let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
         for a in self.terms().iter() {
@@ -151,7 +176,7 @@ impl Dim {
                 let mut mono: Vec<Arc<str>> = a.mono.iter().chain(&b.mono).cloned().collect();
                 mono.sort();
                 let c = map.entry(mono).or_insert(0);
-                *c = c.checked_add(a.coef.checked_mul(b.coef)?)?;
+                *c = noted(c.checked_add(noted(a.coef.checked_mul(b.coef))?))?;
             }
         }
         Some(Dim::from_map(map))

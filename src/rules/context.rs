@@ -70,7 +70,9 @@ pub struct LintContext<'a> {
 impl<'a> LintContext<'a> {
     pub fn new(model: &'a Model, settings: &'a Settings) -> Result<Self> {
         let inf = analysis::shape::infer(model, &settings.bindings)?;
-        let report = analysis::report(model, &inf, None);
+        let report = analysis::checked_report(model, &inf, None)?;
+        analysis::training::check_range(&model.graph, &inf, &settings.train)
+            .map_err(|m| crate::Error::graph(&model.path, m))?;
         let unbound = inf
             .require_bound(model, "the memory estimate")
             .err()
