@@ -598,3 +598,63 @@ fn sizes_that_overflow_are_errors_naming_the_node() {
         Some(1_000_000_000 * (one - stats) + stats)
     );
 }
+
+#[test]
+fn every_format_carries_the_training_step() {
+    let json = train(MINICNN, &["--batch", "4"]);
+    let total = json["training"]["total_bytes"].as_u64().unwrap();
+    let out = nnlint(&["mem", MINICNN, "--train", "--batch", "4", "--format", "csv"]);
+    assert!(out.status.success());
+    let csv = stdout(&out);
+    let (layers, step) = csv.split_once("\n\n").expect("two sections");
+    assert!(layers
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(",saved_bytes,gradient_bytes"));
+    // per-layer saved bytes add up to the step's saved activations (before the peak's release)
+    let saved: u64 = layers
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').nth(1).unwrap().parse::<u64>().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        saved,
+        json["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["saved_bytes"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    );
+    let item = |k: &str| -> u64 {
+        step.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k},")))
+            .unwrap_or_else(|| panic!("{k} in {step}"))
+            .parse()
+            .unwrap()
+    };
+    let parts: u64 = [
+        "weights_bytes",
+        "gradient_bytes",
+        "optimizer_bytes",
+        "saved_activation_bytes",
+        "transient_bytes",
+        "parallel_bytes",
+        "overhead_bytes",
+    ]
+    .iter()
+    .map(|k| item(k))
+    .sum();
+    assert_eq!(parts, total);
+    assert_eq!(item("total_bytes"), total);
+    let out = nnlint(&[
+        "mem", MINICNN, "--train", "--batch", "4", "--format", "markdown",
+    ]);
+    let md = stdout(&out);
+    assert!(
+        md.contains("| training step: adam, fp32, micro-batch 4"),
+        "{md}"
+    );
+    assert!(md.contains("| peak per GPU |"), "{md}");
+}

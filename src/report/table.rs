@@ -536,8 +536,23 @@ pub fn render_markdown(view: &MemView) -> String {
             md_escape(&detail)
         ));
     }
+    if let Some(h) = training_heading(view.report) {
+        out.push_str(&format!("\n| {} | | |\n|---|---:|---|\n", md_escape(&h)));
+        for (label, value, detail) in training_lines(view.report) {
+            out.push_str(&format!(
+                "| {label} | {} | {} |\n",
+                md_escape(&value),
+                md_escape(&detail)
+            ));
+        }
+    }
     let mut tail = String::new();
     trailer(view, &mut tail, "- ");
+    if let Some(t) = &view.report.training {
+        for n in &t.notes {
+            tail.push_str(&format!("- note: {n}\n"));
+        }
+    }
     if !tail.is_empty() {
         out.push('\n');
         out.push_str(&tail);
@@ -553,11 +568,21 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// CSV with raw numbers (bytes, counts); symbolic values as expressions.
+/// CSV with raw numbers (bytes, counts); symbolic values as expressions. With `--train`, two
+/// more columns per layer (bytes saved for backward, gradient bytes) and, after an empty line, the
+/// training step as `item,bytes` rows (the peak's parts, which add up to `total_bytes`).
 pub fn render_csv(view: &MemView) -> String {
-    let mut out = String::from("name,op,output_shapes,params,param_bytes,buffers,buffer_bytes,activation_bytes,macs,share\n");
+    let training = view.report.training.as_ref();
+    let mut out = String::from(
+        "name,op,output_shapes,params,param_bytes,buffers,buffer_bytes,activation_bytes,macs,share",
+    );
+    if training.is_some() {
+        out.push_str(",saved_bytes,gradient_bytes");
+    }
+    out.push('\n');
+    let opt = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
     for (l, share) in &view.rows {
-        let fields = [
+        let mut fields = vec![
             l.name.clone(),
             l.op.clone(),
             shapes_text(&l.output_shapes),
@@ -571,9 +596,31 @@ pub fn render_csv(view: &MemView) -> String {
             l.macs.as_ref().map_or(String::new(), |d| d.to_string()),
             format!("{share:.6}"),
         ];
+        if training.is_some() {
+            fields.push(opt(l.saved_bytes));
+            fields.push(opt(l.gradient_bytes));
+        }
         let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&row.join(","));
         out.push('\n');
+    }
+    if let Some(t) = training {
+        let p = &t.peak;
+        out.push_str("\nitem,bytes\n");
+        for (item, v) in [
+            ("weights_bytes", p.weights_bytes),
+            ("gradient_bytes", p.gradient_bytes),
+            ("optimizer_bytes", p.optimizer_bytes),
+            ("saved_activation_bytes", p.saved_activation_bytes),
+            ("transient_bytes", p.transient_bytes),
+            ("parallel_bytes", p.parallel_bytes),
+            ("overhead_bytes", p.overhead_bytes),
+            ("total_bytes", t.total_bytes),
+            ("host_bytes", t.host_bytes),
+        ] {
+            out.push_str(&format!("{item},{v}\n"));
+        }
+        out.push_str(&format!("lower_bound,{}\n", t.lower_bound));
     }
     out
 }
