@@ -1180,3 +1180,29 @@ fn safetensors_index_with_a_bad_shard() {
         &["does not match the file size"],
     );
 }
+
+#[test]
+fn an_explicit_default_data_location_is_not_an_unknown_field() {
+    use common::onnx::{node, vi, weight, G};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dl.onnx");
+    // 64 x 64 floats: large enough that the loader skips the bytes, with data_location = DEFAULT
+    let mut w = weight("w", &[64, 64]);
+    w.data_location = Some(0);
+    let model = G::new("g")
+        .input(vi("x", 1, &[1, 64]))
+        .output(vi("y", 1, &[1, 64]))
+        .init(w)
+        .node(node("MatMul", "mm", &["x", "w"], &["y"]))
+        .model();
+    std::fs::write(&path, model).unwrap();
+    let out = common::nnlint(&["mem", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(!err.contains("does not know"), "false warning: {err}");
+    assert!(
+        common::stdout(&out).contains("4.1K"),
+        "{}",
+        common::stdout(&out)
+    );
+}

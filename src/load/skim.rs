@@ -181,6 +181,7 @@ fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>
     }
     let mut out = Vec::new();
     let mut elided: Option<(u64, u64)> = None;
+    let mut data_location: Option<u64> = None;
     while r.pos < end {
         let tag = r.varint()?;
         let (field, wire) = (tag >> 3, tag & 7);
@@ -190,6 +191,12 @@ fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>
         match wire {
             0 => {
                 let v = r.varint()?;
+                if kind == Kind::Tensor && field == 14 {
+                    // data_location: written once at the end (an elided tensor's becomes EXTERNAL;
+                    // a second copy would read as bytes of an unknown field)
+                    data_location = Some(v);
+                    continue;
+                }
                 put_varint(&mut out, tag);
                 put_varint(&mut out, v);
             }
@@ -228,6 +235,9 @@ fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>
         put_bytes_field(&mut out, 13, &entry("length", &length.to_string()));
         put_varint(&mut out, 14 << 3);
         put_varint(&mut out, 1);
+    } else if let Some(v) = data_location {
+        put_varint(&mut out, 14 << 3);
+        put_varint(&mut out, v);
     }
     Ok(out)
 }
