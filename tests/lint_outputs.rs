@@ -268,7 +268,11 @@ fn config_errors_name_the_file_and_key() {
         ),
         (
             "[rules.heavy-standard-conv]\nmin-savng = 0.5\n",
-            "unknown option 'min-savng': did you mean 'min-saving'?",
+            "line 2: [rules.heavy-standard-conv]: unknown option 'min-savng': did you mean 'min-saving'?",
+        ),
+        (
+            "batch = 2\n\n[rules.heavy-standard-conv]\nmin-macs = \"lots\"\n",
+            "line 4: [rules.heavy-standard-conv]: invalid type: string \"lots\", expected u64 in `min-macs`",
         ),
         ("[rules.heavy-conv]\n", "unknown rule 'heavy-conv'"),
         ("budget = \"lots\"\n", "budget: 'lots' is not a size"),

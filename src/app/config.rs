@@ -145,6 +145,28 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     }
 }
 
+/// The 1-based line of `option = ...` inside `[rules.RULE]`, if it can be found.
+fn option_line(text: &str, rule: &str, option: &str) -> Option<usize> {
+    if option.is_empty() {
+        return None;
+    }
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            inside = t.trim_matches(['[', ']']).trim() == format!("rules.{rule}");
+            continue;
+        }
+        if inside
+            && t.strip_prefix(option)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// Loads and validates a configuration file.
 pub fn load(path: &Path) -> Result<Config> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
@@ -208,8 +230,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Config> {
                 }
             }
         }
-        rule.validate(&s.options)
-            .map_err(|e| bad(format!("[rules.{key}]: {e}")))?;
+        rule.validate(&s.options).map_err(|e| {
+            // serde names the option last (`... in `min-macs``): find its line in the section
+            let option = e
+                .split("option '")
+                .nth(1)
+                .and_then(|r| r.split('\'').next())
+                .or_else(|| e.rsplit('`').nth(1))
+                .unwrap_or_default();
+            let at =
+                option_line(text, &key, option).map_or(String::new(), |l| format!("line {l}: "));
+            bad(format!("{at}[rules.{key}]: {}", e.replace('\n', " ")))
+        })?;
         rules_out.insert(name, s);
     }
     Ok(Config {

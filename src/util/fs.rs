@@ -32,7 +32,22 @@ impl AtomicFile {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(0o666));
         }
-        let tmp = builder.tempfile_in(dir)?;
+        // tempfile's error names its temporary file: say what the user can act on instead
+        let tmp = builder.tempfile_in(dir).map_err(|e| {
+            let why = match e.kind() {
+                io::ErrorKind::NotFound => format!("its folder {} does not exist", dir.display()),
+                io::ErrorKind::PermissionDenied => {
+                    format!("its folder {} is not writable", dir.display())
+                }
+                _ => io::Error::new(e.kind(), e.to_string())
+                    .to_string()
+                    .split(" at path ")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            io::Error::new(e.kind(), format!("cannot be written: {why}"))
+        })?;
         Ok(AtomicFile {
             path: path.to_path_buf(),
             tmp,
@@ -76,6 +91,15 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_folder_is_named_not_the_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("no/such/out.json");
+        let e = write_atomically(&p, b"x").unwrap_err().to_string();
+        assert!(e.contains("does not exist") && e.contains("no/such"), "{e}");
+        assert!(!e.contains(".nnlint.tmp"), "{e}");
     }
 
     #[test]
