@@ -658,3 +658,80 @@ fn every_format_carries_the_training_step() {
     );
     assert!(md.contains("| peak per GPU |"), "{md}");
 }
+
+#[test]
+fn dynamo_sdpa_through_a_tensor_sequence_and_nan_guard() {
+    // The dynamo exporter's GPT-2 attention (sdpa): the packed qkv projection is split with
+    // SplitToSequence/SequenceAt, the softmax is followed by its NaN guard Where(IsNaN(p), 0, p),
+    // and the output passes an identity Reshape before the head transpose. PyTorch runs one SDPA:
+    // it saves q, k, v (views of the packed [1,4,24] qkv: 384 B), the output [1,2,4,4] (128 B)
+    // and an fp32 logsumexp per query row (1·2·4·4 = 32 B); the out-projection's input is a
+    // view of the output (the kernel writes [B,L,h,D]), and the first projection's input is the
+    // model input. 384 + 128 + 32 = 544 B.
+    use common::onnx::{attr_int, floats, ints, node, vi, weight, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("dynamo_sdpa.onnx");
+    let scalar = |name: &str, v: i64| {
+        let mut t = ints(name, &[v]);
+        t.dims = vec![];
+        t
+    };
+    let mut g = G::new("g")
+        .input(vi("x", 1, &[1, 4, 8]))
+        .output(vi("y", 1, &[4, 8]))
+        .init(weight("w_qkv", &[8, 24]))
+        .init(weight("w_o", &[8, 8]))
+        .init(ints("s2d", &[4, 8]))
+        .init(ints("s3d", &[1, 4, 24]))
+        .init(ints("heads", &[1, 4, 2, 4]))
+        .init(ints("heads_t", &[1, 2, 4, 4]))
+        .init(ints("split", &[8, 8, 8]))
+        .init(floats("scale", &[], &[std::f32::consts::FRAC_1_SQRT_2]))
+        .init(floats("zero", &[], &[0.0]))
+        .init(scalar("i0", 0))
+        .init(scalar("i1", 1))
+        .init(scalar("i2", 2))
+        .node(node("Reshape", "in2d", &["x", "s2d"], &["x2"]))
+        .node(node("Gemm", "qkv_proj", &["x2", "w_qkv"], &["qkv2"]))
+        .node(node("Reshape", "qkv3", &["qkv2", "s3d"], &["qkv"]))
+        .node(with(
+            node("SplitToSequence", "split", &["qkv", "split"], &["seq"]),
+            vec![attr_int("axis", 2)],
+        ));
+    for (i, t) in ["q", "k", "v"].iter().enumerate() {
+        let idx = format!("i{i}");
+        let (raw, h, ht) = (format!("{t}0"), format!("{t}h"), format!("{t}t"));
+        g = g
+            .value_info(vi(&raw, 1, &[1, 4, 8]))
+            .node(node("SequenceAt", &raw, &["seq", &idx], &[&raw]))
+            .node(node("Reshape", &h, &[&raw, "heads"], &[&h]))
+            .node(with(
+                node("Transpose", &ht, &[&h], &[&ht]),
+                vec![common::onnx::ints_attr("perm", &[0, 2, 1, 3])],
+            ));
+    }
+    let bytes = g
+        .node(with(
+            node("Transpose", "kT", &["kt"], &["kT"]),
+            vec![common::onnx::ints_attr("perm", &[0, 1, 3, 2])],
+        ))
+        .node(node("Mul", "qs", &["qt", "scale"], &["qs"]))
+        .node(node("Mul", "ks", &["kT", "scale"], &["ks"]))
+        .node(node("MatMul", "scores", &["qs", "ks"], &["scores"]))
+        .node(node("Softmax", "softmax", &["scores"], &["p"]))
+        .node(node("IsNaN", "isnan", &["p"], &["nan"]))
+        .node(node("Where", "guard", &["nan", "zero", "p"], &["pg"]))
+        .node(node("MatMul", "pv", &["pg", "vt"], &["o"]))
+        .node(node("Reshape", "o_same", &["o", "heads_t"], &["o2"]))
+        .node(with(
+            node("Transpose", "o_t", &["o2"], &["o3"]),
+            vec![common::onnx::ints_attr("perm", &[0, 2, 1, 3])],
+        ))
+        .node(node("Reshape", "o2d", &["o3", "s2d"], &["o4"]))
+        .node(node("Gemm", "out_proj", &["o4", "w_o"], &["y"]))
+        .model();
+    std::fs::write(&model, bytes).unwrap();
+    let r = train(&model.display().to_string(), &[]);
+    let t = &r["training"];
+    assert_eq!(t["saved_activation_bytes"].as_u64(), Some(544), "{t:#}");
+}

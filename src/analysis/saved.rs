@@ -205,7 +205,11 @@ impl<'a> Flow<'a> {
         let out_dtype = self.out_dtype(node, op, def, in_dtype);
         for (slot, out) in node.outputs.iter().enumerate() {
             let Some(o) = *out else { continue };
-            self.grad[o] = grad && self.facts[o].dtype.is_some_and(DType::is_float);
+            // an output of unknown type (a tensor sequence: SplitToSequence) carries its input's
+            let kind = self.facts[o]
+                .dtype
+                .or_else(|| x.and_then(|x| self.facts[x].dtype));
+            self.grad[o] = grad && kind.is_some_and(DType::is_float);
             self.stored[o] = all_stored;
             let indices = matches!(op, Op::MaxPool(_)) && slot == 1;
             if self.facts[o].dtype.is_some_and(DType::is_float) && !indices {
@@ -303,6 +307,12 @@ impl<'a> Flow<'a> {
     /// Whether the outputs of `node` are views of input `x`, and whether they are contiguous.
     fn view(&self, node: &Node, op: &Op, view: View, x: ValueId) -> (bool, bool) {
         let c = self.contiguous[x];
+        // `.to(dtype)` of a tensor already of that dtype returns the tensor itself
+        if let Op::Cast(cast) = op {
+            if self.dtype[x] == Some(cast.to) && self.facts[x].dtype == Some(cast.to) {
+                return (true, c);
+            }
+        }
         let shape = self.facts[x].shape.as_deref().unwrap_or(&[]);
         let first_big = shape
             .iter()
@@ -315,6 +325,14 @@ impl<'a> Flow<'a> {
             View::Dropout => (false, true),
             // the attention kernel writes [B,L,h,D] and returns it as [B,h,L,D]: undoing that is free
             View::Transpose if self.head_major.contains(&x) => (true, true),
+            // ... also after a reshape to the same shape (the dynamo and legacy exports emit one)
+            View::Transpose
+                if c && self.head_major.contains(&self.base[x])
+                    && self.facts[x].shape.is_some()
+                    && self.facts[x].shape == self.facts[self.base[x]].shape =>
+            {
+                (true, true)
+            }
             View::Transpose => {
                 let perm_attr = match op {
                     Op::Transpose(t) => t.perm.as_deref(),
@@ -649,7 +667,11 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
         region.push(pm);
         qk.push(t);
     }
-    let probs = g.nodes[softmax].output(0)?;
+    let mut probs = g.nodes[softmax].output(0)?;
+    if let Some((guard, w)) = nan_guard(flow, probs) {
+        region.extend(guard);
+        probs = w;
+    }
     let (m2, mm2) = single_consumer(g, probs)?;
     if !matches!(flow.ops[m2], Op::MatMul) || mm2.input(0) != Some(probs) {
         return None;
@@ -664,6 +686,29 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
     saves.push(Save::Value(out));
     saves.push(Save::Own(4 * rows));
     Some((region, m2, saves))
+}
+
+/// `Where(IsNaN(p), 0, p)`: the dynamo exporter's guard for fully masked rows after an attention
+/// softmax (part of the SDPA kernel in PyTorch). Returns the guard's nodes and its output.
+fn nan_guard(flow: &Flow, p: ValueId) -> Option<([NodeId; 2], ValueId)> {
+    let g = flow.graph;
+    let consumers = &g.values[p].consumers;
+    if consumers.len() != 2 {
+        return None;
+    }
+    let (isnan, node) = consumers
+        .iter()
+        .map(|&(c, _)| (c, &g.nodes[c]))
+        .find(|(c, _)| matches!(flow.ops[*c], Op::IsNaN))?;
+    let (w, wnode) = single_consumer(g, node.output(0)?)?;
+    let guarded = matches!(flow.ops[w], Op::Where)
+        && wnode.input(0) == node.output(0)
+        && wnode.input(2) == Some(p)
+        && wnode
+            .input(1)
+            .is_some_and(|v| flow.is_stored(v) && flow.is_scalar(v))
+        && consumers.iter().any(|&(c, _)| c == w);
+    guarded.then_some(([isnan, w], wnode.output(0)?))
 }
 
 /// What an op's save rule sees: the forward flow, the node and its typed op.
@@ -837,7 +882,18 @@ pub fn embedding_indices(cx: &SaveCx) -> Option<Vec<Save>> {
     let table = cx.node.input(0);
     Some(
         if table.is_some_and(|v| cx.flow.grad[v] && cx.is_initializer(v)) {
-            cx.node.input(1).map(Save::Value).into_iter().collect()
+            let Some(i) = cx.node.input(1) else {
+                return Some(Vec::new());
+            };
+            let base = cx.flow.base[i];
+            // position ids are made in the forward (`arange`) although an export holds them as a
+            // constant (legacy: a traced Constant; dynamo: Range on constants): a tensor autograd
+            // keeps all the same. Only the model input is not an activation.
+            let computed = cx.stored(base) && !cx.flow.graph.inputs.contains(&base);
+            match cx.fact(i).dtype {
+                Some(d) if computed => vec![Save::CopyOf(i, d)],
+                _ => vec![Save::Value(i)],
+            }
         } else {
             Vec::new()
         },
