@@ -15,6 +15,17 @@ fn train(model: &str, extra: &[&str]) -> Value {
 
 const MINICNN: &str = "testdata/models/torch/minicnn.onnx";
 
+/// The parts of the training peak, which add up to `total_bytes`.
+const PEAK_PARTS: [&str; 7] = [
+    "weights_bytes",
+    "gradient_bytes",
+    "optimizer_bytes",
+    "saved_activation_bytes",
+    "transient_bytes",
+    "parallel_bytes",
+    "overhead_bytes",
+];
+
 #[test]
 fn minicnn_saved_activations_by_hand() {
     // batch 1, fp32. X(c, h) = c*h*h*4 bytes; BatchNorm keeps its input, save_mean and save_invstd
@@ -130,18 +141,7 @@ fn the_peak_adds_up_and_overhead_is_its_own_line() {
     let r = train(MINICNN, &["--batch", "32"]);
     let t = &r["training"];
     let p = &t["peak"];
-    let parts: u64 = [
-        "weights_bytes",
-        "gradient_bytes",
-        "optimizer_bytes",
-        "saved_activation_bytes",
-        "transient_bytes",
-        "parallel_bytes",
-        "overhead_bytes",
-    ]
-    .iter()
-    .map(|k| p[k].as_u64().unwrap())
-    .sum();
+    let parts: u64 = PEAK_PARTS.iter().map(|k| p[k].as_u64().unwrap()).sum();
     assert_eq!(parts, t["total_bytes"].as_u64().unwrap());
     // default overhead: 512 MiB context + 256 MiB workspace + 5% of the allocated peak
     let allocated = t["total_bytes"].as_u64().unwrap() - t["overhead_bytes"].as_u64().unwrap();
@@ -634,18 +634,7 @@ fn every_format_carries_the_training_step() {
             .parse()
             .unwrap()
     };
-    let parts: u64 = [
-        "weights_bytes",
-        "gradient_bytes",
-        "optimizer_bytes",
-        "saved_activation_bytes",
-        "transient_bytes",
-        "parallel_bytes",
-        "overhead_bytes",
-    ]
-    .iter()
-    .map(|k| item(k))
-    .sum();
+    let parts: u64 = PEAK_PARTS.iter().map(|k| item(k)).sum();
     assert_eq!(parts, total);
     assert_eq!(item("total_bytes"), total);
     let out = nnlint(&[

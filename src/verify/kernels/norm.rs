@@ -9,6 +9,19 @@ use crate::verify::exec::ExecError;
 /// `(x - mean) / sqrt(var + epsilon) * scale + B` per channel: with the running statistics in
 /// inference; in training mode (opset 14 on) with the batch's (the population variance), and the
 /// running statistics updated as `running · momentum + batch · (1 - momentum)`.
+/// Input `i`, a per-channel `[C]` vector of `x`'s channel axis 1, shaped `[1, C, 1, ...]` to
+/// broadcast against `x`.
+fn channel_param(cx: &Cx, i: usize, name: &str, x: &CTensor) -> Result<CTensor, ExecError> {
+    let c = x.dims()[1];
+    let mut shape = vec![1, c];
+    shape.resize(x.rank(), 1);
+    let t = cx.input(i)?;
+    if t.dims() != [c] {
+        return Err(cx.fail(format!("{name} has shape {:?}, expected [{c}]", t.dims())));
+    }
+    t.reshape(shape.as_slice()).at(cx)
+}
+
 pub fn batch_norm(cx: &Cx) -> OpResult {
     let b = attrs!(cx, BatchNormalization);
     let x = cx.input(0)?;
@@ -16,15 +29,7 @@ pub fn batch_norm(cx: &Cx) -> OpResult {
         return Err(cx.fail(format!("input has rank {}, expected at least 2", x.rank())));
     }
     let c = x.dims()[1];
-    let mut shape = vec![1, c];
-    shape.resize(x.rank(), 1);
-    let param = |i: usize, name: &str| -> Result<CTensor, ExecError> {
-        let t = cx.input(i)?;
-        if t.dims() != [c] {
-            return Err(cx.fail(format!("{name} has shape {:?}, expected [{c}]", t.dims())));
-        }
-        t.reshape(shape.as_slice()).at(cx)
-    };
+    let param = |i: usize, name: &str| channel_param(cx, i, name, x);
     let (scale, bias) = (param(1, "scale")?, param(2, "B")?);
     let (running_mean, running_var) = (param(3, "mean")?, param(4, "var")?);
     let eps = f64::from(b.epsilon);
@@ -104,16 +109,7 @@ pub fn instance_norm(cx: &Cx) -> OpResult {
     if x.rank() < 3 {
         return Err(cx.fail(format!("input has rank {}, expected at least 3", x.rank())));
     }
-    let c = x.dims()[1];
-    let mut shape = vec![1, c];
-    shape.resize(x.rank(), 1);
-    let param = |i: usize, name: &str| -> Result<CTensor, ExecError> {
-        let t = cx.input(i)?;
-        if t.dims() != [c] {
-            return Err(cx.fail(format!("{name} has shape {:?}, expected [{c}]", t.dims())));
-        }
-        t.reshape(shape.as_slice()).at(cx)
-    };
+    let param = |i: usize, name: &str| channel_param(cx, i, name, x);
     let (scale, bias) = (param(1, "scale")?, param(2, "B")?);
     let axes: Vec<usize> = (2..x.rank()).collect();
     let mean = x.mean_keepdim(axes.clone()).at(cx)?;
