@@ -3,7 +3,8 @@
 //! dims (0, negative, up to i64::MAX, symbols) and small initializers; it is encoded with the
 //! project's prost types and run through load → analyze (batch up to huge values) → training
 //! estimate → lint → and, for a graph with a weighted Conv / MatMul / Gemm, `verify` of the model
-//! against itself (the checker must refuse tensors it cannot hold rather than allocate them).
+//! against itself (the checker must refuse tensors it cannot hold rather than allocate them) and
+//! `nnlint rewrite` of it (plan, emit, reload, verify the rewritten model).
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -401,5 +402,16 @@ fuzz_target!(|spec: Spec| {
             dump: None,
             progress: &nnlint::util::progress::Silent,
         });
+        let out = path.with_file_name("rewritten.onnx");
+        let _ = std::fs::remove_file(&out);
+        let mut argv = vec!["nnlint".to_string(), "rewrite".into()];
+        argv.push(path.display().to_string());
+        argv.extend(["-o".into(), out.display().to_string(), "--format".into(), "json".into()]);
+        if let Some(b) = batch {
+            argv.extend(["--batch".into(), b.to_string()]);
+        }
+        if let Ok(cli) = <nnlint::app::cli::Cli as clap::Parser>::try_parse_from(&argv) {
+            let _ = nnlint::app::execute(&cli);
+        }
     }
 });

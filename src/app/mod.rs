@@ -19,16 +19,7 @@ use cli::{Cli, Command};
 /// Runs a parsed command line: prints its output on standard output, warnings and errors on
 /// standard error, and returns the exit status.
 pub fn run(cli: Cli) -> ExitStatus {
-    let result = match &cli.command {
-        Command::Mem(args) => commands::mem::run(args),
-        Command::Fit(args) => commands::fit::run(args),
-        Command::Lint(args) => commands::lint::run(args),
-        Command::Rewrite(args) => commands::rewrite::run(args),
-        Command::Verify(args) => commands::verify::run(args),
-        Command::Rules(args) => commands::rules::list(args),
-        Command::Explain { rule } => commands::rules::explain(rule),
-    };
-    match result {
+    match execute(&cli) {
         Ok(outcome) => {
             for line in &outcome.stderr {
                 eprintln!("{line}");
@@ -45,6 +36,20 @@ pub fn run(cli: Cli) -> ExitStatus {
             eprintln!("nnlint: error: {e}");
             ExitStatus::Error
         }
+    }
+}
+
+/// Runs a parsed command line and returns what it would print, without printing it (the fuzz
+/// targets and embedders use this; [`run`] prints the result).
+pub fn execute(cli: &Cli) -> crate::Result<Outcome> {
+    match &cli.command {
+        Command::Mem(args) => commands::mem::run(args),
+        Command::Fit(args) => commands::fit::run(args),
+        Command::Lint(args) => commands::lint::run(args),
+        Command::Rewrite(args) => commands::rewrite::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Rules(args) => commands::rules::list(args),
+        Command::Explain { rule } => commands::rules::explain(rule),
     }
 }
 
