@@ -3,6 +3,7 @@
 
 pub mod fact;
 pub mod fit;
+pub mod llm;
 pub mod memory;
 pub mod ops;
 pub mod saved;

@@ -1,0 +1,483 @@
+//! A transformer's architecture read from its Hugging Face `config.json`, by `model_type` and the
+//! fields that family's modeling code reads (not by guessing from tensor names).
+
+use serde_json::Value;
+
+use crate::ir::DType;
+
+/// How the families build their blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Llama-style decoders: Llama, Mistral, Qwen2/3, Gemma 1-3, Phi-3, Mixtral, Qwen2-MoE.
+    Decoder,
+    /// GPT-2: learned positions, Conv1D weights, fused `c_attn`, LayerNorm, gelu_new.
+    Gpt2,
+    /// GPT-NeoX: fused `query_key_value`, partial rotary, parallel residual, LayerNorm.
+    GptNeox,
+    /// BERT / RoBERTa encoders with the masked-LM head.
+    Bert,
+    /// Vision Transformer (image classification).
+    Vit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Norm {
+    /// `w * x / rms(x)` computed in fp32 (Llama).
+    Rms,
+    /// `(1 + w) * x / rms(x)` in fp32 (Gemma).
+    RmsGemma,
+    LayerNorm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Act {
+    Silu,
+    /// `gelu` or `gelu_pytorch_tanh`: one fused op.
+    Gelu,
+    /// GPT-2's `gelu_new`, written out of pow, tanh and products.
+    GeluNew,
+}
+
+/// Mixture-of-experts blocks.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Moe {
+    pub experts: u64,
+    pub top_k: u64,
+    pub expert_intermediate: u64,
+    /// Qwen2-MoE's always-on shared expert (with a sigmoid gate).
+    pub shared_intermediate: u64,
+    /// Routing weights renormalised over the top k.
+    pub norm_topk: bool,
+}
+
+/// Everything the memory model needs about a model.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Arch {
+    pub model_type: String,
+    pub family: Family,
+    pub layers: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub intermediate: u64,
+    pub vocab: u64,
+    pub max_positions: u64,
+    pub tied: bool,
+    pub norm: Norm,
+    pub act: Act,
+    /// gate and up projections (SwiGLU / GeGLU).
+    pub gated: bool,
+    pub attention_bias: bool,
+    /// q/k/v in one projection (Phi-3).
+    pub fused_qkv: bool,
+    /// gate and up in one projection (Phi-3).
+    pub fused_gate_up: bool,
+    /// RMSNorm on q and k per head (Qwen3, Gemma 3).
+    pub qk_norm: bool,
+    /// Norms after attention and MLP as well as before (Gemma 2/3): 4 per layer.
+    pub sandwich_norms: bool,
+    /// Embeddings scaled by sqrt(hidden) (Gemma).
+    pub embed_scale: bool,
+    /// Rotary dimensions per head (0: learned or absolute positions).
+    pub rotary_dim: u64,
+    /// Separate rotary tables for sliding and global layers (Gemma 3).
+    pub rotary_tables: u64,
+    /// Per layer: the sliding window, or `None` for full attention.
+    pub sliding: Vec<Option<u64>>,
+    pub attn_softcap: Option<f64>,
+    pub final_softcap: Option<f64>,
+    pub moe: Option<Moe>,
+    /// GPT-NeoX's parallel attention and MLP.
+    pub parallel_residual: bool,
+    /// The attention output projection keeps its own copy of the attention output (Phi-3's
+    /// reshape is not a view of SDPA's output).
+    pub o_proj_copy: bool,
+    /// The checkpoint's dtype (`dtype` / `torch_dtype`).
+    #[serde(skip)]
+    pub dtype: Option<DType>,
+    /// ViT: image side, patch side, channels and classes.
+    pub image: Option<(u64, u64, u64, u64)>,
+}
+
+impl Arch {
+    /// Attention width: heads × head_dim (not always `hidden`).
+    pub fn q_dim(&self) -> u64 {
+        self.heads * self.head_dim
+    }
+    pub fn kv_dim(&self) -> u64 {
+        self.kv_heads * self.head_dim
+    }
+    pub fn is_causal_lm(&self) -> bool {
+        !matches!(self.family, Family::Bert | Family::Vit)
+    }
+    /// Tokens per sequence the model sees for a given `--seq` (ViT: patches + [CLS]).
+    pub fn tokens(&self, seq: u64) -> u64 {
+        match self.image {
+            Some((img, patch, _, _)) => (img / patch.max(1)).pow(2) + 1,
+            None => seq,
+        }
+    }
+}
+
+/// An error in config.json: the field and what is wrong.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+fn get<'a>(c: &'a Value, names: &[&str]) -> Option<&'a Value> {
+    names.iter().find_map(|n| c.get(*n).filter(|v| !v.is_null()))
+}
+
+fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
+    match get(c, names) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ConfigError(format!(
+                "field '{}' is {v}, not a non-negative integer",
+                names[0]
+            ))
+        }),
+    }
+}
+
+fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
+    match uint(c, names)? {
+        Some(0) => Err(ConfigError(format!("field '{}' is 0", names[0]))),
+        Some(v) => Ok(v),
+        None => Err(ConfigError(format!("field '{}' is missing", names[0]))),
+    }
+}
+
+fn flag(c: &Value, name: &str, default: bool) -> bool {
+    c.get(name).and_then(Value::as_bool).unwrap_or(default)
+}
+
+fn float(c: &Value, name: &str) -> Option<f64> {
+    c.get(name).and_then(Value::as_f64)
+}
+
+fn dtype_of(c: &Value) -> Option<DType> {
+    let s = get(c, &["dtype", "torch_dtype"])?.as_str()?;
+    Some(match s.trim_start_matches("torch.") {
+        "float32" | "float" => DType::F32,
+        "bfloat16" => DType::BF16,
+        "float16" | "half" => DType::F16,
+        "float64" => DType::F64,
+        _ => return None,
+    })
+}
+
+/// The partial rotary factor, from `rope_parameters`, `rope_scaling`-era fields or `rotary_pct`.
+fn rotary_factor(c: &Value) -> f64 {
+    let nested = c
+        .get("rope_parameters")
+        .and_then(|r| r.get("partial_rotary_factor"))
+        .and_then(Value::as_f64);
+    nested
+        .or_else(|| float(c, "partial_rotary_factor"))
+        .or_else(|| float(c, "rotary_pct"))
+        .unwrap_or(1.0)
+}
+
+/// Families nnlint models, by `model_type`.
+pub const KNOWN: &[&str] = &[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gemma3",
+    "phi3",
+    "mixtral",
+    "qwen2_moe",
+    "gpt2",
+    "gpt_neox",
+    "bert",
+    "roberta",
+    "vit",
+];
+
+/// Reads the architecture. `Ok(None)`: a `model_type` nnlint does not model (the caller still
+/// reports the parameters from the headers).
+pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
+    if !config.is_object() {
+        return Err(ConfigError("is not a JSON object".into()));
+    }
+    // multimodal wrappers keep the language model in text_config
+    let outer_type = config.get("model_type").and_then(Value::as_str);
+    let c = match config.get("text_config") {
+        Some(t) if t.is_object() && outer_type == Some("gemma3") => t,
+        _ => config,
+    };
+    let model_type = match c.get("model_type").and_then(Value::as_str).or(outer_type) {
+        Some(t) => t.to_string(),
+        None => return Err(ConfigError("field 'model_type' is missing".into())),
+    };
+    let mt = model_type.as_str();
+    if !KNOWN.contains(&mt) {
+        return Ok(None);
+    }
+    let family = match mt {
+        "gpt2" => Family::Gpt2,
+        "gpt_neox" => Family::GptNeox,
+        "bert" | "roberta" => Family::Bert,
+        "vit" => Family::Vit,
+        _ => Family::Decoder,
+    };
+    let hidden = need(c, &["hidden_size", "n_embd"])?;
+    let layers = need(c, &["num_hidden_layers", "n_layer"])?;
+    let heads = need(c, &["num_attention_heads", "n_head"])?;
+    if hidden % heads != 0 && uint(c, &["head_dim"])?.is_none() {
+        return Err(ConfigError(format!(
+            "hidden_size {hidden} is not a multiple of num_attention_heads {heads} and head_dim is not given"
+        )));
+    }
+    let kv_heads = uint(c, &["num_key_value_heads"])?.unwrap_or(heads);
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(ConfigError(format!(
+            "num_key_value_heads {kv_heads} does not divide num_attention_heads {heads}"
+        )));
+    }
+    let head_dim = uint(c, &["head_dim"])?.unwrap_or(hidden / heads);
+    let intermediate = match family {
+        Family::Gpt2 => uint(c, &["n_inner"])?.unwrap_or(4 * hidden),
+        _ => uint(c, &["intermediate_size"])?.unwrap_or(4 * hidden),
+    };
+    let vocab = match family {
+        Family::Vit => 0,
+        _ => need(c, &["vocab_size"])?,
+    };
+    let max_positions = uint(c, &["max_position_embeddings", "n_positions"])?.unwrap_or(0);
+    let gemma = mt.starts_with("gemma");
+    let tied = flag(
+        c,
+        "tie_word_embeddings",
+        matches!(family, Family::Gpt2 | Family::Bert) || gemma,
+    );
+    let sliding_window = uint(c, &["sliding_window"])?.filter(|&w| w > 0);
+    let sliding = sliding_layers(c, mt, layers, sliding_window)?;
+    let moe = match mt {
+        "mixtral" => Some(Moe {
+            experts: need(c, &["num_local_experts"])?,
+            top_k: need(c, &["num_experts_per_tok"])?,
+            expert_intermediate: intermediate,
+            shared_intermediate: 0,
+            norm_topk: true,
+        }),
+        "qwen2_moe" => Some(Moe {
+            experts: need(c, &["num_experts"])?,
+            top_k: need(c, &["num_experts_per_tok"])?,
+            expert_intermediate: need(c, &["moe_intermediate_size"])?,
+            shared_intermediate: uint(c, &["shared_expert_intermediate_size"])?.unwrap_or(0),
+            norm_topk: flag(c, "norm_topk_prob", false),
+        }),
+        _ => None,
+    };
+    if let Some(m) = &moe {
+        if m.top_k > m.experts {
+            return Err(ConfigError(format!(
+                "num_experts_per_tok {} is more than the {} experts",
+                m.top_k, m.experts
+            )));
+        }
+    }
+    let act_name = get(c, &["hidden_act", "hidden_activation", "activation_function"])
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let act = match (family, act_name) {
+        (Family::Gpt2, _) => Act::GeluNew,
+        (_, "silu" | "swish") => Act::Silu,
+        (Family::Decoder, "") if !gemma => Act::Silu,
+        _ => Act::Gelu,
+    };
+    let rotary_dim = match family {
+        Family::Decoder | Family::GptNeox => {
+            ((head_dim as f64) * rotary_factor(c)).round() as u64 / 2 * 2
+        }
+        _ => 0,
+    };
+    let image = match family {
+        Family::Vit => {
+            let labels = c
+                .get("id2label")
+                .and_then(Value::as_object)
+                .map(|m| m.len() as u64)
+                .or(uint(c, &["num_labels"])?)
+                .unwrap_or(2);
+            Some((
+                need(c, &["image_size"])?,
+                need(c, &["patch_size"])?,
+                uint(c, &["num_channels"])?.unwrap_or(3),
+                labels,
+            ))
+        }
+        _ => None,
+    };
+    Ok(Some(Arch {
+        family,
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        intermediate,
+        vocab,
+        max_positions,
+        tied,
+        norm: match family {
+            Family::Decoder if gemma => Norm::RmsGemma,
+            Family::Decoder => Norm::Rms,
+            _ => Norm::LayerNorm,
+        },
+        act,
+        gated: family == Family::Decoder,
+        attention_bias: match mt {
+            "qwen2" | "qwen2_moe" => true,
+            _ => flag(c, "attention_bias", matches!(family, Family::GptNeox)),
+        },
+        fused_qkv: mt == "phi3",
+        fused_gate_up: mt == "phi3",
+        qk_norm: matches!(mt, "qwen3" | "gemma3_text" | "gemma3"),
+        sandwich_norms: matches!(mt, "gemma2" | "gemma3_text" | "gemma3"),
+        embed_scale: gemma,
+        rotary_dim,
+        rotary_tables: if matches!(mt, "gemma3_text" | "gemma3") {
+            2
+        } else {
+            1
+        },
+        sliding,
+        attn_softcap: if mt == "gemma2" {
+            float(c, "attn_logit_softcapping")
+        } else {
+            None
+        },
+        final_softcap: if mt == "gemma2" {
+            float(c, "final_logit_softcapping")
+        } else {
+            None
+        },
+        moe,
+        parallel_residual: family == Family::GptNeox && flag(c, "use_parallel_residual", true),
+        o_proj_copy: mt == "phi3",
+        dtype: dtype_of(config).or_else(|| dtype_of(c)),
+        image,
+        model_type,
+    }))
+}
+
+/// Which layers use a sliding window, from `layer_types` where given, else the family's rule.
+fn sliding_layers(
+    c: &Value,
+    mt: &str,
+    layers: u64,
+    window: Option<u64>,
+) -> Result<Vec<Option<u64>>, ConfigError> {
+    let n = layers as usize;
+    if let Some(types) = c.get("layer_types").and_then(Value::as_array) {
+        if types.len() != n {
+            return Err(ConfigError(format!(
+                "field 'layer_types' has {} entries for {layers} layers",
+                types.len()
+            )));
+        }
+        return types
+            .iter()
+            .map(|t| match t.as_str() {
+                Some("sliding_attention") => match window {
+                    Some(w) => Ok(Some(w)),
+                    None => Err(ConfigError(
+                        "field 'layer_types' names sliding layers but 'sliding_window' is missing"
+                            .into(),
+                    )),
+                },
+                Some(_) => Ok(None),
+                None => Err(ConfigError(format!(
+                    "field 'layer_types' holds {t}, not a string"
+                ))),
+            })
+            .collect();
+    }
+    let every = match mt {
+        "mistral" | "mixtral" => window,
+        "qwen2" | "qwen2_moe" | "qwen3" if flag(c, "use_sliding_window", false) => window,
+        "phi3" => window.filter(|&w| w < uint(c, &["max_position_embeddings"]).ok().flatten().unwrap_or(u64::MAX)),
+        _ => None,
+    };
+    Ok(match (mt, window) {
+        // Gemma 2 alternates sliding and global layers, starting with sliding
+        ("gemma2", Some(w)) => (0..n)
+            .map(|i| (i % 2 == 0).then_some(w))
+            .collect(),
+        // Gemma 3: five sliding layers, then a global one
+        ("gemma3_text" | "gemma3", Some(w)) => {
+            let pattern = uint(c, &["sliding_window_pattern"])?.unwrap_or(6).max(1) as usize;
+            (0..n)
+                .map(|i| ((i + 1) % pattern != 0).then_some(w))
+                .collect()
+        }
+        _ => vec![every; n],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arch(json: &str) -> Arch {
+        from_config(&serde_json::from_str(json).unwrap())
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn llama_defaults() {
+        let a = arch(
+            r#"{"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,
+            "num_attention_heads":32,"num_key_value_heads":8,"intermediate_size":14336,
+            "vocab_size":128256,"torch_dtype":"bfloat16"}"#,
+        );
+        assert_eq!((a.head_dim, a.kv_dim(), a.rotary_dim), (128, 1024, 128));
+        assert!(!a.tied && a.gated && a.sliding.iter().all(Option::is_none));
+        assert_eq!(a.dtype, Some(DType::BF16));
+    }
+
+    #[test]
+    fn gemma2_alternates_sliding_layers() {
+        let a = arch(
+            r#"{"model_type":"gemma2","hidden_size":32,"num_hidden_layers":4,
+            "num_attention_heads":4,"head_dim":16,"vocab_size":10,"sliding_window":8}"#,
+        );
+        assert_eq!(a.sliding, vec![Some(8), None, Some(8), None]);
+        assert!(a.tied && a.embed_scale);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        for (json, field) in [
+            (r#"{"model_type":"llama"}"#, "hidden_size"),
+            (
+                r#"{"model_type":"llama","hidden_size":"x","num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1}"#,
+                "hidden_size",
+            ),
+            (
+                r#"{"model_type":"llama","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":3,"vocab_size":1}"#,
+                "num_key_value_heads",
+            ),
+        ] {
+            let e = from_config(&serde_json::from_str(json).unwrap()).unwrap_err();
+            assert!(e.0.contains(field), "{}", e.0);
+        }
+    }
+
+    #[test]
+    fn unknown_model_types_are_not_errors() {
+        let v = serde_json::json!({"model_type": "mamba", "hidden_size": 8});
+        assert!(from_config(&v).unwrap().is_none());
+    }
+}

@@ -1,0 +1,638 @@
+//! One training forward of each family, written op by op on a [`Tape`] as the Hugging Face
+//! modeling code runs it (transformers 5), so that what autograd keeps falls out of the rules in
+//! [`super::tape`]: frozen layers under LoRA, autocast, attention implementations and gradient
+//! checkpointing change the ops' inputs, not the formulas.
+
+use super::arch::{Act, Arch, Family, Norm};
+use super::tape::{SavedBytes, Tape, X};
+use crate::ir::DType;
+
+crate::named_enum! {
+    /// Attention kernels, as `attn_implementation` names them.
+    pub enum Attn {
+        /// Matmul, softmax, matmul: keeps the S×S probabilities (fp32).
+        Eager = "eager",
+        /// `scaled_dot_product_attention` (flash / memory-efficient kernels): no S×S matrix.
+        Sdpa = "sdpa",
+        /// FlashAttention 2: saves what SDPA's flash kernel saves.
+        Flash = "flash",
+    }
+}
+
+/// Which linear layers get LoRA adapters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Targets {
+    /// Module names (`q_proj`, `v_proj`, or the family's own: `c_attn`, `query_key_value`...).
+    Named(Vec<String>),
+    /// Every linear layer but the output head (peft's `all-linear`).
+    AllLinear,
+}
+
+/// A LoRA adapter configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lora {
+    pub rank: u64,
+    pub targets: Targets,
+}
+
+/// The weights' dtype and autocast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Numerics {
+    /// Parameters (and so activations outside autocast).
+    pub weights: DType,
+    /// `torch.autocast`'s half type.
+    pub autocast: Option<DType>,
+}
+
+/// One training forward's setting.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub batch: u64,
+    pub seq: u64,
+    pub attn: Attn,
+    pub numerics: Numerics,
+    /// Gradient checkpointing of every block (as `gradient_checkpointing_enable()`).
+    pub checkpoint: bool,
+    pub lora: Option<Lora>,
+    /// An attention mask is passed (padded batches).
+    pub padded: bool,
+}
+
+/// What one linear layer is, whatever the family calls it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Q,
+    K,
+    V,
+    Qkv,
+    O,
+    Gate,
+    Up,
+    GateUp,
+    Down,
+    Router,
+    Other,
+}
+
+impl Role {
+    /// Llama's names for the projections this one stands for.
+    fn canonical(self) -> &'static [&'static str] {
+        match self {
+            Role::Q => &["q_proj"],
+            Role::K => &["k_proj"],
+            Role::V => &["v_proj"],
+            Role::Qkv => &["q_proj", "k_proj", "v_proj"],
+            Role::O => &["o_proj"],
+            Role::Gate => &["gate_proj"],
+            Role::Up => &["up_proj"],
+            Role::GateUp => &["gate_proj", "up_proj"],
+            Role::Down => &["down_proj"],
+            Role::Router => &["gate"],
+            Role::Other => &[],
+        }
+    }
+}
+
+/// The result: saved bytes and the trainable parameters the forward created.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outcome {
+    pub saved: SavedBytes,
+    /// LoRA adapter parameters (0 without LoRA).
+    pub adapter_params: u64,
+    /// The gradient of the logits (fp32) that backward starts from, in bytes.
+    pub logits_grad_bytes: u64,
+    pub overflow: bool,
+}
+
+struct Run<'a> {
+    t: Tape,
+    a: &'a Arch,
+    s: &'a Step,
+    /// tokens per sequence and in all
+    n: u64,
+    tokens: u64,
+    w: DType,
+    full: bool,
+    adapters: u64,
+}
+
+/// Runs the forward of `a` under `s` and returns what it saves.
+pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
+    let n = a.tokens(s.seq);
+    let mut r = Run {
+        t: Tape::new(s.numerics.autocast),
+        a,
+        s,
+        n,
+        tokens: s.batch.saturating_mul(n),
+        w: s.numerics.weights,
+        full: s.lora.is_none(),
+        adapters: 0,
+    };
+    let logits_rows = match a.family {
+        Family::Decoder | Family::Gpt2 | Family::GptNeox => {
+            r.causal_lm();
+            r.tokens.saturating_mul(a.vocab)
+        }
+        Family::Bert => {
+            r.bert();
+            r.tokens.saturating_mul(a.vocab)
+        }
+        Family::Vit => {
+            r.vit();
+            s.batch.saturating_mul(a.image.map_or(0, |i| i.3))
+        }
+    };
+    Outcome {
+        saved: r.t.saved(),
+        adapter_params: r.adapters,
+        logits_grad_bytes: logits_rows.saturating_mul(4),
+        overflow: r.t.overflow,
+    }
+}
+
+impl Run<'_> {
+    fn param(&mut self, numel: u64) -> X {
+        let full = self.full;
+        self.t.param(numel, self.w, full)
+    }
+
+    fn lora_on(&self, name: &str, role: Role) -> bool {
+        match self.s.lora.as_ref().map(|l| &l.targets) {
+            None => false,
+            Some(Targets::AllLinear) => true,
+            Some(Targets::Named(names)) => names
+                .iter()
+                .any(|t| t == name || role.canonical().contains(&t.as_str())),
+        }
+    }
+
+    /// A linear layer `name` of `inp → out` features on `x` (rows = x.numel / inp), with a LoRA
+    /// adapter when it is a target.
+    fn linear(&mut self, x: X, name: &str, role: Role, inp: u64, out: u64) -> X {
+        let rows = x.numel / inp.max(1);
+        let w = self.param(inp.saturating_mul(out));
+        let y = self.t.linear(x, w, rows.saturating_mul(out));
+        let Some(rank) = self.s.lora.as_ref().map(|l| l.rank) else {
+            return y;
+        };
+        if !self.lora_on(name, role) {
+            return y;
+        }
+        self.adapters += rank * (inp + out);
+        let la = self.t.param(rank * inp, self.w, true);
+        let lb = self.t.param(rank * out, self.w, true);
+        let h = self.t.linear(x, la, rows.saturating_mul(rank));
+        let d = self.t.linear(h, lb, rows.saturating_mul(out));
+        let d = self.t.plain(&[d], d.numel); // × scaling
+        self.t.plain(&[y, d], y.numel)
+    }
+
+    /// A norm over rows of `width` features.
+    fn norm(&mut self, x: X, width: u64) -> X {
+        let rows = x.numel / width.max(1);
+        match self.a.norm {
+            Norm::LayerNorm => {
+                let w = self.param(width);
+                self.t.layer_norm(x, w, width)
+            }
+            Norm::Rms | Norm::RmsGemma => {
+                let xf = self.t.to(x, DType::F32);
+                let sq = self.t.keeps_input(xf); // pow(2)
+                let mean = self.t.plain(&[sq], rows);
+                let var = self.t.plain(&[mean], rows); // + eps
+                let r = self.t.keeps_result(var, rows, DType::F32); // rsqrt
+                let normed = self.t.mul(xf, r);
+                let w = self.param(width);
+                if self.a.norm == Norm::Rms {
+                    let nb = self.t.to(normed, x.dtype);
+                    self.t.mul(w, nb)
+                } else {
+                    let wf = self.t.to(w, DType::F32);
+                    let one_plus = self.t.plain(&[wf], width);
+                    let out = self.t.mul(normed, one_plus);
+                    self.t.to(out, x.dtype)
+                }
+            }
+        }
+    }
+
+    fn act(&mut self, x: X) -> X {
+        match self.a.act {
+            Act::Silu | Act::Gelu => self.t.keeps_input(x),
+            Act::GeluNew => {
+                // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+                let cube = self.t.keeps_input(x);
+                let inner = self.t.plain(&[x, cube], x.numel);
+                let th = self.t.keeps_result(inner, x.numel, inner.dtype);
+                let one_plus = self.t.plain(&[th], x.numel);
+                let half = self.t.plain(&[x], x.numel);
+                self.t.mul(half, one_plus)
+            }
+        }
+    }
+
+    /// Rotary embedding of `x` ([B, S, heads, head_dim]) with the tables `cs`.
+    fn rope(&mut self, x: X, heads: u64, cs: (X, X)) -> X {
+        let a = self.a;
+        if a.rotary_dim == 0 {
+            return x;
+        }
+        let rot = self.tokens.saturating_mul(heads * a.rotary_dim);
+        let part = self.t.view(x, rot);
+        let c = self.t.mul(part, cs.0);
+        let half = self.t.plain(&[part], rot); // rotate_half: slices, neg, cat
+        let s = self.t.mul(half, cs.1);
+        let out = self.t.plain(&[c, s], rot);
+        if a.rotary_dim == a.head_dim {
+            out
+        } else {
+            self.t.plain(&[out, x], x.numel) // cat with the pass-through part
+        }
+    }
+
+    /// RMSNorm over each head (Qwen3, Gemma 3).
+    fn head_norm(&mut self, x: X) -> X {
+        if self.a.qk_norm {
+            self.norm(x, self.a.head_dim)
+        } else {
+            x
+        }
+    }
+
+    fn repeat_kv(&mut self, x: X) -> X {
+        let a = self.a;
+        if a.kv_heads == a.heads {
+            x
+        } else {
+            self.t
+                .plain(&[x], self.tokens.saturating_mul(a.q_dim()))
+        }
+    }
+
+    /// Attention from q, k, v ([B, S, h, d] each); returns the input of the output projection.
+    fn attention(&mut self, q: X, k: X, v: X, layer: usize, fresh_output: bool) -> X {
+        let a = self.a;
+        let (b, n) = (self.s.batch, self.n);
+        let q_numel = self.tokens.saturating_mul(a.q_dim());
+        let masked = self.s.padded || a.sliding.get(layer).copied().flatten().is_some();
+        match self.s.attn {
+            Attn::Sdpa | Attn::Flash => {
+                let (k, v) = if masked {
+                    (self.repeat_kv(k), self.repeat_kv(v))
+                } else {
+                    (k, v)
+                };
+                let mask = masked.then(|| {
+                    let dt = q.dtype;
+                    self.t.new_act(b.saturating_mul(n).saturating_mul(n), dt, false)
+                });
+                let o = self.t.sdpa(q, k, v, mask, q_numel, b.saturating_mul(a.heads * n));
+                if fresh_output {
+                    self.t.plain(&[o], q_numel)
+                } else {
+                    o
+                }
+            }
+            Attn::Eager => {
+                let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
+                let scores_n = b.saturating_mul(a.heads).saturating_mul(n).saturating_mul(n);
+                let s = self.t.matmul(q, k, scores_n);
+                let mut s = self.t.plain(&[s], scores_n); // × scaling
+                if a.attn_softcap.is_some() {
+                    let d = self.t.plain(&[s], scores_n);
+                    let th = self.t.keeps_result(d, scores_n, d.dtype);
+                    s = self.t.plain(&[th], scores_n);
+                }
+                let s = self.t.plain(&[s], scores_n); // + mask
+                let p = self.t.softmax(s, DType::F32);
+                let p = self.t.to(p, q.dtype);
+                let o = self.t.matmul(p, v, q_numel);
+                self.t.plain(&[o], q_numel) // transpose + reshape: a copy
+            }
+        }
+    }
+
+    fn rotary_tables(&mut self) -> Vec<(X, X)> {
+        let a = self.a;
+        let dt = if self.s.numerics.autocast.is_some() {
+            DType::F32
+        } else {
+            self.w
+        };
+        let numel = self.n.saturating_mul(a.rotary_dim);
+        (0..a.rotary_tables)
+            .map(|_| {
+                (
+                    self.t.new_act(numel, dt, false),
+                    self.t.new_act(numel, dt, false),
+                )
+            })
+            .collect()
+    }
+
+    /// One block under gradient checkpointing when asked: only its input is kept.
+    fn block(&mut self, x: X, f: impl FnOnce(&mut Self, X) -> X) -> X {
+        if !self.s.checkpoint {
+            return f(self, x);
+        }
+        self.t.save(x);
+        self.t.recording = false;
+        let out = f(self, x);
+        self.t.recording = true;
+        out
+    }
+
+    fn causal_lm(&mut self) {
+        let a = self.a;
+        let h = a.hidden;
+        let tok = self.tokens;
+        let ids = self.t.input(tok, DType::I64);
+        let emb = self.param(a.vocab.saturating_mul(h));
+        let mut x = self.t.embedding(ids, emb, tok.saturating_mul(h));
+        if a.family == Family::Gpt2 {
+            let pos = self.t.new_act(self.n, DType::I64, false);
+            let wpe = self.param(a.max_positions.saturating_mul(h));
+            let p = self.t.embedding(pos, wpe, self.n.saturating_mul(h));
+            x = self.t.plain(&[x, p], x.numel);
+        }
+        if a.embed_scale {
+            let normalizer = self.t.param(1, self.w, false);
+            x = self.t.mul(x, normalizer);
+        }
+        let tables = self.rotary_tables();
+        for layer in 0..a.layers as usize {
+            let cs = match tables.len() {
+                0 => None,
+                1 => Some(tables[0]),
+                _ => Some(tables[usize::from(a.sliding[layer].is_none())]),
+            };
+            x = self.block(x, |r, x| match a.family {
+                Family::Gpt2 => r.gpt2_block(x, layer),
+                Family::GptNeox => r.neox_block(x, layer, cs),
+                _ => r.decoder_block(x, layer, cs),
+            });
+        }
+        let x = self.norm(x, h);
+        let head = if a.tied {
+            emb
+        } else {
+            self.param(a.vocab.saturating_mul(h))
+        };
+        let mut logits = self.t.linear(x, head, tok.saturating_mul(a.vocab));
+        if a.final_softcap.is_some() {
+            let d = self.t.plain(&[logits], logits.numel);
+            let th = self.t.keeps_result(d, d.numel, d.dtype);
+            logits = self.t.plain(&[th], th.numel);
+        }
+        let logits = self.t.to(logits, DType::F32);
+        let target = self.t.new_act(tok, DType::I64, false); // the shifted labels
+        self.t.cross_entropy(logits, target);
+    }
+
+    fn decoder_block(&mut self, x: X, layer: usize, cs: Option<(X, X)>) -> X {
+        let a = self.a;
+        let (h, tok) = (a.hidden, self.tokens);
+        let xn = self.norm(x, h);
+        let (q, k, v) = if a.fused_qkv {
+            let qkv_out = a.q_dim() + 2 * a.kv_dim();
+            let qkv = self.linear(xn, "qkv_proj", Role::Qkv, h, qkv_out);
+            (
+                self.t.view(qkv, tok.saturating_mul(a.q_dim())),
+                self.t.view(qkv, tok.saturating_mul(a.kv_dim())),
+                self.t.view(qkv, tok.saturating_mul(a.kv_dim())),
+            )
+        } else {
+            (
+                self.linear(xn, "q_proj", Role::Q, h, a.q_dim()),
+                self.linear(xn, "k_proj", Role::K, h, a.kv_dim()),
+                self.linear(xn, "v_proj", Role::V, h, a.kv_dim()),
+            )
+        };
+        let q = self.head_norm(q);
+        let k = self.head_norm(k);
+        let (q, k) = match cs {
+            Some(cs) => (self.rope(q, a.heads, cs), self.rope(k, a.kv_heads, cs)),
+            None => (q, k),
+        };
+        let o = self.attention(q, k, v, layer, a.o_proj_copy);
+        let mut o = self.linear(o, "o_proj", Role::O, a.q_dim(), h);
+        if a.sandwich_norms {
+            o = self.norm(o, h);
+        }
+        let x = self.t.plain(&[x, o], x.numel);
+        let xn = self.norm(x, h);
+        let mut m = match &a.moe {
+            Some(_) => self.moe(xn),
+            None => self.mlp(xn, a.intermediate),
+        };
+        if a.sandwich_norms {
+            m = self.norm(m, h);
+        }
+        self.t.plain(&[x, m], x.numel)
+    }
+
+    /// The gated MLP: down(act(gate(x)) * up(x)).
+    fn mlp(&mut self, xn: X, inter: u64) -> X {
+        let a = self.a;
+        let (h, tok) = (a.hidden, self.tokens);
+        let (g, u) = if a.fused_gate_up {
+            let gu = self.linear(xn, "gate_up_proj", Role::GateUp, h, 2 * inter);
+            (
+                self.t.view(gu, tok.saturating_mul(inter)),
+                self.t.view(gu, tok.saturating_mul(inter)),
+            )
+        } else {
+            (
+                self.linear(xn, "gate_proj", Role::Gate, h, inter),
+                self.linear(xn, "up_proj", Role::Up, h, inter),
+            )
+        };
+        let ga = self.act(g);
+        let p = if a.fused_gate_up {
+            self.t.mul(u, ga)
+        } else {
+            self.t.mul(ga, u)
+        };
+        self.linear(p, "down_proj", Role::Down, inter, h)
+    }
+
+    /// A mixture-of-experts block with grouped matmuls (transformers 5's `grouped_mm`).
+    fn moe(&mut self, xn: X) -> X {
+        let a = self.a;
+        let Some(m) = a.moe.clone() else {
+            return xn;
+        };
+        let (h, tok) = (a.hidden, self.tokens);
+        let routed = tok.saturating_mul(m.top_k);
+        let logits = self.linear(xn, "gate", Role::Router, h, m.experts);
+        let probs = self.t.softmax(logits, DType::F32);
+        let top = self.t.plain(&[probs], routed);
+        if top.grad {
+            let idx = self.t.new_act(routed, DType::I64, false);
+            self.t.save(idx); // topk's indices
+        }
+        let mut wts = top;
+        if m.norm_topk {
+            let sum = self.t.plain(&[top], tok);
+            wts = self.t.div(top, sum);
+        }
+        let wts = self.t.to(wts, xn.dtype);
+        // tokens sorted by expert: index, grouped mm (gate_up), act * up, grouped mm (down)
+        let grad = xn.grad || wts.grad || self.full;
+        let save_int = |r: &mut Self, n: u64, dt: DType| {
+            if grad {
+                let t = r.t.new_act(n, dt, false);
+                r.t.save(t);
+            }
+        };
+        save_int(self, routed, DType::I64);
+        let xs = self.t.plain(&[xn], routed.saturating_mul(h));
+        let inter = m.expert_intermediate;
+        let wgu = self.param(m.experts.saturating_mul(2 * inter * h));
+        let gu = self.t.grouped_mm(xs, wgu, routed.saturating_mul(2 * inter));
+        let g = self.t.view(gu, routed.saturating_mul(inter));
+        let u = self.t.view(gu, routed.saturating_mul(inter));
+        let ga = self.act(g);
+        let p = self.t.mul(ga, u);
+        let wd = self.param(m.experts.saturating_mul(inter * h));
+        let d = self.t.grouped_mm(p, wd, routed.saturating_mul(h));
+        save_int(self, m.experts, DType::I32); // group offsets
+        save_int(self, routed, DType::I64);
+        let ws = self.t.plain(&[wts], routed);
+        let y = self.t.mul(d, ws);
+        save_int(self, routed, DType::I64);
+        let mut out = self.t.plain(&[y], tok.saturating_mul(h)); // index_add back
+        if m.shared_intermediate > 0 {
+            let s = self.mlp(xn, m.shared_intermediate);
+            let gate = self.linear(xn, "shared_expert_gate", Role::Other, h, 1);
+            let sig = self.t.keeps_result(gate, gate.numel, gate.dtype);
+            let s = self.t.mul(sig, s);
+            out = self.t.plain(&[out, s], out.numel);
+        }
+        out
+    }
+
+    fn gpt2_block(&mut self, x: X, layer: usize) -> X {
+        let a = self.a;
+        let (h, tok) = (a.hidden, self.tokens);
+        let xn = self.norm(x, h);
+        let qkv = self.linear(xn, "c_attn", Role::Qkv, h, 3 * h);
+        let q = self.t.view(qkv, tok.saturating_mul(h));
+        let o = self.attention(q, q, q, layer, false);
+        let o = self.linear(o, "c_proj", Role::O, h, h);
+        let x = self.t.plain(&[x, o], x.numel);
+        let xn = self.norm(x, h);
+        let f = self.linear(xn, "c_fc", Role::Up, h, a.intermediate);
+        let g = self.act(f);
+        let m = self.linear(g, "c_proj", Role::Down, a.intermediate, h);
+        self.t.plain(&[x, m], x.numel)
+    }
+
+    fn neox_block(&mut self, x: X, layer: usize, cs: Option<(X, X)>) -> X {
+        let a = self.a;
+        let (h, tok) = (a.hidden, self.tokens);
+        let xn = self.norm(x, h);
+        let qkv = self.linear(xn, "query_key_value", Role::Qkv, h, 3 * h);
+        let qv = self.t.view(qkv, tok.saturating_mul(h));
+        let (q, k) = match cs {
+            Some(cs) => (self.rope(qv, a.heads, cs), self.rope(qv, a.heads, cs)),
+            None => (qv, qv),
+        };
+        let o = self.attention(q, k, qv, layer, true);
+        let o = self.linear(o, "dense", Role::O, h, h);
+        let x2 = if a.parallel_residual {
+            x
+        } else {
+            self.t.plain(&[x, o], x.numel)
+        };
+        let xn2 = self.norm(x2, h);
+        let f = self.linear(xn2, "dense_h_to_4h", Role::Up, h, a.intermediate);
+        let g = self.act(f);
+        let m = self.linear(g, "dense_4h_to_h", Role::Down, a.intermediate, h);
+        if a.parallel_residual {
+            self.t.plain(&[x, o, m], x.numel)
+        } else {
+            self.t.plain(&[x2, m], x.numel)
+        }
+    }
+
+    /// A post-norm encoder layer (BERT) or a pre-norm one (ViT).
+    fn encoder_block(&mut self, x: X, layer: usize, pre_norm: bool) -> X {
+        let a = self.a;
+        let h = a.hidden;
+        let xn = if pre_norm { self.norm(x, h) } else { x };
+        let q = self.linear(xn, "query", Role::Q, h, h);
+        let k = self.linear(xn, "key", Role::K, h, h);
+        let v = self.linear(xn, "value", Role::V, h, h);
+        let o = self.attention(q, k, v, layer, false);
+        let o = self.linear(o, "dense", Role::O, h, h);
+        let mut x = self.t.plain(&[o, x], x.numel);
+        if !pre_norm {
+            x = self.norm(x, h);
+        }
+        let xn = if pre_norm { self.norm(x, h) } else { x };
+        let f = self.linear(xn, "intermediate.dense", Role::Up, h, a.intermediate);
+        let g = self.act(f);
+        let m = self.linear(g, "output.dense", Role::Down, a.intermediate, h);
+        let x = self.t.plain(&[m, x], x.numel);
+        if pre_norm {
+            x
+        } else {
+            self.norm(x, h)
+        }
+    }
+
+    fn bert(&mut self) {
+        let a = self.a;
+        let (h, tok, n) = (a.hidden, self.tokens, self.n);
+        let ids = self.t.input(tok, DType::I64);
+        let word = self.param(a.vocab.saturating_mul(h));
+        let e = self.t.embedding(ids, word, tok.saturating_mul(h));
+        let pos_ids = if a.model_type == "roberta" {
+            self.t.new_act(tok, DType::I64, false) // from input_ids and padding_idx
+        } else {
+            self.t.param(a.max_positions, DType::I64, false) // the position_ids buffer
+        };
+        let pos = self.param(a.max_positions.saturating_mul(h));
+        let p = self.t.embedding(pos_ids, pos, tok.saturating_mul(h));
+        let types = self.t.new_act(n, DType::I64, false);
+        let type_w = self.param(2 * h);
+        let ty = self.t.embedding(types, type_w, tok.saturating_mul(h));
+        let x = self.t.plain(&[e, p, ty], e.numel);
+        let mut x = self.norm(x, h);
+        for layer in 0..a.layers as usize {
+            x = self.block(x, |r, x| r.encoder_block(x, layer, false));
+        }
+        // the masked-LM head: dense, gelu, LayerNorm, decoder tied to the word embeddings
+        let t = self.linear(x, "transform.dense", Role::Other, h, h);
+        let g = self.t.keeps_input(t);
+        let g = self.norm(g, h);
+        let logits = self.t.linear(g, word, tok.saturating_mul(a.vocab));
+        let labels = self.t.input(tok, DType::I64);
+        self.t.cross_entropy(logits, labels);
+    }
+
+    fn vit(&mut self) {
+        let a = self.a;
+        let Some((img, patch, ch, classes)) = a.image else {
+            return;
+        };
+        let h = a.hidden;
+        let b = self.s.batch;
+        let pixels = self.t.input(b.saturating_mul(ch * img * img), self.w);
+        let conv = self.param(h * ch * patch * patch);
+        let patches = (img / patch.max(1)).pow(2);
+        let pe = self.t.linear(pixels, conv, b.saturating_mul(patches * h));
+        let mut x = self.t.plain(&[pe], self.tokens.saturating_mul(h)); // cat [CLS], + positions
+        for layer in 0..a.layers as usize {
+            x = self.block(x, |r, x| r.encoder_block(x, layer, true));
+        }
+        let x = self.norm(x, h);
+        let cls = self.t.view(x, b.saturating_mul(h));
+        let head = self.param(h * classes);
+        let logits = self.t.linear(cls, head, b.saturating_mul(classes));
+        let labels = self.t.input(b, DType::I64);
+        self.t.cross_entropy(logits, labels);
+    }
+}

@@ -1,0 +1,364 @@
+//! A small model of PyTorch autograd's saved tensors, for transformer forwards written op by op
+//! (see [`super::forward`]). Each op records what its backward node keeps, by the rules
+//! measured in `shared/reference/autograd-saved-tensors.md` and `tools/llm/README.md`:
+//!
+//! - a backward node exists only when some input requires grad; `mul(a, b)` keeps `b` for `a`'s
+//!   gradient and `a` for `b`'s; a linear layer keeps its input for the weight's gradient and the
+//!   weight for the input's; unary ops keep their input (silu, gelu, pow) or their result (tanh,
+//!   sigmoid, softmax, rsqrt);
+//! - a saved tensor pins its whole storage, and a storage is counted once however many ops keep
+//!   views of it (`q`, `k`, `v` split from one fused projection cost the fused output);
+//! - CPU autocast lowers linear, matmul and attention to the half type: their inputs are cast
+//!   (a new storage unless already half), weights get a cast copy (reported apart); everything
+//!   else runs in the dtype it receives, with PyTorch's type promotion.
+//!
+//! Parameters, inputs and autocast weight copies are tracked but are not activations.
+
+use crate::ir::DType;
+
+/// What a storage holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Activation,
+    Parameter,
+    Input,
+    /// Autocast's half copy of a weight.
+    WeightCopy,
+}
+
+/// A tensor: the storage it views, its elements, its dtype and whether it requires grad.
+#[derive(Clone, Copy, Debug)]
+pub struct X {
+    storage: usize,
+    pub numel: u64,
+    pub dtype: DType,
+    pub grad: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Storage {
+    bytes: u64,
+    kind: Kind,
+    saved: bool,
+}
+
+/// The tape: every storage made by a forward, and which are saved for backward.
+#[derive(Clone, Debug)]
+pub struct Tape {
+    storages: Vec<Storage>,
+    /// `torch.autocast`'s half type, when on.
+    pub autocast: Option<DType>,
+    /// Off inside a checkpointed region: ops run, nothing is kept.
+    pub recording: bool,
+    /// Set when a size overflowed (the totals are then not to be trusted).
+    pub overflow: bool,
+}
+
+/// Bytes saved for backward, by what the storages hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SavedBytes {
+    pub activation: u64,
+    pub weight_copy: u64,
+    pub storages: u64,
+}
+
+fn bytes_of(numel: u64, dtype: DType) -> Option<u64> {
+    dtype.bytes_for(numel)
+}
+
+/// PyTorch's promotion for the float types the forwards mix.
+fn promote(a: DType, b: DType) -> DType {
+    use DType::*;
+    match (a, b) {
+        (x, y) if x == y => x,
+        (F64, _) | (_, F64) => F64,
+        (F32, _) | (_, F32) => F32,
+        (BF16, F16) | (F16, BF16) => F32,
+        (x, _) => x,
+    }
+}
+
+impl Tape {
+    pub fn new(autocast: Option<DType>) -> Tape {
+        Tape {
+            storages: Vec::new(),
+            autocast,
+            recording: true,
+            overflow: false,
+        }
+    }
+
+    fn alloc(&mut self, numel: u64, dtype: DType, grad: bool, kind: Kind) -> X {
+        let bytes = bytes_of(numel, dtype).unwrap_or_else(|| {
+            self.overflow = true;
+            0
+        });
+        self.storages.push(Storage {
+            bytes,
+            kind,
+            saved: false,
+        });
+        X {
+            storage: self.storages.len() - 1,
+            numel,
+            dtype,
+            grad,
+        }
+    }
+
+    /// A new activation (an op's output).
+    pub fn new_act(&mut self, numel: u64, dtype: DType, grad: bool) -> X {
+        self.alloc(numel, dtype, grad, Kind::Activation)
+    }
+
+    pub fn param(&mut self, numel: u64, dtype: DType, trainable: bool) -> X {
+        self.alloc(numel, dtype, trainable, Kind::Parameter)
+    }
+
+    pub fn input(&mut self, numel: u64, dtype: DType) -> X {
+        self.alloc(numel, dtype, false, Kind::Input)
+    }
+
+    /// Keeps `x`'s storage for backward (when recording).
+    pub fn save(&mut self, x: X) {
+        if self.recording {
+            self.storages[x.storage].saved = true;
+        }
+    }
+
+    /// A view of `x` with `numel` elements (slices, reshapes, transposes): the same storage.
+    pub fn view(&self, x: X, numel: u64) -> X {
+        X { numel, ..x }
+    }
+
+    /// `x.to(dtype)`: `x` itself when it already has that dtype.
+    pub fn to(&mut self, x: X, dtype: DType) -> X {
+        if x.dtype == dtype {
+            x
+        } else {
+            self.new_act(x.numel, dtype, x.grad)
+        }
+    }
+
+    /// An op that keeps nothing (add, neg, cat, a product with a Python scalar, ...), with an
+    /// output of `numel` elements.
+    pub fn plain(&mut self, inputs: &[X], numel: u64) -> X {
+        let grad = inputs.iter().any(|x| x.grad);
+        let dtype = inputs
+            .iter()
+            .map(|x| x.dtype)
+            .reduce(promote)
+            .unwrap_or(DType::F32);
+        self.new_act(numel, dtype, grad)
+    }
+
+    /// Elementwise `a * b` (broadcast to the larger).
+    pub fn mul(&mut self, a: X, b: X) -> X {
+        if b.grad {
+            self.save(a);
+        }
+        if a.grad {
+            self.save(b);
+        }
+        let numel = a.numel.max(b.numel);
+        let out = self.new_act(numel, promote(a.dtype, b.dtype), a.grad || b.grad);
+        out
+    }
+
+    /// `a / b`: keeps both when `b` requires grad, `b` alone otherwise.
+    pub fn div(&mut self, a: X, b: X) -> X {
+        if b.grad {
+            self.save(a);
+            self.save(b);
+        } else if a.grad {
+            self.save(b);
+        }
+        self.new_act(a.numel.max(b.numel), promote(a.dtype, b.dtype), a.grad || b.grad)
+    }
+
+    /// A unary op whose backward needs its input (silu, gelu, pow).
+    pub fn keeps_input(&mut self, x: X) -> X {
+        if x.grad {
+            self.save(x);
+        }
+        self.new_act(x.numel, x.dtype, x.grad)
+    }
+
+    /// A unary op whose backward needs its result (tanh, sigmoid, rsqrt, exp), of `numel`
+    /// elements in `dtype`.
+    pub fn keeps_result(&mut self, x: X, numel: u64, dtype: DType) -> X {
+        let out = self.new_act(numel, dtype, x.grad);
+        if x.grad {
+            self.save(out);
+        }
+        out
+    }
+
+    /// The cast autocast makes of an op's input: `x` itself when already half.
+    fn lower(&mut self, x: X) -> X {
+        match self.autocast {
+            Some(h) if x.dtype.is_float() => self.to(x, h),
+            _ => x,
+        }
+    }
+
+    /// The cast copy autocast makes of a weight.
+    fn lower_weight(&mut self, w: X) -> X {
+        match self.autocast {
+            Some(h) if w.dtype != h => self.alloc(w.numel, h, w.grad, Kind::WeightCopy),
+            _ => w,
+        }
+    }
+
+    /// `F.linear(x, w, b)` with `out` output elements.
+    pub fn linear(&mut self, x: X, w: X, out: u64) -> X {
+        let xi = self.lower(x);
+        let wi = self.lower_weight(w);
+        if w.grad {
+            self.save(xi);
+        }
+        if x.grad {
+            self.save(wi);
+        }
+        self.new_act(out, xi.dtype, x.grad || w.grad)
+    }
+
+    /// A batched matmul `a @ b` with `out` elements (lowered by autocast).
+    pub fn matmul(&mut self, a: X, b: X, out: u64) -> X {
+        let ai = self.lower(a);
+        let bi = self.lower(b);
+        if b.grad {
+            self.save(ai);
+        }
+        if a.grad {
+            self.save(bi);
+        }
+        self.new_act(out, ai.dtype, a.grad || b.grad)
+    }
+
+    /// A grouped (MoE) matmul: not lowered by autocast; keeps the input for the weights.
+    pub fn grouped_mm(&mut self, x: X, w: X, out: u64) -> X {
+        if w.grad {
+            self.save(x);
+        }
+        if x.grad {
+            self.save(w);
+        }
+        self.new_act(out, x.dtype, x.grad || w.grad)
+    }
+
+    /// Softmax over the last axis in `dtype` (the result is kept).
+    pub fn softmax(&mut self, x: X, dtype: DType) -> X {
+        let x = self.to(x, dtype);
+        self.keeps_result(x, x.numel, dtype)
+    }
+
+    /// `scaled_dot_product_attention` on CPU (the flash kernel): keeps q, k, v, the output, an
+    /// fp32 logsumexp of `lse` elements and the mask when one is passed. Returns the output
+    /// (`out` elements, q's storage layout).
+    pub fn sdpa(&mut self, q: X, k: X, v: X, mask: Option<X>, out: u64, lse: u64) -> X {
+        let (q, k, v) = (self.lower(q), self.lower(k), self.lower(v));
+        let grad = q.grad || k.grad || v.grad;
+        let o = self.new_act(out, q.dtype, grad);
+        if grad {
+            let l = self.new_act(lse, DType::F32, false);
+            for t in [q, k, v, o, l] {
+                self.save(t);
+            }
+            if let Some(m) = mask {
+                let m = self.to(m, q.dtype);
+                self.save(m);
+            }
+        }
+        o
+    }
+
+    /// `F.embedding(ids, w)`: keeps the indices for the weight's gradient.
+    pub fn embedding(&mut self, ids: X, w: X, out: u64) -> X {
+        if w.grad {
+            self.save(ids);
+        }
+        self.new_act(out, w.dtype, w.grad)
+    }
+
+    /// `F.layer_norm` over rows of `hidden` (`x.numel / hidden` rows): keeps the input and the
+    /// fp32 mean and rstd of every row.
+    pub fn layer_norm(&mut self, x: X, w: X, hidden: u64) -> X {
+        let grad = x.grad || w.grad;
+        if grad {
+            self.save(x);
+            let rows = x.numel / hidden.max(1);
+            let mean = self.new_act(rows, DType::F32, false);
+            let rstd = self.new_act(rows, DType::F32, false);
+            self.save(mean);
+            self.save(rstd);
+        }
+        self.new_act(x.numel, x.dtype, grad)
+    }
+
+    /// Cross-entropy of `logits` (rows of `classes`) against `target`: log_softmax keeps its
+    /// result, nll_loss the target and a scalar total weight.
+    pub fn cross_entropy(&mut self, logits: X, target: X) -> X {
+        let logp = self.keeps_result(logits, logits.numel, logits.dtype);
+        if logp.grad {
+            self.save(target);
+            let w = self.new_act(1, logits.dtype, false);
+            self.save(w);
+        }
+        self.new_act(1, logits.dtype, logp.grad)
+    }
+
+    /// Bytes of the saved storages, by kind.
+    pub fn saved(&self) -> SavedBytes {
+        let mut s = SavedBytes::default();
+        for st in self.storages.iter().filter(|s| s.saved) {
+            match st.kind {
+                Kind::Activation => {
+                    s.activation = s.activation.saturating_add(st.bytes);
+                    s.storages += 1;
+                }
+                Kind::WeightCopy => s.weight_copy = s.weight_copy.saturating_add(st.bytes),
+                Kind::Parameter | Kind::Input => {}
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storage_kept_by_two_ops_is_counted_once() {
+        let mut t = Tape::new(None);
+        let w = t.param(4, DType::F32, true);
+        let x = t.new_act(8, DType::F32, true);
+        t.linear(x, w, 8);
+        t.keeps_input(x);
+        assert_eq!(t.saved().activation, 32);
+    }
+
+    #[test]
+    fn ops_on_tensors_without_grad_keep_nothing() {
+        let mut t = Tape::new(None);
+        let w = t.param(4, DType::F32, false);
+        let x = t.input(8, DType::F32);
+        let y = t.linear(x, w, 8);
+        let z = t.keeps_input(y);
+        t.keeps_result(z, 8, DType::F32);
+        assert_eq!(t.saved().activation, 0);
+    }
+
+    #[test]
+    fn autocast_casts_linear_inputs_and_copies_weights() {
+        let mut t = Tape::new(Some(DType::BF16));
+        let w = t.param(16, DType::F32, true);
+        let x = t.new_act(8, DType::F32, true);
+        let y = t.linear(x, w, 8);
+        assert_eq!(y.dtype, DType::BF16);
+        let s = t.saved();
+        assert_eq!(s.activation, 16); // the bf16 copy of x, not x
+        assert_eq!(s.weight_copy, 32);
+    }
+}
