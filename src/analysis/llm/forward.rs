@@ -94,7 +94,7 @@ impl Role {
 }
 
 /// The result: saved bytes and the trainable parameters the forward created.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Outcome {
     pub saved: SavedBytes,
     /// LoRA adapter parameters (0 without LoRA).
@@ -102,6 +102,8 @@ pub struct Outcome {
     /// The gradient of the logits (fp32) that backward starts from, in bytes.
     pub logits_grad_bytes: u64,
     pub overflow: bool,
+    /// The saved storages (bytes, dtype), for diagnostics.
+    pub list: Vec<(u64, DType)>,
 }
 
 struct Run<'a> {
@@ -148,6 +150,7 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         adapter_params: r.adapters,
         logits_grad_bytes: logits_rows.saturating_mul(4),
         overflow: r.t.overflow,
+        list: r.t.saved_list(),
     }
 }
 
@@ -296,6 +299,10 @@ impl Run<'_> {
             }
             Attn::Eager => {
                 let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
+                // matmul reshapes its transposed operands into contiguous copies
+                let q = self.t.plain(&[q], q.numel);
+                let k = self.t.plain(&[k], k.numel);
+                let v = self.t.plain(&[v], v.numel);
                 let scores_n = b.saturating_mul(a.heads).saturating_mul(n).saturating_mul(n);
                 let s = self.t.matmul(q, k, scores_n);
                 let mut s = self.t.plain(&[s], scores_n); // × scaling
@@ -305,7 +312,12 @@ impl Run<'_> {
                     s = self.t.plain(&[th], scores_n);
                 }
                 let s = self.t.plain(&[s], scores_n); // + mask
-                let p = self.t.softmax(s, DType::F32);
+                // most ask for an fp32 softmax; BERT takes the scores' dtype
+                let dt = match a.family {
+                    Family::Bert => s.dtype,
+                    _ => DType::F32,
+                };
+                let p = self.t.softmax(s, dt);
                 let p = self.t.to(p, q.dtype);
                 let o = self.t.matmul(p, v, q_numel);
                 self.t.plain(&[o], q_numel) // transpose + reshape: a copy
@@ -620,18 +632,20 @@ impl Run<'_> {
         };
         let h = a.hidden;
         let b = self.s.batch;
-        let pixels = self.t.input(b.saturating_mul(ch * img * img), self.w);
+        let pixels = self.t.input(b.saturating_mul(ch * img * img), DType::F32);
+        let pixels = self.t.to(pixels, self.w); // cast to the patch embedding's dtype
         let conv = self.param(h * ch * patch * patch);
         let patches = (img / patch.max(1)).pow(2);
         let pe = self.t.linear(pixels, conv, b.saturating_mul(patches * h));
-        let mut x = self.t.plain(&[pe], self.tokens.saturating_mul(h)); // cat [CLS], + positions
+        let cls = self.param(h);
+        // cat with [CLS] and add the positions (both parameters: fp32 under autocast)
+        let mut x = self.t.plain(&[pe, cls], self.tokens.saturating_mul(h));
         for layer in 0..a.layers as usize {
             x = self.block(x, |r, x| r.encoder_block(x, layer, true));
         }
         let x = self.norm(x, h);
         let cls = self.t.view(x, b.saturating_mul(h));
-        let head = self.param(h * classes);
-        let logits = self.t.linear(cls, head, b.saturating_mul(classes));
+        let logits = self.linear(cls, "classifier", Role::Other, h, classes);
         let labels = self.t.input(b, DType::I64);
         self.t.cross_entropy(logits, labels);
     }

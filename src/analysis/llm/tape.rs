@@ -38,6 +38,7 @@ pub struct X {
 #[derive(Clone, Debug)]
 struct Storage {
     bytes: u64,
+    dtype: DType,
     kind: Kind,
     saved: bool,
 }
@@ -95,6 +96,7 @@ impl Tape {
         });
         self.storages.push(Storage {
             bytes,
+            dtype,
             kind,
             saved: false,
         });
@@ -282,14 +284,16 @@ impl Tape {
     }
 
     /// `F.layer_norm` over rows of `hidden` (`x.numel / hidden` rows): keeps the input and the
-    /// fp32 mean and rstd of every row.
+    /// mean and rstd of every row (on CPU in the promoted dtype of input and weight: bf16 for a
+    /// bf16 model, fp32 under autocast).
     pub fn layer_norm(&mut self, x: X, w: X, hidden: u64) -> X {
         let grad = x.grad || w.grad;
         if grad {
             self.save(x);
             let rows = x.numel / hidden.max(1);
-            let mean = self.new_act(rows, DType::F32, false);
-            let rstd = self.new_act(rows, DType::F32, false);
+            let dt = promote(x.dtype, w.dtype);
+            let mean = self.new_act(rows, dt, false);
+            let rstd = self.new_act(rows, dt, false);
             self.save(mean);
             self.save(rstd);
         }
@@ -297,8 +301,13 @@ impl Tape {
     }
 
     /// Cross-entropy of `logits` (rows of `classes`) against `target`: log_softmax keeps its
-    /// result, nll_loss the target and a scalar total weight.
+    /// result, nll_loss the target and a scalar total weight. Autocast runs it in fp32.
     pub fn cross_entropy(&mut self, logits: X, target: X) -> X {
+        let logits = if self.autocast.is_some() {
+            self.to(logits, DType::F32)
+        } else {
+            logits
+        };
         let logp = self.keeps_result(logits, logits.numel, logits.dtype);
         if logp.grad {
             self.save(target);
@@ -306,6 +315,15 @@ impl Tape {
             self.save(w);
         }
         self.new_act(1, logits.dtype, logp.grad)
+    }
+
+    /// The saved activation storages: bytes and dtype (for diagnostics).
+    pub fn saved_list(&self) -> Vec<(u64, DType)> {
+        self.storages
+            .iter()
+            .filter(|s| s.saved && s.kind == Kind::Activation)
+            .map(|s| (s.bytes, s.dtype))
+            .collect()
     }
 
     /// Bytes of the saved storages, by kind.
