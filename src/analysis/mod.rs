@@ -27,6 +27,9 @@ use storage::Role;
 pub enum Format {
     Onnx,
     Safetensors,
+    /// A Hugging Face checkpoint folder.
+    Checkpoint,
+    Gguf,
 }
 
 /// Per-layer and total memory and compute of a model.
@@ -51,6 +54,8 @@ pub struct MemReport {
     pub warnings: Vec<String>,
     /// The training-memory estimate, with `--train`.
     pub training: Option<training::Training>,
+    /// Language-model checkpoints: architecture, KV cache and inference memory.
+    pub llm: Option<llm::LlmInfo>,
 }
 
 /// One row: a node of the graph, or a group of tensors of a weights file.
@@ -221,7 +226,25 @@ pub fn analyze_path(
     bindings: &Bindings,
     train: Option<&training::TrainConfig>,
 ) -> Result<MemReport> {
+    analyze_path_with(path, bindings, train, None)
+}
+
+/// [`analyze_path`] with the options of language-model checkpoints (`--seq`, `--kv-dtype`,
+/// `--attn`, `--lora`, `--qlora`); `None` for their defaults. The batch comes from `bindings`.
+pub fn analyze_path_with(
+    path: &std::path::Path,
+    bindings: &Bindings,
+    train: Option<&training::TrainConfig>,
+    llm_options: Option<&llm::LlmOptions>,
+) -> Result<MemReport> {
+    let llm_opts = || {
+        let mut o = llm_options.cloned().unwrap_or_default();
+        o.batch = bindings.batch.unwrap_or(1);
+        o
+    };
     match crate::load::load(path)? {
+        crate::load::Loaded::Checkpoint(ck) => llm::analyze_checkpoint(&ck, &llm_opts(), train),
+        crate::load::Loaded::Gguf(g) => llm::analyze_gguf(&g, &llm_opts(), train),
         crate::load::Loaded::Onnx(model) => analyze(&model, bindings, train),
         crate::load::Loaded::Weights(_) if train.is_some() => Err(crate::Error::refused(
             path,
@@ -584,5 +607,6 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         notes: inf.notes.clone(),
         warnings,
         training,
+        llm: None,
     }
 }

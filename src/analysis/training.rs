@@ -40,6 +40,10 @@ crate::named_enum! {
         Adam = "adam",
         /// AdamW: two moments (decoupled weight decay needs no extra state).
         Adamw = "adamw",
+        /// bitsandbytes' 8-bit AdamW: two moments of 1 byte each.
+        Adamw8bit = "adamw-8bit",
+        /// bitsandbytes' paged 8-bit AdamW: as adamw-8bit, in memory that can page out to the host.
+        PagedAdamw8bit = "paged-adamw-8bit",
     }
 }
 
@@ -49,8 +53,21 @@ impl Optimizer {
         match self {
             Optimizer::Sgd => 0,
             Optimizer::Momentum => 1,
-            Optimizer::Adam | Optimizer::Adamw => 2,
+            Optimizer::Adam
+            | Optimizer::Adamw
+            | Optimizer::Adamw8bit
+            | Optimizer::PagedAdamw8bit => 2,
         }
+    }
+
+    /// Whether each state takes one byte (bitsandbytes' block-wise 8-bit optimizers).
+    pub fn is_8bit(self) -> bool {
+        matches!(self, Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit)
+    }
+
+    /// Bytes of state per parameter whose state would otherwise take `elem` bytes each.
+    pub fn state_bytes(self, elem: u64) -> u64 {
+        self.states() * if self.is_8bit() { 1 } else { elem }
     }
 }
 
@@ -258,27 +275,32 @@ struct StateBytes {
 }
 
 fn state_bytes(c: &TrainConfig) -> StateBytes {
-    let states = c.optimizer.states();
     let sharded_mixed =
         c.precision.is_autocast() && matches!(c.shard, Shard::Zero1 | Shard::Zero2 | Shard::Zero3);
     match c.precision {
         Precision::Bf16 => StateBytes {
             weight: 2,
             grad: 2,
-            optimizer: 2 * states,
+            optimizer: c.optimizer.state_bytes(2),
         },
         // DeepSpeed's mixed precision: half weights and gradients, fp32 master copy with the state
         _ if sharded_mixed => StateBytes {
             weight: 2,
             grad: 2,
-            optimizer: 4 + 4 * states,
+            optimizer: 4 + c.optimizer.state_bytes(4),
         },
         _ => StateBytes {
             weight: 4,
             grad: 4,
-            optimizer: 4 * states,
+            optimizer: c.optimizer.state_bytes(4),
         },
     }
+}
+
+/// Bytes of optimizer state per parameter under a plan (with the fp32 master copy of DeepSpeed's
+/// mixed precision where it applies).
+pub fn optimizer_bytes_per_param(c: &TrainConfig) -> u64 {
+    state_bytes(c).optimizer
 }
 
 /// Bytes of model state (weights, gradients, optimizer) per parameter under a plan, unsharded.

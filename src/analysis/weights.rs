@@ -154,6 +154,7 @@ pub fn analyze(w: &Weights) -> MemReport {
         notes,
         warnings: w.warnings.clone(),
         training: None,
+        llm: None,
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::analysis::llm::forward::Attn;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
@@ -346,6 +347,90 @@ pub struct MemArgs {
     pub train: bool,
     #[command(flatten)]
     pub plan: TrainArgs,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// Options of language-model checkpoints (Hugging Face folders, GGUF files).
+#[derive(Debug, Args, Clone)]
+pub struct LlmArgs {
+    /// Tokens per sequence [default: the context length, at most 4096].
+    #[arg(long, visible_alias = "max-model-len", value_name = "TOKENS", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
+    pub seq: Option<u64>,
+    /// KV-cache dtype: fp32, bf16, fp16 or fp8 [default: the checkpoint's].
+    #[arg(long, value_name = "DTYPE", value_parser = parse_kv_dtype, help_heading = "Language models")]
+    pub kv_dtype: Option<crate::ir::DType>,
+    /// Attention implementation: eager keeps the S×S probabilities, sdpa and flash do not.
+    #[arg(long, value_parser = named::<Attn>(), default_value = "sdpa", help_heading = "Language models")]
+    pub attn: Attn,
+    /// Fine-tune with LoRA adapters of this rank (implies --train).
+    #[arg(long, value_name = "RANK", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
+    pub lora: Option<u64>,
+    /// Modules that get adapters: names (q_proj,v_proj; the family's own names work too) or
+    /// all-linear.
+    #[arg(long, value_name = "MODULES", default_value = "q_proj,v_proj", help_heading = "Language models")]
+    pub lora_targets: String,
+    /// QLoRA: a 4-bit NF4 base (double quantization, bf16 compute) with LoRA adapters on every
+    /// linear layer (rank --lora, default 16; implies --train).
+    #[arg(long, help_heading = "Language models")]
+    pub qlora: bool,
+}
+
+impl LlmArgs {
+    /// The options given a value other than their default.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for (flag, on) in [
+            ("--seq", self.seq.is_some()),
+            ("--kv-dtype", self.kv_dtype.is_some()),
+            ("--attn", self.attn != Attn::Sdpa),
+            ("--lora", self.lora.is_some()),
+            ("--qlora", self.qlora),
+        ] {
+            if on {
+                out.push(flag);
+            }
+        }
+        out
+    }
+
+    /// The analysis options.
+    pub fn options(&self) -> crate::analysis::llm::LlmOptions {
+        use crate::analysis::llm::forward::{Lora, Targets};
+        let targets = if self.lora_targets.eq_ignore_ascii_case("all-linear") || self.qlora {
+            Targets::AllLinear
+        } else {
+            Targets::Named(
+                self.lora_targets
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            )
+        };
+        crate::analysis::llm::LlmOptions {
+            batch: 1,
+            seq: self.seq.unwrap_or(0),
+            kv_dtype: self.kv_dtype,
+            attn: self.attn,
+            lora: (self.lora.is_some() || self.qlora).then(|| Lora {
+                rank: self.lora.unwrap_or(16),
+                targets,
+            }),
+            qlora: self.qlora,
+        }
+    }
+}
+
+fn parse_kv_dtype(s: &str) -> Result<crate::ir::DType, String> {
+    use crate::ir::DType;
+    Ok(match s.to_ascii_lowercase().as_str() {
+        "fp32" | "float32" | "f32" => DType::F32,
+        "bf16" | "bfloat16" => DType::BF16,
+        "fp16" | "float16" | "f16" | "half" => DType::F16,
+        "fp8" | "fp8_e4m3" | "f8e4m3" | "fp8_e5m2" | "int8" => DType::F8E4M3FN,
+        _ => return Err(format!("'{s}' is not a cache dtype (fp32, bf16, fp16 or fp8)")),
+    })
 }
 
 /// A training plan (`mem --train`, `fit`, and the training lines of `rewrite`).

@@ -1,5 +1,7 @@
 //! Stage 1, loading: bytes → protobuf or headers → IR. Nothing here reads tensor data.
 
+pub mod gguf;
+pub mod hf;
 pub mod onnx;
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 #[rustfmt::skip]
@@ -18,18 +20,30 @@ use crate::ir::Model;
 pub enum Loaded {
     Onnx(Model),
     Weights(safetensors::Weights),
+    /// A Hugging Face checkpoint folder (config.json + safetensors).
+    Checkpoint(hf::Checkpoint),
+    Gguf(gguf::Gguf),
 }
 
 /// Loads a model, choosing the format from the name and, failing that, from the first bytes.
 pub fn load(path: &Path) -> Result<Loaded> {
     let name = path.to_string_lossy();
+    if path != Path::new("-") && path.is_dir() {
+        return hf::load(path).map(Loaded::Checkpoint);
+    }
+    if name.ends_with(".gguf") {
+        return gguf::load(path).map(Loaded::Gguf);
+    }
     if name.ends_with(".safetensors") || safetensors::is_index(path) {
         return safetensors::load(path).map(Loaded::Weights);
     }
     if name.ends_with(".onnx") || path == Path::new("-") {
         return onnx::load(path).map(Loaded::Onnx);
     }
-    if sniff_safetensors(path)? {
+    let head = sniff(path)?;
+    if gguf::is_gguf(&head) {
+        gguf::load(path).map(Loaded::Gguf)
+    } else if head.len() == 9 && head[8] == b'{' {
         safetensors::load(path).map(Loaded::Weights)
     } else {
         onnx::load(path).map(Loaded::Onnx)
@@ -46,6 +60,12 @@ pub fn load_graph(path: &Path, what: &str) -> Result<crate::ir::Model> {
             path,
             format!(
                 "is a weights-only file (safetensors): {what} needs a graph (its layers and activations); pass the model exported to ONNX"
+            ),
+        )),
+        Loaded::Checkpoint(_) | Loaded::Gguf(_) => Err(Error::refused(
+            path,
+            format!(
+                "is a language-model checkpoint: {what} needs an ONNX graph; `nnlint mem` and `nnlint fit` read checkpoints"
             ),
         )),
     }
@@ -68,8 +88,9 @@ pub(crate) fn open_file(path: &Path) -> Result<(std::fs::File, u64)> {
     Ok((file, meta.len()))
 }
 
-/// A safetensors file starts with an 8-byte little-endian header length and then `{`.
-fn sniff_safetensors(path: &Path) -> Result<bool> {
+/// The first 9 bytes (fewer for a shorter file): a safetensors file starts with an 8-byte
+/// little-endian header length and then `{`, a GGUF file with `GGUF`.
+fn sniff(path: &Path) -> Result<Vec<u8>> {
     let mut head = [0u8; 9];
     let (mut f, _) = open_file(path)?;
     let mut got = 0;
@@ -80,5 +101,5 @@ fn sniff_safetensors(path: &Path) -> Result<bool> {
             Err(e) => return Err(Error::io(path, e)),
         }
     }
-    Ok(got == 9 && head[8] == b'{')
+    Ok(head[..got].to_vec())
 }

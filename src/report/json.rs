@@ -30,6 +30,11 @@ struct Report<'a> {
     warnings: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     training: Option<TrainingJson<'a>>,
+    /// Language-model checkpoints: `inference.kv_cache_bytes` and the rest of the serving memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inference: Option<&'a crate::analysis::llm::LlmInference>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llm: Option<&'a crate::analysis::llm::LlmInfo>,
 }
 
 /// `"training"`: the contract names the first six fields; the rest explain them.
@@ -58,6 +63,9 @@ struct TrainingJson<'a> {
     /// What could not be counted, when they are.
     unknown: &'a [String],
     notes: &'a [String],
+    /// Parameters that train (LoRA / QLoRA: the adapters; otherwise all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trainable_params: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -269,7 +277,10 @@ pub fn render(view: &MemView) -> String {
             lower_bound: t.lower_bound,
             unknown: &t.unknown,
             notes: &t.notes,
+            trainable_params: r.llm.as_ref().and_then(|l| l.trainable_params),
         }),
+        inference: r.llm.as_ref().and_then(|l| l.inference.as_ref()),
+        llm: r.llm.as_ref(),
     };
     let mut s = serde_json::to_string_pretty(&report).expect("the report serialises");
     s.push('\n');

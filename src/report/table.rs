@@ -371,6 +371,9 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
         .trim_start_matches("; ")
         .to_string(),
     ));
+    if let Some(inf) = r.llm.as_ref().and_then(|l| l.inference.as_ref()) {
+        out.extend(serving_lines(inf));
+    }
     if t.lower.undecided_branches > 0 {
         out.push((
             "branches".into(),
@@ -380,6 +383,44 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
         ));
     }
     out
+}
+
+/// The serving memory of a language model, lines that add up to its total.
+fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String, String)> {
+    vec![
+        (
+            "KV cache".into(),
+            bytes(i.kv_cache_bytes),
+            format!(
+                "{} sequences x {} tokens, {}, {} per token; {} in steady decoding",
+                i.batch,
+                i.seq,
+                i.kv_dtype,
+                bytes(i.kv_bytes_per_token),
+                bytes(i.kv_cache_decode_bytes)
+            ),
+        ),
+        (
+            "logits".into(),
+            bytes(i.logits_bytes),
+            "every prefilled position (generate keeps the last only)".into(),
+        ),
+        (
+            "workspace".into(),
+            bytes(i.activation_workspace_bytes),
+            "intermediate tensors of the largest layer in the prefill".into(),
+        ),
+        (
+            "serving peak".into(),
+            bytes(i.total_bytes),
+            format!(
+                "weights {} + KV cache + the larger of logits and workspace + overhead {}; {} MACs per decoded token",
+                bytes(i.weights_bytes),
+                bytes(i.overhead_bytes),
+                count(i.macs_per_token)
+            ),
+        ),
+    ]
 }
 
 fn heading(r: &MemReport) -> String {

@@ -5,3 +5,932 @@
 pub mod arch;
 pub mod forward;
 pub mod tape;
+
+use std::collections::BTreeMap;
+
+use super::training::{self, Shard, TrainConfig, Training};
+use super::{Format, Layer, MemReport, Totals};
+use crate::error::{Error, Result};
+use crate::ir::{DType, Dim};
+use crate::load::gguf::Gguf;
+use crate::load::hf::Checkpoint;
+use arch::Arch;
+use forward::{Attn, Lora, Numerics, Step, Targets};
+
+/// What the LLM analysis is asked (the command line's LLM options).
+#[derive(Clone, Debug)]
+pub struct LlmOptions {
+    pub batch: u64,
+    /// Tokens per sequence (`--seq`, `--max-model-len`).
+    pub seq: u64,
+    /// Cache dtype [default: the checkpoint's].
+    pub kv_dtype: Option<DType>,
+    pub attn: Attn,
+    pub lora: Option<Lora>,
+    /// QLoRA: the base's linear layers in 4-bit NF4 with double quantization.
+    pub qlora: bool,
+}
+
+impl Default for LlmOptions {
+    fn default() -> Self {
+        LlmOptions {
+            batch: 1,
+            seq: 0,
+            kv_dtype: None,
+            attn: Attn::Sdpa,
+            lora: None,
+            qlora: false,
+        }
+    }
+}
+
+/// Serving memory of a causal LM at `batch` sequences of `seq` tokens.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LlmInference {
+    pub batch: u64,
+    pub seq: u64,
+    pub weights_bytes: u64,
+    /// The cache after a prefill of `seq` tokens for each sequence (as Hugging Face's
+    /// `DynamicCache` holds it: sliding layers keep every prefilled token until the next step).
+    pub kv_cache_bytes: u64,
+    /// The cache in steady decoding at `seq` tokens (sliding layers hold their window).
+    pub kv_cache_decode_bytes: u64,
+    /// Bytes one token adds to the cache, over all layers (full-attention layers).
+    pub kv_bytes_per_token: u64,
+    pub kv_dtype: String,
+    /// Intermediate tensors of the largest layer in the prefill.
+    pub activation_workspace_bytes: u64,
+    /// Logits of every prefilled position (`forward()`; `generate` keeps the last only).
+    pub logits_bytes: u64,
+    pub overhead_bytes: u64,
+    /// Weights + KV cache + the larger of workspace and logits + overhead.
+    pub total_bytes: u64,
+    /// MACs per token of one decode step at context `seq` (active parameters plus attention).
+    pub macs_per_token: u64,
+}
+
+/// Extra facts the LLM analysis adds to a [`MemReport`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LlmInfo {
+    pub model_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<Arch>,
+    /// Parameters a token passes through (MoE: routed experts only).
+    pub active_params: Option<u64>,
+    /// GPTQ, AWQ, bitsandbytes or FP8, from `quantization_config`; GGUF's file type.
+    pub quantization: Option<String>,
+    #[serde(skip)]
+    pub inference: Option<LlmInference>,
+    /// LoRA adapter parameters (with --lora).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trainable_params: Option<u64>,
+}
+
+/// How a stored tensor counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stored {
+    /// A parameter with this many logical elements.
+    Param(u64),
+    /// Quantization state (scales, zeros, maps): bytes, no parameters.
+    QuantState,
+    Buffer,
+}
+
+/// Logical elements of a stored tensor, reading packed quantized layouts (GPTQ/AWQ int4 in I32,
+/// bitsandbytes 4-bit in U8) by their names; `bits` from `quantization_config`.
+fn stored_kind(name: &str, dtype: DType, numel: u64, bits: u64, method: Option<&str>) -> Stored {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    const STATE: &[&str] = &[
+        "qzeros",
+        "scales",
+        "g_idx",
+        "absmax",
+        "quant_map",
+        "nested_absmax",
+        "nested_quant_map",
+        "SCB",
+        "weight_format",
+        "weight_scale_inv",
+        "weight_scale",
+        "input_scale",
+    ];
+    if STATE.contains(&last) || name.contains(".quant_state.") {
+        return Stored::QuantState;
+    }
+    if matches!(last, "inv_freq" | "position_ids" | "masked_bias") {
+        return Stored::Buffer;
+    }
+    if last == "qweight" {
+        return Stored::Param(numel.saturating_mul(32 / bits.clamp(1, 32)));
+    }
+    if last == "weight" && dtype == DType::U8 && matches!(method, Some("bitsandbytes")) {
+        return Stored::Param(numel.saturating_mul(2)); // two 4-bit values per byte
+    }
+    if !dtype.is_float() && !matches!(dtype, DType::I8 | DType::U8) {
+        return Stored::Buffer;
+    }
+    Stored::Param(numel)
+}
+
+/// The row a tensor belongs to: its transformer block (`model.layers.3`), else its module.
+fn row_of(name: &str) -> String {
+    let parts: Vec<&str> = name.split('.').collect();
+    for (i, p) in parts.iter().enumerate() {
+        if matches!(*p, "layers" | "h" | "layer" | "blk" | "block")
+            && parts.get(i + 1).is_some_and(|n| n.parse::<u64>().is_ok())
+        {
+            return parts[..i + 2].join(".");
+        }
+    }
+    match name.rsplit_once('.') {
+        Some((m, _)) => m.to_string(),
+        None => name.to_string(),
+    }
+}
+
+fn block_index(row: &str) -> Option<u64> {
+    row.rsplit('.').next()?.parse().ok()
+}
+
+fn natural(s: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for p in s.split('.') {
+        match p.parse::<u64>() {
+            Ok(n) => out.push((String::new(), n)),
+            Err(_) => out.push((p.to_string(), 0)),
+        }
+    }
+    out
+}
+
+/// A stored tensor, from safetensors or GGUF.
+struct T<'a> {
+    name: &'a str,
+    dtype: Option<DType>,
+    shape: &'a [u64],
+    numel: u64,
+    bytes: u64,
+}
+
+fn quant_method(config: &serde_json::Value) -> (Option<String>, u64) {
+    let q = config.get("quantization_config");
+    let method = q
+        .and_then(|q| q.get("quant_method"))
+        .and_then(|m| m.as_str())
+        .map(str::to_string);
+    let bits = q
+        .and_then(|q| q.get("bits").or_else(|| q.get("w_bit")))
+        .and_then(|b| b.as_u64())
+        .unwrap_or(4);
+    (method, bits)
+}
+
+fn dtype_name(d: DType) -> String {
+    format!("{d}").to_lowercase()
+}
+
+/// Layers and totals from stored tensors.
+fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Totals) {
+    let mut rows: BTreeMap<String, Vec<&T>> = BTreeMap::new();
+    for t in tensors {
+        rows.entry(row_of(t.name)).or_default().push(t);
+    }
+    let mut names: Vec<String> = rows.keys().cloned().collect();
+    names.sort_by_cached_key(|n| natural(n));
+    let mut totals = Totals::default();
+    let mut layers = Vec::new();
+    for name in names {
+        let ts = &rows[&name];
+        let mut l = Layer {
+            name: name.clone(),
+            op: if block_index(&name).is_some() {
+                "Block".into()
+            } else if name.contains("embed") || name.contains("wte") || name.contains("wpe") {
+                "Embedding".into()
+            } else if name.contains("norm") || name.contains("ln_f") {
+                "Norm".into()
+            } else {
+                "Linear".into()
+            },
+            output_shapes: Vec::new(),
+            params: 0,
+            param_bytes: 0,
+            buffers: 0,
+            buffer_bytes: 0,
+            activation_bytes: None,
+            macs: None,
+            folded: false,
+            saved_bytes: None,
+            gradient_bytes: None,
+            depth: 0,
+            branch: None,
+        };
+        for t in ts {
+            let kind = match t.dtype {
+                Some(d) => stored_kind(t.name, d, t.numel, bits, method),
+                None => Stored::Param(t.numel), // GGUF: every tensor is a parameter
+            };
+            match kind {
+                Stored::Param(n) => {
+                    l.params = l.params.saturating_add(n);
+                    l.param_bytes = l.param_bytes.saturating_add(t.bytes);
+                }
+                Stored::QuantState => l.param_bytes = l.param_bytes.saturating_add(t.bytes),
+                Stored::Buffer => {
+                    l.buffers = l.buffers.saturating_add(t.numel);
+                    l.buffer_bytes = l.buffer_bytes.saturating_add(t.bytes);
+                }
+            }
+            if ts.len() == 1 {
+                l.output_shapes
+                    .push(Some(t.shape.iter().map(|&d| Dim::known(d as i64)).collect()));
+            }
+        }
+        totals.params = totals.params.saturating_add(l.params);
+        totals.param_bytes = totals.param_bytes.saturating_add(l.param_bytes);
+        totals.buffers = totals.buffers.saturating_add(l.buffers);
+        totals.buffer_bytes = totals.buffer_bytes.saturating_add(l.buffer_bytes);
+        layers.push(l);
+    }
+    (layers, totals)
+}
+
+fn checked(what: &str, v: Option<u64>) -> Result<u64> {
+    v.ok_or_else(|| Error::Usage(format!("{what} overflows 64 bits: use a smaller --batch or --seq")))
+}
+
+/// KV cache bytes: (after prefill of `seq`, steady decode at `seq`, per token).
+pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<(u64, u64, u64)> {
+    if !a.is_causal_lm() {
+        return Some((0, 0, 0));
+    }
+    let per_token_layer = 2u64.checked_mul(a.kv_dim())?.checked_mul(elem)?;
+    let (mut prefill, mut decode, mut per_token) = (0u64, 0u64, 0u64);
+    for w in &a.sliding {
+        let full = batch.checked_mul(seq)?.checked_mul(per_token_layer)?;
+        prefill = prefill.checked_add(full)?;
+        match w {
+            None => {
+                decode = decode.checked_add(full)?;
+                per_token = per_token.checked_add(per_token_layer)?;
+            }
+            Some(win) => {
+                // DynamicSlidingWindowLayer: the window, and an int64 scalar
+                prefill = prefill.checked_add(8)?;
+                let kept = batch.checked_mul(seq.min(*win))?.checked_mul(per_token_layer)?;
+                decode = decode.checked_add(kept)?.checked_add(8)?;
+            }
+        }
+    }
+    Some((prefill, decode, per_token))
+}
+
+/// MACs per token of a decode step at context `seq`: every active linear weight once, plus
+/// q·k and p·v over the context.
+fn macs_per_token(a: &Arch, active_linear: u64, seq: u64) -> u64 {
+    let attn: u64 = a
+        .sliding
+        .iter()
+        .map(|w| 2 * a.q_dim() * w.map_or(seq, |w| seq.min(w)))
+        .sum();
+    active_linear.saturating_add(attn)
+}
+
+/// Active parameters per token of an MoE model: all but the unrouted experts.
+fn active_params(a: &Arch, total: u64) -> Option<u64> {
+    let m = a.moe.as_ref()?;
+    let per_expert = 3 * a.hidden * m.expert_intermediate;
+    Some(total.saturating_sub(a.layers * (m.experts - m.top_k) * per_expert))
+}
+
+/// Intermediate tensors of the largest layer in a prefill of `tokens` tokens.
+fn workspace(a: &Arch, batch: u64, n: u64, elem: u64, attn: Attn) -> u64 {
+    let t = batch.saturating_mul(n);
+    let mlp = match &a.moe {
+        Some(m) => t
+            .saturating_mul(m.top_k)
+            .saturating_mul(a.hidden + 3 * m.expert_intermediate),
+        None => t.saturating_mul(a.hidden + 3 * a.intermediate),
+    }
+    .saturating_mul(elem);
+    let qkv = t
+        .saturating_mul(2 * a.q_dim() + 2 * a.kv_dim() + a.hidden)
+        .saturating_mul(elem);
+    let scores = match attn {
+        Attn::Eager => batch
+            .saturating_mul(a.heads)
+            .saturating_mul(n)
+            .saturating_mul(n)
+            .saturating_mul(8), // fp32 scores and probabilities
+        _ => 0,
+    };
+    mlp.max(qkv.saturating_add(scores))
+}
+
+fn numerics(c: &TrainConfig, qlora: bool) -> Numerics {
+    use super::saved::Precision as P;
+    if qlora {
+        return Numerics {
+            weights: DType::BF16,
+            autocast: None,
+        };
+    }
+    match c.precision {
+        P::Fp32 => Numerics {
+            weights: DType::F32,
+            autocast: None,
+        },
+        P::AmpBf16 => Numerics {
+            weights: DType::F32,
+            autocast: Some(DType::BF16),
+        },
+        P::AmpFp16 => Numerics {
+            weights: DType::F32,
+            autocast: Some(DType::F16),
+        },
+        P::Bf16 => Numerics {
+            weights: DType::BF16,
+            autocast: None,
+        },
+    }
+}
+
+/// Bytes of the NF4 base of QLoRA per parameter of a quantized linear layer: 4 bits, an 8-bit
+/// absmax per block of 64 and an fp32 scale per 256 blocks (double quantization).
+fn nf4_bytes(params: u64) -> u64 {
+    let blocks = params.div_ceil(64);
+    params.div_ceil(2) + blocks + blocks.div_ceil(256) * 4
+}
+
+/// The training step of a checkpoint.
+pub fn training_step(
+    a: &Arch,
+    params: u64,
+    linear_params: u64,
+    c: &TrainConfig,
+    o: &LlmOptions,
+) -> Result<(Training, u64)> {
+    let nm = numerics(c, o.qlora);
+    let lora = o.lora.clone().or_else(|| {
+        o.qlora.then(|| Lora {
+            rank: 16,
+            targets: Targets::AllLinear,
+        })
+    });
+    let step = |ckpt: bool| Step {
+        batch: o.batch,
+        seq: o.seq,
+        attn: o.attn,
+        numerics: nm,
+        checkpoint: ckpt,
+        lora: lora.clone(),
+        padded: false,
+    };
+    let ckpt = c.checkpoint != training::Checkpoint::None;
+    let run = forward::training_forward(a, &step(ckpt));
+    let full = if ckpt {
+        forward::training_forward(a, &step(false))
+    } else {
+        run.clone()
+    };
+    if run.overflow || full.overflow {
+        return Err(Error::Usage(format!(
+            "the saved activations at batch {} x seq {} overflow 64 bits",
+            o.batch, o.seq
+        )));
+    }
+    let per_param = training::bytes_per_param(c);
+    let mut notes = Vec::new();
+    let elem = nm.weights.bytes_for(1).unwrap_or(4);
+    let (weights, grads, opt, trainable) = match &lora {
+        None => {
+            let opt_elem = training::optimizer_bytes_per_param(c);
+            let grad = per_param - opt_elem - elem;
+            (
+                checked("the weights", params.checked_mul(elem))?,
+                checked("the gradients", params.checked_mul(grad))?,
+                checked("the optimizer state", params.checked_mul(opt_elem))?,
+                params,
+            )
+        }
+        Some(l) => {
+            let trainable = run.adapter_params;
+            // peft keeps adapters in fp32 (autocast_adapter_dtype) with fp32 gradients
+            let opt_elem = c.optimizer.states() * if c.optimizer.is_8bit() { 1 } else { 4 };
+            let base = if o.qlora {
+                nf4_bytes(linear_params)
+                    .saturating_add((params - linear_params.min(params)).saturating_mul(2))
+            } else {
+                params.saturating_mul(elem)
+            };
+            notes.push(format!(
+                "{}: rank {}, {} adapter parameters ({:.3}% of {}); the base is frozen{}",
+                if o.qlora { "QLoRA" } else { "LoRA" },
+                l.rank,
+                trainable,
+                trainable as f64 * 100.0 / params.max(1) as f64,
+                params,
+                if o.qlora {
+                    " in 4-bit NF4 with double quantization, computing in bf16"
+                } else {
+                    ""
+                }
+            ));
+            if a.moe.is_some() && l.targets == Targets::AllLinear {
+                notes.push("all-linear on an MoE model: peft also wraps the experts' fused parameters and keeps W + BA for every expert; nnlint counts adapters on linear layers only (the saved activations are a lower bound)".into());
+            }
+            (
+                base.saturating_add(trainable * 4),
+                trainable * 4,
+                trainable * opt_elem,
+                trainable,
+            )
+        }
+    };
+    let n = c.gpus.max(1) as u64;
+    let (w_gpu, g_gpu, o_gpu) = match c.shard {
+        Shard::None | Shard::Ddp => (weights, grads, opt),
+        Shard::Zero1 => (weights, grads, opt.div_ceil(n)),
+        Shard::Zero2 => (weights, grads.div_ceil(n), opt.div_ceil(n)),
+        Shard::Zero3 | Shard::Fsdp => (weights.div_ceil(n), grads.div_ceil(n), opt.div_ceil(n)),
+    };
+    // FSDP / ZeRO-3 gather one block's parameters at a time
+    let parallel = match c.shard {
+        Shard::Zero3 | Shard::Fsdp => weights / a.layers.max(1),
+        Shard::Ddp => grads.min(25 << 20),
+        _ => 0,
+    };
+    let saved = run.saved.activation;
+    let transient = run.logits_grad_bytes;
+    let allocated = [w_gpu, g_gpu, o_gpu, saved, transient, parallel]
+        .iter()
+        .try_fold(0u64, |s, &v| s.checked_add(v));
+    let allocated = checked("the training step", allocated)?;
+    let overhead = c.overhead.bytes(allocated);
+    if c.optimizer.is_8bit() {
+        notes.push("8-bit optimizer state (bitsandbytes): 1 byte per state per parameter".into());
+    }
+    if ckpt {
+        notes.push(format!(
+            "gradient checkpointing as Hugging Face does it: every block (checkpoint {} is applied per block); backward recomputes one block at a time",
+            c.checkpoint
+        ));
+    }
+    if c.device == super::saved::Device::Cuda {
+        notes.push("saved activations follow PyTorch's CPU kernels (measured); on CUDA, autocast also keeps fp32 copies around norms and softmax, and flash attention an RNG state".into());
+    }
+    let t = Training {
+        config: *c,
+        micro_batch: Some(o.batch),
+        effective_batch: Some(o.batch.saturating_mul(c.accumulate as u64).saturating_mul(n)),
+        weights_bytes: w_gpu,
+        gradient_bytes: g_gpu,
+        optimizer_bytes: o_gpu,
+        saved_activation_bytes: saved,
+        saved_activation_bytes_full: full.saved.activation,
+        autocast_weight_copy_bytes: run.saved.weight_copy,
+        saved_buffer_bytes: 0,
+        parallel_bytes: parallel,
+        overhead_bytes: overhead,
+        total_bytes: allocated + overhead,
+        peak: training::PeakBreakdown {
+            phase: "backward".into(),
+            weights_bytes: w_gpu,
+            gradient_bytes: g_gpu,
+            optimizer_bytes: o_gpu,
+            saved_activation_bytes: saved,
+            transient_bytes: transient,
+            parallel_bytes: parallel,
+            overhead_bytes: overhead,
+        },
+        recompute_macs: 0,
+        recompute_fraction: if ckpt { 1.0 / 3.0 } else { 0.0 },
+        communication_bytes: 0,
+        host_bytes: 0,
+        per_node: Vec::new(),
+        lower_bound: a.moe.is_some()
+            && lora.as_ref().is_some_and(|l| l.targets == Targets::AllLinear),
+        unknown: Vec::new(),
+        notes,
+    };
+    Ok((t, trainable))
+}
+
+/// Inference memory at `o.batch` × `o.seq`.
+pub fn inference(
+    a: &Arch,
+    weights_bytes: u64,
+    linear_active: u64,
+    elem: u64,
+    o: &LlmOptions,
+) -> Result<LlmInference> {
+    let kv_elem = o.kv_dtype.and_then(|d| d.bytes_for(1)).unwrap_or(elem);
+    let (kv, kv_decode, per_token) = kv_cache(a, o.batch, o.seq, kv_elem).ok_or_else(|| {
+        Error::Usage(format!(
+            "the KV cache at batch {} x seq {} overflows 64 bits",
+            o.batch, o.seq
+        ))
+    })?;
+    let n = a.tokens(o.seq);
+    let ws = workspace(a, o.batch, n, elem, o.attn);
+    let logits = checked(
+        "the logits",
+        o.batch
+            .checked_mul(n)
+            .and_then(|t| t.checked_mul(a.vocab.max(1)))
+            .and_then(|x| x.checked_mul(elem)),
+    )?;
+    let overhead = training::Overhead::default();
+    let allocated = checked(
+        "the inference peak",
+        weights_bytes
+            .checked_add(kv)
+            .and_then(|x| x.checked_add(ws.max(logits))),
+    )?;
+    let oh = overhead.bytes(allocated);
+    Ok(LlmInference {
+        batch: o.batch,
+        seq: o.seq,
+        weights_bytes,
+        kv_cache_bytes: kv,
+        kv_cache_decode_bytes: kv_decode,
+        kv_bytes_per_token: per_token,
+        kv_dtype: dtype_name(o.kv_dtype.unwrap_or(match elem {
+            2 => DType::BF16,
+            1 => DType::F8E4M3FN,
+            _ => DType::F32,
+        })),
+        activation_workspace_bytes: ws,
+        logits_bytes: logits,
+        overhead_bytes: oh,
+        total_bytes: allocated + oh,
+        macs_per_token: macs_per_token(a, linear_active, o.seq),
+    })
+}
+
+/// Parameters of the linear layers inside the blocks (what LoRA targets and QLoRA quantizes),
+/// and those a token passes through.
+fn linear_params(a: &Arch, layers: &[Layer]) -> (u64, u64) {
+    let block: u64 = layers
+        .iter()
+        .filter(|l| block_index(&l.name).is_some())
+        .map(|l| l.params)
+        .sum();
+    let head = if a.tied { 0 } else { a.vocab * a.hidden };
+    let active = active_params(a, block).unwrap_or(block);
+    (block, active.saturating_add(head))
+}
+
+/// Compares the headers with the config: the embedding's shape and the block count.
+fn consistency(a: &Arch, layers: &[Layer], file: &str) -> Vec<String> {
+    let mut w = Vec::new();
+    let blocks = layers.iter().filter_map(|l| block_index(&l.name)).max();
+    if let Some(max) = blocks {
+        if max + 1 != a.layers {
+            w.push(format!(
+                "{file}: config.json says {} layers (num_hidden_layers) but the weights hold {} blocks",
+                a.layers,
+                max + 1
+            ));
+        }
+    }
+    w
+}
+
+/// Analyses a checkpoint folder.
+pub fn analyze_checkpoint(
+    ck: &Checkpoint,
+    o: &LlmOptions,
+    train: Option<&TrainConfig>,
+) -> Result<MemReport> {
+    let cfg_file = ck.config_path.display().to_string();
+    let arch = arch::from_config(&ck.config)
+        .map_err(|e| Error::malformed(&ck.config_path, e.0))?;
+    let (method, bits) = quant_method(&ck.config);
+    let tensors: Vec<T> = ck
+        .weights
+        .tensors
+        .iter()
+        .map(|t| T {
+            name: &t.name,
+            dtype: Some(t.dtype),
+            shape: &t.shape,
+            numel: t.numel(),
+            bytes: t.bytes(),
+        })
+        .collect();
+    let (layers, totals) = layers_of(&tensors, bits, method.as_deref());
+    let elem = arch
+        .as_ref()
+        .and_then(|a| a.dtype)
+        .or_else(|| ck.weights.tensors.iter().map(|t| t.dtype).find(|d| d.is_float()))
+        .and_then(|d| d.bytes_for(1))
+        .unwrap_or(2);
+    let mut warnings = ck.weights.warnings.clone();
+    finish(
+        ck.dir.display().to_string(),
+        Format::Checkpoint,
+        arch,
+        layers,
+        totals,
+        elem,
+        method,
+        o,
+        train,
+        &cfg_file,
+        &mut warnings,
+        ck.config
+            .get("model_type")
+            .and_then(|m| m.as_str())
+            .map(str::to_string),
+    )
+}
+
+/// Analyses a GGUF file from its metadata.
+pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Result<MemReport> {
+    let file = g.path.display().to_string();
+    let tensors: Vec<T> = g
+        .tensors
+        .iter()
+        .map(|t| T {
+            name: &t.name,
+            dtype: None,
+            shape: &t.shape,
+            numel: t.elements,
+            bytes: t.bytes,
+        })
+        .collect();
+    let (layers, totals) = layers_of(&tensors, 4, None);
+    let arch = gguf_arch(g);
+    let quant = g
+        .metadata
+        .get("general.file_type")
+        .and_then(|m| m.as_u64())
+        .map(|ft| format!("GGUF file type {ft}"));
+    let mut warnings = g.warnings.clone();
+    let mt = g
+        .metadata
+        .get("general.architecture")
+        .and_then(|m| m.as_str())
+        .map(str::to_string);
+    finish(
+        file.clone(),
+        Format::Gguf,
+        arch,
+        layers,
+        totals,
+        2,
+        quant,
+        o,
+        train,
+        &file,
+        &mut warnings,
+        mt,
+    )
+}
+
+/// The architecture from GGUF metadata (llama-style decoders: the keys llama.cpp reads).
+fn gguf_arch(g: &Gguf) -> Option<Arch> {
+    let get = |k: &str| g.arch_key(k).and_then(|m| m.as_u64());
+    let hidden = get("embedding_length")?;
+    let heads = get("attention.head_count")?;
+    let layers = get("block_count")?;
+    let kv_heads = get("attention.head_count_kv").unwrap_or(heads);
+    let head_dim = get("attention.key_length").unwrap_or(hidden / heads.max(1));
+    let vocab = get("vocab_size")
+        .or_else(|| match g.metadata.get("tokenizer.ggml.tokens") {
+            Some(crate::load::gguf::Meta::Array(n, _)) => Some(*n),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let window = get("attention.sliding_window");
+    let cfg = serde_json::json!({
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "intermediate_size": get("feed_forward_length").unwrap_or(4 * hidden),
+        "vocab_size": vocab.max(1),
+        "max_position_embeddings": get("context_length").unwrap_or(0),
+    });
+    let mut a = arch::from_config(&cfg).ok().flatten()?;
+    a.model_type = g
+        .metadata
+        .get("general.architecture")
+        .and_then(|m| m.as_str())
+        .unwrap_or("llama")
+        .to_string();
+    if let Some(w) = window {
+        a.sliding = vec![Some(w); layers as usize];
+    }
+    if let (Some(e), Some(k)) = (get("expert_count"), get("expert_used_count")) {
+        if e > 0 {
+            a.moe = Some(arch::Moe {
+                experts: e,
+                top_k: k.min(e),
+                expert_intermediate: get("expert_feed_forward_length").unwrap_or(a.intermediate),
+                shared_intermediate: 0,
+                norm_topk: true,
+            });
+        }
+    }
+    a.tied = !g.tensors.iter().any(|t| t.name == "output.weight");
+    Some(a)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    model: String,
+    format: Format,
+    arch: Option<Arch>,
+    mut layers: Vec<Layer>,
+    totals: Totals,
+    elem: u64,
+    quantization: Option<String>,
+    o: &LlmOptions,
+    train: Option<&TrainConfig>,
+    file: &str,
+    warnings: &mut Vec<String>,
+    model_type: Option<String>,
+) -> Result<MemReport> {
+    let mut notes = Vec::new();
+    let Some(a) = arch else {
+        notes.push(format!(
+            "model_type {} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
+            model_type.as_deref().unwrap_or("(none)"),
+            arch::KNOWN.join(", ")
+        ));
+        if train.is_some() {
+            return Err(Error::refused(
+                file,
+                "--train needs the architecture, and nnlint does not model this model_type",
+            ));
+        }
+        return Ok(report(model, format, layers, totals, notes, warnings.clone(), None, None, o));
+    };
+    warnings.extend(consistency(&a, &layers, file));
+    let mut o = o.clone();
+    if o.seq == 0 {
+        o.seq = if a.image.is_some() {
+            1
+        } else {
+            a.max_positions.clamp(1, 4096)
+        };
+        if a.image.is_none() {
+            notes.push(format!(
+                "--seq not given: {} tokens per sequence (the context length, at most 4096)",
+                o.seq
+            ));
+        }
+    }
+    let n = a.tokens(o.seq);
+    let (block_linear, active_linear) = linear_params(&a, &layers);
+    let active = active_params(&a, totals.params);
+    // per-block rows: the output activation and the MACs of the prefill
+    let tokens = o.batch.saturating_mul(n);
+    let per_block_macs = macs_per_token(&a, active_linear.saturating_sub(if a.tied { 0 } else { a.vocab * a.hidden }), o.seq) / a.layers.max(1);
+    let hidden_bytes = tokens
+        .checked_mul(a.hidden)
+        .and_then(|x| x.checked_mul(elem));
+    let known = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok()).map(Dim::known);
+    for l in layers.iter_mut() {
+        let head = l.params == a.vocab * a.hidden && l.op == "Linear" && a.vocab > 0;
+        let (act, macs) = if block_index(&l.name).is_some() {
+            (hidden_bytes, tokens.checked_mul(per_block_macs))
+        } else if head {
+            l.op = "LmHead".into();
+            (
+                tokens.checked_mul(a.vocab).and_then(|x| x.checked_mul(elem)),
+                tokens.checked_mul(l.params),
+            )
+        } else if l.params > 0 {
+            (hidden_bytes, Some(0))
+        } else {
+            continue;
+        };
+        l.activation_bytes = known(act);
+        l.macs = known(macs);
+    }
+    // graph order: embeddings, blocks, the final norm, the head
+    layers.sort_by_key(|l| match l.op.as_str() {
+        "Embedding" => 0,
+        "Block" => 1,
+        "LmHead" => 3,
+        _ => 2,
+    });
+    let mut totals = totals;
+    let sum = |f: &dyn Fn(&Layer) -> Option<u64>| {
+        layers
+            .iter()
+            .try_fold(0u64, |s, l| f(l).and_then(|v| s.checked_add(v)))
+    };
+    totals.activation_bytes = known(sum(&|l| l.activation_bytes.as_ref().and_then(Dim::as_u64).or(Some(0))));
+    totals.macs = known(sum(&|l| l.macs.as_ref().and_then(Dim::as_u64).or(Some(0))));
+    let inf = if a.is_causal_lm() {
+        Some(inference(&a, totals.param_bytes, active_linear, elem, &o)?)
+    } else {
+        None
+    };
+    let mut trainable = None;
+    let training = match train {
+        Some(c) => {
+            let (t, tp) = training_step(&a, totals.params, block_linear, c, &o)?;
+            if o.lora.is_some() || o.qlora {
+                trainable = Some(tp);
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    if a.moe.is_some() {
+        notes.push(format!(
+            "mixture of experts: {} parameters, {} active per token",
+            totals.params,
+            active.unwrap_or(totals.params)
+        ));
+    }
+    let info = LlmInfo {
+        model_type: Some(a.model_type.clone()),
+        active_params: active,
+        quantization,
+        inference: inf,
+        trainable_params: trainable.or(training.as_ref().map(|_| totals.params)),
+        architecture: Some(a),
+    };
+    let mut r = report(model, format, layers, totals, notes, warnings.clone(), training, Some(info), &o);
+    r.batch = Some(o.batch);
+    r.peak_missing = Some("see the serving memory below (weights, KV cache, logits)".into());
+    Ok(r)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    model: String,
+    format: Format,
+    layers: Vec<Layer>,
+    totals: Totals,
+    notes: Vec<String>,
+    warnings: Vec<String>,
+    training: Option<Training>,
+    llm: Option<LlmInfo>,
+    o: &LlmOptions,
+) -> MemReport {
+    let mut dims = BTreeMap::new();
+    if o.seq > 0 {
+        dims.insert("seq".to_string(), o.seq as i64);
+    }
+    MemReport {
+        model,
+        format,
+        batch: None,
+        dims,
+        layers,
+        totals,
+        unknown_ops: Vec::new(),
+        peak: None,
+        peak_missing: None,
+        unbound: Vec::new(),
+        unaccounted: Vec::new(),
+        notes,
+        warnings,
+        training,
+        llm,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_layouts_count_logical_parameters() {
+        assert_eq!(
+            stored_kind("a.qweight", DType::I32, 8 * 64, 4, Some("gptq")),
+            Stored::Param(4096)
+        );
+        assert_eq!(stored_kind("a.scales", DType::F16, 128, 4, Some("gptq")), Stored::QuantState);
+        assert_eq!(
+            stored_kind("a.weight", DType::U8, 2048, 4, Some("bitsandbytes")),
+            Stored::Param(4096)
+        );
+        assert_eq!(stored_kind("a.weight", DType::I8, 4096, 8, Some("bitsandbytes")), Stored::Param(4096));
+        assert_eq!(stored_kind("a.weight_scale_inv", DType::F32, 1, 8, Some("fp8")), Stored::QuantState);
+    }
+
+    #[test]
+    fn rows_are_blocks() {
+        assert_eq!(row_of("model.layers.12.mlp.up_proj.weight"), "model.layers.12");
+        assert_eq!(row_of("transformer.h.0.attn.c_attn.weight"), "transformer.h.0");
+        assert_eq!(row_of("blk.3.attn_q.weight"), "blk.3");
+        assert_eq!(row_of("lm_head.weight"), "lm_head");
+    }
+
+    #[test]
+    fn nf4_with_double_quantization_is_about_4_127_bits() {
+        let b = nf4_bytes(64 * 256 * 100);
+        let bits = b as f64 * 8.0 / (64.0 * 256.0 * 100.0);
+        assert!((bits - 4.127).abs() < 0.001, "{bits}");
+    }
+}

@@ -15,7 +15,8 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         plan: Some(&args.plan),
         ..Inputs::default()
     })?;
-    if !args.train {
+    let lora = args.llm.lora.is_some() || args.llm.qlora;
+    if !args.train && !lora {
         let given = args.plan.training_options();
         if !given.is_empty() {
             return Err(crate::error::Error::Usage(format!(
@@ -25,8 +26,18 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
             )));
         }
     }
-    let train = args.train.then_some(&s.train);
-    let report = analysis::analyze_path(&args.model, &s.bindings, train)?;
+    let train = (args.train || lora).then_some(&s.train);
+    let llm = args.llm.options();
+    let report = analysis::analyze_path_with(&args.model, &s.bindings, train, Some(&llm))?;
+    let given = args.llm.given();
+    if !given.is_empty()
+        && matches!(report.format, analysis::Format::Onnx | analysis::Format::Safetensors)
+    {
+        return Err(crate::error::Error::Usage(format!(
+            "{} only apply to language-model checkpoints (a Hugging Face folder or a .gguf file); for an ONNX graph bind the sequence with --dim NAME=N",
+            given.join(", ")
+        )));
+    }
     let view = report::ViewOptions {
         sort: args.sort,
         top: args.top,
