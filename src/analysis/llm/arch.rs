@@ -51,6 +51,9 @@ pub struct Moe {
     pub shared_intermediate: u64,
     /// Routing weights renormalised over the top k.
     pub norm_topk: bool,
+    /// The router is an `nn.Linear` (peft's all-linear gives it an adapter); Qwen2-MoE's
+    /// transformers-5 router holds a bare parameter.
+    pub router_linear: bool,
 }
 
 /// Everything the memory model needs about a model.
@@ -268,6 +271,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
             expert_intermediate: intermediate,
             shared_intermediate: 0,
             norm_topk: true,
+            router_linear: true,
         }),
         "qwen2_moe" => Some(Moe {
             experts: need(c, &["num_experts"])?,
@@ -275,6 +279,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
             expert_intermediate: need(c, &["moe_intermediate_size"])?,
             shared_intermediate: uint(c, &["shared_expert_intermediate_size"])?.unwrap_or(0),
             norm_topk: flag(c, "norm_topk_prob", false),
+            router_linear: false,
         }),
         _ => None,
     };

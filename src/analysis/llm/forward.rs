@@ -161,12 +161,19 @@ impl Run<'_> {
     }
 
     fn lora_on(&self, name: &str, role: Role) -> bool {
+        if role == Role::Router && self.a.moe.as_ref().is_some_and(|m| !m.router_linear) {
+            return false;
+        }
         match self.s.lora.as_ref().map(|l| &l.targets) {
             None => false,
             Some(Targets::AllLinear) => true,
             Some(Targets::Named(names)) => names
                 .iter()
-                .any(|t| t == name || role.canonical().contains(&t.as_str())),
+                .any(|t| {
+                    t == name
+                        || name.ends_with(&format!(".{t}"))
+                        || role.canonical().contains(&t.as_str())
+                }),
         }
     }
 

@@ -733,6 +733,7 @@ fn gguf_arch(g: &Gguf) -> Option<Arch> {
                 expert_intermediate: get("expert_feed_forward_length").unwrap_or(a.intermediate),
                 shared_intermediate: 0,
                 norm_topk: true,
+                router_linear: true,
             });
         }
     }
