@@ -244,15 +244,22 @@ crate::named_enum! {
 
 #[derive(Debug, Args)]
 pub struct FitArgs {
-    /// An ONNX model.
+    /// An ONNX model, a Hugging Face checkpoint folder or a GGUF file.
     pub model: PathBuf,
     /// The GPU: a memory size (16GiB) or a card (T4, V100-16GB, V100-32GB, A10, L4, RTX-3090,
     /// RTX-4090, A100-40GB, L40S, A100-80GB, H100-80GB, H200).
     #[arg(long, value_parser = crate::analysis::fit::parse_gpu)]
     pub gpu: Gpu,
-    /// The batch per optimizer step to keep, with accumulation where a plan needs it.
-    #[arg(long, default_value_t = 256, value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
-    pub effective_batch: u64,
+    /// The batch per optimizer step to keep, with accumulation where a plan needs it (ONNX
+    /// models) [default: 256].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
+    pub effective_batch: Option<u64>,
+    /// Language models: tokens per sequence [default: the context length, at most 4096].
+    #[arg(long, visible_alias = "max-model-len", value_name = "TOKENS", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
+    pub seq: Option<u64>,
+    /// Language models: the rank of the LoRA and QLoRA plans [default: 16].
+    #[arg(long, value_name = "RANK", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
+    pub lora: Option<u64>,
     /// Answer for serving (inference) instead of training.
     #[arg(long)]
     pub inference: bool,

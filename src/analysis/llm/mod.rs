@@ -3,6 +3,7 @@
 //! fine-tuning step (full, LoRA, QLoRA) from a model of what autograd keeps ([`forward`]).
 
 pub mod arch;
+pub mod fit;
 pub mod forward;
 pub mod tape;
 
@@ -84,6 +85,24 @@ pub struct LlmInfo {
     /// LoRA adapter parameters (with --lora).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trainable_params: Option<u64>,
+    /// What `fit` needs to re-run the estimates.
+    #[serde(skip)]
+    pub model: Option<LlmModel>,
+}
+
+/// A language model as the estimates need it.
+#[derive(Clone, Debug)]
+pub struct LlmModel {
+    pub name: String,
+    pub arch: Arch,
+    pub params: u64,
+    pub param_bytes: u64,
+    /// Parameters of the blocks' linear layers (LoRA targets, QLoRA's 4-bit part).
+    pub block_linear: u64,
+    /// Linear parameters a token passes through (MoE: routed experts only), head included.
+    pub active_linear: u64,
+    /// Bytes per element of the weights' dtype.
+    pub elem: u64,
 }
 
 /// How a stored tensor counts.
@@ -852,7 +871,17 @@ fn finish(
             active.unwrap_or(totals.params)
         ));
     }
+    let model_info = LlmModel {
+        name: model.clone(),
+        arch: a.clone(),
+        params: totals.params,
+        param_bytes: totals.param_bytes,
+        block_linear,
+        active_linear,
+        elem,
+    };
     let info = LlmInfo {
+        model: Some(model_info),
         model_type: Some(a.model_type.clone()),
         active_params: active,
         quantization,

@@ -23,11 +23,23 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
             given.join(" ")
         )));
     }
+    let loaded = load::load(&args.model)?;
+    if matches!(loaded, load::Loaded::Checkpoint(_) | load::Loaded::Gguf(_)) {
+        return fit_llm(args, loaded, s.train.gpus);
+    }
+    for (flag, given) in [("--seq", args.seq.is_some()), ("--lora", args.lora.is_some())] {
+        if given {
+            return Err(Error::Usage(format!(
+                "{flag} applies to language-model checkpoints (a Hugging Face folder or a .gguf file); for an ONNX graph bind the sequence with --dim NAME=N"
+            )));
+        }
+    }
+    drop(loaded);
     let model = load::load_graph(&args.model, "fit")?;
     let req = analysis::fit::FitRequest {
         gpu: args.gpu,
         gpus: s.train.gpus,
-        effective_batch: args.effective_batch,
+        effective_batch: args.effective_batch.unwrap_or(256),
         base: s.train,
         dims: s.bindings.dims,
         inputs: s.bindings.inputs,
@@ -35,4 +47,47 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     };
     let r = analysis::fit::fit(&model, &req)?;
     Ok(Outcome::clean(report::render_fit(&r, args.format)))
+}
+
+/// `fit` for a language-model checkpoint: serving and fine-tuning plans at `--seq`.
+fn fit_llm(args: &FitArgs, loaded: load::Loaded, gpus: u32) -> Result<Outcome> {
+    for (flag, given) in [
+        ("--effective-batch", args.effective_batch.is_some()),
+        ("--dim", !args.dims.is_empty()),
+        ("--input", !args.inputs.is_empty()),
+    ] {
+        if given {
+            return Err(Error::Usage(format!(
+                "{flag} applies to ONNX graphs; for a language model give --seq (and --lora for the adapter rank)"
+            )));
+        }
+    }
+    let o = analysis::llm::LlmOptions {
+        seq: args.seq.unwrap_or(0),
+        ..Default::default()
+    };
+    let r = match &loaded {
+        load::Loaded::Checkpoint(c) => analysis::llm::analyze_checkpoint(c, &o, None)?,
+        load::Loaded::Gguf(g) => analysis::llm::analyze_gguf(g, &o, None)?,
+        _ => unreachable!("fit_llm is called for checkpoints only"),
+    };
+    let Some(m) = r.llm.as_ref().and_then(|l| l.model.as_ref()) else {
+        return Err(Error::refused(
+            &args.model,
+            "has a model_type nnlint does not model: fit needs the architecture (the parameters alone are in `nnlint mem`)",
+        ));
+    };
+    let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
+    let mut f = analysis::llm::fit::fit(m, args.gpu, gpus, seq, args.lora.unwrap_or(16))?;
+    if args.inference {
+        f.plans.truncate(1);
+    }
+    Ok(Outcome::clean(match args.format {
+        report::FitFormat::Table => analysis::llm::fit::render(&f),
+        report::FitFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&f).expect("the report serialises");
+            s.push('\n');
+            s
+        }
+    }))
 }
