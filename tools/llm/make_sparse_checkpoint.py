@@ -117,12 +117,17 @@ def main():
     ap.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--shards", type=int, default=30)
     ap.add_argument("--dtype", default="F16", choices=sorted(DTYPE_SIZE))
+    ap.add_argument("--shape", default="70b", choices=["70b", "8b"],
+                    help="70b: Llama-2-70b-hf (default); 8b: Llama-3-8B (32 layers, 4096 hidden, 8 KV heads, vocab 128256)")
     args = ap.parse_args()
     out: Path = args.dir
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("model-*.safetensors"):
         old.unlink()
-    cfg = dict(CONFIG, torch_dtype={"F16": "float16", "BF16": "bfloat16", "F32": "float32"}[args.dtype])
+    base = CONFIG if args.shape == "70b" else dict(
+        CONFIG, hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_hidden_layers=32,
+        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0)
+    cfg = dict(base, torch_dtype={"F16": "float16", "BF16": "bfloat16", "F32": "float32"}[args.dtype])
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     (out / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n")
     dsize = DTYPE_SIZE[args.dtype]
