@@ -9,12 +9,27 @@ use nnlint::ir::DType;
 use serde_json::Value;
 
 const FAMILIES: &[&str] = &[
-    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "gpt2", "gpt_neox",
-    "mixtral", "qwen2_moe", "bert", "roberta", "vit",
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "phi3",
+    "gpt2",
+    "gpt_neox",
+    "mixtral",
+    "qwen2_moe",
+    "bert",
+    "roberta",
+    "vit",
 ];
 
 fn load(family: &str) -> (Value, Value) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/llm").join(family);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/llm")
+        .join(family);
     let read = |f: &str| -> Value {
         serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
     };
@@ -26,18 +41,36 @@ fn step(cfg: &Value, batch: u64, seq: u64) -> Step {
     Step {
         batch,
         seq,
-        attn: if cfg["attn"] == "eager" { Attn::Eager } else { Attn::Sdpa },
+        attn: if cfg["attn"] == "eager" {
+            Attn::Eager
+        } else {
+            Attn::Sdpa
+        },
         numerics: match prec {
-            "fp32" => Numerics { weights: DType::F32, autocast: None },
-            "autocast_bf16" => Numerics { weights: DType::F32, autocast: Some(DType::BF16) },
-            "bf16_weights" => Numerics { weights: DType::BF16, autocast: None },
+            "fp32" => Numerics {
+                weights: DType::F32,
+                autocast: None,
+            },
+            "autocast_bf16" => Numerics {
+                weights: DType::F32,
+                autocast: Some(DType::BF16),
+            },
+            "bf16_weights" => Numerics {
+                weights: DType::BF16,
+                autocast: None,
+            },
             p => panic!("{p}"),
         },
         checkpoint: cfg.get("gc").is_some(),
         lora: cfg.get("lora").and_then(Value::as_str).map(|l| Lora {
             rank: 8,
             targets: if l == "qv" {
-                Targets::Named(vec!["q_proj".into(), "v_proj".into(), "query".into(), "value".into()])
+                Targets::Named(vec![
+                    "q_proj".into(),
+                    "v_proj".into(),
+                    "query".into(),
+                    "value".into(),
+                ])
             } else {
                 Targets::AllLinear
             },
@@ -52,17 +85,30 @@ fn rows() -> Vec<(String, String, u64, u64, u64, u64)> {
     for fam in FAMILIES {
         let (config, expected) = load(fam);
         let a = arch::from_config(&config).unwrap().unwrap();
-        let Some(scen) = expected["training"]["scenarios"].as_object() else { continue };
+        let Some(scen) = expected["training"]["scenarios"].as_object() else {
+            continue;
+        };
         for (name, s) in scen {
-            let Some(runs) = s["runs"].as_array() else { continue };
+            let Some(runs) = s["runs"].as_array() else {
+                continue;
+            };
             for run in runs {
-                let Some(measured) = run["saved"]["activation_bytes"].as_u64() else { continue };
+                let Some(measured) = run["saved"]["activation_bytes"].as_u64() else {
+                    continue;
+                };
                 let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
                 let got = forward::training_forward(&a, &step(&s["config"], b, q));
                 if std::env::var("LLM_DEBUG").is_ok_and(|d| d == format!("{fam}/{name}")) {
                     eprintln!("{:?}", got.list);
                 }
-                out.push((fam.to_string(), name.clone(), b, q, got.saved.activation, measured));
+                out.push((
+                    fam.to_string(),
+                    name.clone(),
+                    b,
+                    q,
+                    got.saved.activation,
+                    measured,
+                ));
             }
         }
     }
@@ -87,13 +133,23 @@ fn saved_activation_bytes_match_pytorch_within_one_percent() {
         } else {
             ""
         };
-        eprintln!("{fam:10} {scen:28} B={b} S={s:3} nnlint {got:8} pytorch {want:8} {:+7.2}%{mark}", err * 100.0);
+        eprintln!(
+            "{fam:10} {scen:28} B={b} S={s:3} nnlint {got:8} pytorch {want:8} {:+7.2}%{mark}",
+            err * 100.0
+        );
     }
-    assert!(bad.is_empty(), "{} of {} off by more than 1%", bad.len(), rows.len());
+    assert!(
+        bad.is_empty(),
+        "{} of {} off by more than 1%",
+        bad.len(),
+        rows.len()
+    );
 }
 
 fn testdata(p: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/llm").join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/llm")
+        .join(p)
 }
 
 /// Runs the binary; returns (exit code, stdout, stderr).
@@ -121,12 +177,19 @@ fn mem_json(path: &Path, extra: &[&str]) -> Value {
 #[test]
 fn parameters_and_kv_cache_equal_pytorch() {
     for fam in FAMILIES.iter().chain(&["llama-sharded"]) {
-        let (_, expected) = load(if *fam == "llama-sharded" { "llama" } else { fam });
+        let (_, expected) = load(if *fam == "llama-sharded" {
+            "llama"
+        } else {
+            fam
+        });
         let dir = testdata(fam);
         let want_params = expected["params"]["count"].as_u64().unwrap();
         let bytes = expected["params"]["bytes_stored_dtype"].as_u64().unwrap();
         let kv = &expected["kv_cache"];
-        let points: Vec<&Value> = kv["points"].as_array().map(|p| p.iter().collect()).unwrap_or_default();
+        let points: Vec<&Value> = kv["points"]
+            .as_array()
+            .map(|p| p.iter().collect())
+            .unwrap_or_default();
         if points.is_empty() {
             let j = mem_json(&dir, &[]);
             assert_eq!(j["totals"]["params"].as_u64(), Some(want_params), "{fam}");
@@ -134,12 +197,19 @@ fn parameters_and_kv_cache_equal_pytorch() {
             continue;
         }
         for p in points {
-            let (b, s) = (p["batch"].as_u64().unwrap(), p["seq_length"].as_u64().unwrap());
+            let (b, s) = (
+                p["batch"].as_u64().unwrap(),
+                p["seq_length"].as_u64().unwrap(),
+            );
             let (bs, ss) = (b.to_string(), s.to_string());
             let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", "fp32"]);
             assert_eq!(j["totals"]["params"].as_u64(), Some(want_params), "{fam}");
             assert_eq!(j["totals"]["param_bytes"].as_u64(), Some(bytes), "{fam}");
-            let field = if p["phase"] == "prefill" { "kv_cache_bytes" } else { "kv_cache_decode_bytes" };
+            let field = if p["phase"] == "prefill" {
+                "kv_cache_bytes"
+            } else {
+                "kv_cache_decode_bytes"
+            };
             assert_eq!(
                 j["inference"][field].as_u64(),
                 p["storage_bytes"].as_u64(),
@@ -162,11 +232,21 @@ fn moe_active_parameters_match_the_hand_count() {
 fn lora_trainable_parameters_equal_peft() {
     for fam in ["llama", "gpt2", "phi3", "gpt_neox", "bert", "qwen2_moe"] {
         let (_, expected) = load(fam);
-        for (scen, targets) in [("sdpa_fp32_lora_qv", "q_proj,v_proj"), ("sdpa_fp32_lora_all_linear", "all-linear")] {
+        for (scen, targets) in [
+            ("sdpa_fp32_lora_qv", "q_proj,v_proj"),
+            ("sdpa_fp32_lora_all_linear", "all-linear"),
+        ] {
             let run = &expected["training"]["scenarios"][scen]["runs"][0];
             let want = run["trainable_params"].as_u64().unwrap();
-            let j = mem_json(&testdata(fam), &["--lora", "8", "--lora-targets", targets, "--seq", "24"]);
-            assert_eq!(j["training"]["trainable_params"].as_u64(), Some(want), "{fam} {scen}");
+            let j = mem_json(
+                &testdata(fam),
+                &["--lora", "8", "--lora-targets", targets, "--seq", "24"],
+            );
+            assert_eq!(
+                j["training"]["trainable_params"].as_u64(),
+                Some(want),
+                "{fam} {scen}"
+            );
         }
     }
 }
@@ -174,11 +254,24 @@ fn lora_trainable_parameters_equal_peft() {
 #[test]
 fn training_json_reports_the_saved_bytes_of_the_measurement() {
     let (_, expected) = load("llama");
-    let want = expected["training"]["scenarios"]["sdpa_fp32"]["runs"][0]["saved"]["activation_bytes"]
+    let want = expected["training"]["scenarios"]["sdpa_fp32"]["runs"][0]["saved"]
+        ["activation_bytes"]
         .as_u64();
     let j = mem_json(
         &testdata("llama"),
-        &["--train", "--batch", "2", "--seq", "24", "--attn", "sdpa", "--precision", "fp32", "--device", "cpu"],
+        &[
+            "--train",
+            "--batch",
+            "2",
+            "--seq",
+            "24",
+            "--attn",
+            "sdpa",
+            "--precision",
+            "fp32",
+            "--device",
+            "cpu",
+        ],
     );
     assert_eq!(j["training"]["saved_activation_bytes"].as_u64(), want);
 }
@@ -187,24 +280,47 @@ fn training_json_reports_the_saved_bytes_of_the_measurement() {
 fn quantized_checkpoints_count_logical_parameters_and_stored_bytes() {
     for kind in ["gptq", "awq", "bnb_nf4", "bnb_int8", "fp8"] {
         let dir = testdata(&format!("quantized/{kind}"));
-        let e: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+        let e: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap())
+                .unwrap();
         let j = mem_json(&dir, &["--seq", "16"]);
-        assert_eq!(j["totals"]["params"], e["logical_params"]["count"], "{kind}");
-        assert_eq!(j["totals"]["param_bytes"], e["stored"]["data_bytes"], "{kind}");
+        assert_eq!(
+            j["totals"]["params"], e["logical_params"]["count"],
+            "{kind}"
+        );
+        assert_eq!(
+            j["totals"]["param_bytes"], e["stored"]["data_bytes"],
+            "{kind}"
+        );
     }
 }
 
 #[test]
 fn gguf_files_report_exact_stored_bytes() {
-    let e: Value = serde_json::from_str(&std::fs::read_to_string(testdata("gguf/expected.json")).unwrap()).unwrap();
+    let e: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("gguf/expected.json")).unwrap())
+            .unwrap();
     for f in e["files"].as_array().unwrap() {
-        let j = mem_json(&testdata(&format!("gguf/{}", f["file"].as_str().unwrap())), &["--seq", "16"]);
+        let j = mem_json(
+            &testdata(&format!("gguf/{}", f["file"].as_str().unwrap())),
+            &["--seq", "16"],
+        );
         assert_eq!(j["totals"]["params"], f["elements"], "{}", f["file"]);
-        assert_eq!(j["totals"]["param_bytes"], f["tensor_bytes"], "{}", f["file"]);
+        assert_eq!(
+            j["totals"]["param_bytes"], f["tensor_bytes"],
+            "{}",
+            f["file"]
+        );
     }
     // the llama file's metadata: 1 block, 2 KV heads of 64, fp16 cache by default
-    let j = mem_json(&testdata("gguf/tiny-llama-q4_k_m.gguf"), &["--seq", "16", "--kv-dtype", "fp16"]);
-    assert_eq!(j["inference"]["kv_cache_bytes"].as_u64(), Some(2 * 16 * 2 * 64 * 2));
+    let j = mem_json(
+        &testdata("gguf/tiny-llama-q4_k_m.gguf"),
+        &["--seq", "16", "--kv-dtype", "fp16"],
+    );
+    assert_eq!(
+        j["inference"]["kv_cache_bytes"].as_u64(),
+        Some(2 * 16 * 2 * 64 * 2)
+    );
 }
 
 #[test]
@@ -229,7 +345,11 @@ fn broken_checkpoints_get_one_line_naming_the_file() {
     .unwrap();
     check("missing shard", "model-00001-of-00002.safetensors");
     std::fs::remove_file(d.join("model.safetensors.index.json")).unwrap();
-    std::fs::copy(testdata("llama/model.safetensors"), d.join("model.safetensors")).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        d.join("model.safetensors"),
+    )
+    .unwrap();
     std::fs::write(d.join("config.json"), r#"{"model_type":"llama","hidden_size":32,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":3,"vocab_size":128}"#).unwrap();
     check("bad field", "num_key_value_heads");
     // a GGUF header that lies about its tensor count
@@ -248,7 +368,11 @@ fn broken_checkpoints_get_one_line_naming_the_file() {
 fn unknown_model_types_still_get_the_parameter_table() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("config.json"), r#"{"model_type": "mamba"}"#).unwrap();
-    std::fs::copy(testdata("llama/model.safetensors"), dir.path().join("model.safetensors")).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
     let j = mem_json(dir.path(), &[]);
     assert_eq!(j["totals"]["params"].as_u64(), Some(26_784));
     assert!(j["notes"].to_string().contains("mamba"));

@@ -375,7 +375,12 @@ pub struct LlmArgs {
     pub lora: Option<u64>,
     /// Modules that get adapters: names (q_proj,v_proj; the family's own names work too) or
     /// all-linear.
-    #[arg(long, value_name = "MODULES", default_value = "q_proj,v_proj", help_heading = "Language models")]
+    #[arg(
+        long,
+        value_name = "MODULES",
+        default_value = "q_proj,v_proj",
+        help_heading = "Language models"
+    )]
     pub lora_targets: String,
     /// QLoRA: a 4-bit NF4 base (double quantization, bf16 compute) with LoRA adapters on every
     /// linear layer (rank --lora, default 16; implies --train).
@@ -436,7 +441,11 @@ fn parse_kv_dtype(s: &str) -> Result<crate::ir::DType, String> {
         "bf16" | "bfloat16" => DType::BF16,
         "fp16" | "float16" | "f16" | "half" => DType::F16,
         "fp8" | "fp8_e4m3" | "f8e4m3" | "fp8_e5m2" | "int8" => DType::F8E4M3FN,
-        _ => return Err(format!("'{s}' is not a cache dtype (fp32, bf16, fp16 or fp8)")),
+        _ => {
+            return Err(format!(
+                "'{s}' is not a cache dtype (fp32, bf16, fp16 or fp8)"
+            ))
+        }
     })
 }
 

@@ -163,11 +163,15 @@ impl<'a> Reader<'a> {
     }
 
     fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().expect("4")))
+        Ok(u32::from_le_bytes(
+            self.take(4, what)?.try_into().expect("4"),
+        ))
     }
 
     fn u64(&mut self, what: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().expect("8")))
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8"),
+        ))
     }
 
     fn string(&mut self, what: &str) -> Result<String> {
@@ -263,7 +267,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Gguf> {
         let name = r.string("a tensor name")?;
         let n_dims = r.u32("a tensor's rank")?;
         if n_dims > 8 {
-            return Err(r.bad(format_args!("tensor '{name}' has {n_dims} dimensions (at most 8)")));
+            return Err(r.bad(format_args!(
+                "tensor '{name}' has {n_dims} dimensions (at most 8)"
+            )));
         }
         let mut ne = Vec::with_capacity(n_dims as usize);
         for _ in 0..n_dims {
@@ -302,11 +308,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Gguf> {
     let alignment = match metadata.get("general.alignment").and_then(Meta::as_u64) {
         None => 32,
         Some(a) if a > 0 && a.is_power_of_two() => a,
-        Some(a) => {
-            return Err(r.bad(format_args!(
-                "general.alignment is {a}, not a power of two"
-            )))
-        }
+        Some(a) => return Err(r.bad(format_args!("general.alignment is {a}, not a power of two"))),
     };
     let data_start = (r.pos as u64).div_ceil(alignment) * alignment;
     let file_len = bytes.len() as u64;
@@ -380,7 +382,10 @@ mod tests {
         let g = parse(Path::new("m.gguf"), &b).unwrap();
         assert_eq!(g.metadata["llama.block_count"], Meta::Uint(2));
         let t = &g.tensors[0];
-        assert_eq!((t.shape.clone(), t.elements, t.bytes), (vec![4, 256], 1024, 576));
+        assert_eq!(
+            (t.shape.clone(), t.elements, t.bytes),
+            (vec![4, 256], 1024, 576)
+        );
     }
 
     #[test]

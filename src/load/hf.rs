@@ -68,9 +68,9 @@ fn weights_file(dir: &Path) -> Result<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json"))
+                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json")
+                })
         })
         .collect();
     found.sort();

@@ -17,12 +17,17 @@ const HEADERS: [&str; 7] = [
 
 fn headers(view: &MemView) -> Vec<String> {
     let mut h: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
-    if view.report.training.is_some() {
+    if per_layer_training(view.report) {
         h.push("saved".into());
         h.push("grads".into());
     }
     h.push(view.share_header());
     h
+}
+
+/// Whether rows carry saved and gradient bytes: graphs do; a checkpoint's estimate is per model.
+fn per_layer_training(r: &MemReport) -> bool {
+    r.training.is_some() && !matches!(r.format, Format::Checkpoint | Format::Gguf)
 }
 
 fn opt_bytes(b: Option<u64>) -> String {
@@ -34,7 +39,7 @@ fn opt_bytes(b: Option<u64>) -> String {
 
 /// Cells of one row, formatted for people.
 fn cells(view: &MemView) -> Vec<Vec<String>> {
-    let training = view.report.training.is_some();
+    let training = per_layer_training(view.report);
     let width = headers(view).len();
     let mut out = Vec::new();
     let mut last_branch: Option<&str> = None;

@@ -131,7 +131,9 @@ impl Arch {
 pub struct ConfigError(pub String);
 
 fn get<'a>(c: &'a Value, names: &[&str]) -> Option<&'a Value> {
-    names.iter().find_map(|n| c.get(*n).filter(|v| !v.is_null()))
+    names
+        .iter()
+        .find_map(|n| c.get(*n).filter(|v| !v.is_null()))
 }
 
 fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
@@ -291,9 +293,12 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
             )));
         }
     }
-    let act_name = get(c, &["hidden_act", "hidden_activation", "activation_function"])
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let act_name = get(
+        c,
+        &["hidden_act", "hidden_activation", "activation_function"],
+    )
+    .and_then(Value::as_str)
+    .unwrap_or("");
     let act = match (family, act_name) {
         (Family::Gpt2, _) => Act::GeluNew,
         (_, "silu" | "swish") => Act::Silu,
@@ -411,14 +416,17 @@ fn sliding_layers(
     let every = match mt {
         "mistral" | "mixtral" => window,
         "qwen2" | "qwen2_moe" | "qwen3" if flag(c, "use_sliding_window", false) => window,
-        "phi3" => window.filter(|&w| w < uint(c, &["max_position_embeddings"]).ok().flatten().unwrap_or(u64::MAX)),
+        "phi3" => window.filter(|&w| {
+            w < uint(c, &["max_position_embeddings"])
+                .ok()
+                .flatten()
+                .unwrap_or(u64::MAX)
+        }),
         _ => None,
     };
     Ok(match (mt, window) {
         // Gemma 2 alternates sliding and global layers, starting with sliding
-        ("gemma2", Some(w)) => (0..n)
-            .map(|i| (i % 2 == 0).then_some(w))
-            .collect(),
+        ("gemma2", Some(w)) => (0..n).map(|i| (i % 2 == 0).then_some(w)).collect(),
         // Gemma 3: five sliding layers, then a global one
         ("gemma3_text" | "gemma3", Some(w)) => {
             let pattern = uint(c, &["sliding_window_pattern"])?.unwrap_or(6).max(1) as usize;

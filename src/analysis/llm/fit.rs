@@ -268,6 +268,8 @@ pub fn render(f: &LlmFit) -> String {
             p.plan.clone(),
             if p.max_batch == 0 {
                 "does not fit".into()
+            } else if p.max_batch == MAX_BATCH {
+                format!("≥ {MAX_BATCH}")
             } else {
                 p.max_batch.to_string()
             },

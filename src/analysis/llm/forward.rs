@@ -167,13 +167,11 @@ impl Run<'_> {
         match self.s.lora.as_ref().map(|l| &l.targets) {
             None => false,
             Some(Targets::AllLinear) => true,
-            Some(Targets::Named(names)) => names
-                .iter()
-                .any(|t| {
-                    t == name
-                        || name.ends_with(&format!(".{t}"))
-                        || role.canonical().contains(&t.as_str())
-                }),
+            Some(Targets::Named(names)) => names.iter().any(|t| {
+                t == name
+                    || name.ends_with(&format!(".{t}"))
+                    || role.canonical().contains(&t.as_str())
+            }),
         }
     }
 
@@ -275,8 +273,7 @@ impl Run<'_> {
         if a.kv_heads == a.heads {
             x
         } else {
-            self.t
-                .plain(&[x], self.tokens.saturating_mul(a.q_dim()))
+            self.t.plain(&[x], self.tokens.saturating_mul(a.q_dim()))
         }
     }
 
@@ -295,9 +292,12 @@ impl Run<'_> {
                 };
                 let mask = masked.then(|| {
                     let dt = q.dtype;
-                    self.t.new_act(b.saturating_mul(n).saturating_mul(n), dt, false)
+                    self.t
+                        .new_act(b.saturating_mul(n).saturating_mul(n), dt, false)
                 });
-                let o = self.t.sdpa(q, k, v, mask, q_numel, b.saturating_mul(a.heads * n));
+                let o = self
+                    .t
+                    .sdpa(q, k, v, mask, q_numel, b.saturating_mul(a.heads * n));
                 if fresh_output {
                     self.t.plain(&[o], q_numel)
                 } else {
@@ -310,7 +310,10 @@ impl Run<'_> {
                 let q = self.t.plain(&[q], q.numel);
                 let k = self.t.plain(&[k], k.numel);
                 let v = self.t.plain(&[v], v.numel);
-                let scores_n = b.saturating_mul(a.heads).saturating_mul(n).saturating_mul(n);
+                let scores_n = b
+                    .saturating_mul(a.heads)
+                    .saturating_mul(n)
+                    .saturating_mul(n);
                 let s = self.t.matmul(q, k, scores_n);
                 let mut s = self.t.plain(&[s], scores_n); // × scaling
                 if a.attn_softcap.is_some() {
@@ -319,7 +322,7 @@ impl Run<'_> {
                     s = self.t.plain(&[th], scores_n);
                 }
                 let s = self.t.plain(&[s], scores_n); // + mask
-                // most ask for an fp32 softmax; BERT takes the scores' dtype
+                                                      // most ask for an fp32 softmax; BERT takes the scores' dtype
                 let dt = match a.family {
                     Family::Bert => s.dtype,
                     _ => DType::F32,

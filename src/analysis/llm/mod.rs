@@ -261,8 +261,9 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
                 }
             }
             if ts.len() == 1 {
-                l.output_shapes
-                    .push(Some(t.shape.iter().map(|&d| Dim::known(d as i64)).collect()));
+                l.output_shapes.push(Some(
+                    t.shape.iter().map(|&d| Dim::known(d as i64)).collect(),
+                ));
             }
         }
         totals.params = totals.params.saturating_add(l.params);
@@ -275,7 +276,11 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
 }
 
 fn checked(what: &str, v: Option<u64>) -> Result<u64> {
-    v.ok_or_else(|| Error::Usage(format!("{what} overflows 64 bits: use a smaller --batch or --seq")))
+    v.ok_or_else(|| {
+        Error::Usage(format!(
+            "{what} overflows 64 bits: use a smaller --batch or --seq"
+        ))
+    })
 }
 
 /// KV cache bytes: (after prefill of `seq`, steady decode at `seq`, per token).
@@ -296,7 +301,9 @@ pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<(u64, u64, 
             Some(win) => {
                 // DynamicSlidingWindowLayer: the window, and an int64 scalar
                 prefill = prefill.checked_add(8)?;
-                let kept = batch.checked_mul(seq.min(*win))?.checked_mul(per_token_layer)?;
+                let kept = batch
+                    .checked_mul(seq.min(*win))?
+                    .checked_mul(per_token_layer)?;
                 decode = decode.checked_add(kept)?.checked_add(8)?;
             }
         }
@@ -391,7 +398,7 @@ pub fn training_step(
 ) -> Result<(Training, u64)> {
     let nm = numerics(c, o.qlora);
     let lora = o.lora.clone().or_else(|| {
-        o.qlora.then(|| Lora {
+        o.qlora.then_some(Lora {
             rank: 16,
             targets: Targets::AllLinear,
         })
@@ -501,7 +508,11 @@ pub fn training_step(
     let t = Training {
         config: *c,
         micro_batch: Some(o.batch),
-        effective_batch: Some(o.batch.saturating_mul(c.accumulate as u64).saturating_mul(n)),
+        effective_batch: Some(
+            o.batch
+                .saturating_mul(c.accumulate as u64)
+                .saturating_mul(n),
+        ),
         weights_bytes: w_gpu,
         gradient_bytes: g_gpu,
         optimizer_bytes: o_gpu,
@@ -528,7 +539,9 @@ pub fn training_step(
         host_bytes: 0,
         per_node: Vec::new(),
         lower_bound: a.moe.is_some()
-            && lora.as_ref().is_some_and(|l| l.targets == Targets::AllLinear),
+            && lora
+                .as_ref()
+                .is_some_and(|l| l.targets == Targets::AllLinear),
         unknown: Vec::new(),
         notes,
     };
@@ -623,8 +636,7 @@ pub fn analyze_checkpoint(
     train: Option<&TrainConfig>,
 ) -> Result<MemReport> {
     let cfg_file = ck.config_path.display().to_string();
-    let arch = arch::from_config(&ck.config)
-        .map_err(|e| Error::malformed(&ck.config_path, e.0))?;
+    let arch = arch::from_config(&ck.config).map_err(|e| Error::malformed(&ck.config_path, e.0))?;
     let (method, bits) = quant_method(&ck.config);
     let tensors: Vec<T> = ck
         .weights
@@ -642,7 +654,13 @@ pub fn analyze_checkpoint(
     let elem = arch
         .as_ref()
         .and_then(|a| a.dtype)
-        .or_else(|| ck.weights.tensors.iter().map(|t| t.dtype).find(|d| d.is_float()))
+        .or_else(|| {
+            ck.weights
+                .tensors
+                .iter()
+                .map(|t| t.dtype)
+                .find(|d| d.is_float())
+        })
         .and_then(|d| d.bytes_for(1))
         .unwrap_or(2);
     let mut warnings = ck.weights.warnings.clone();
@@ -788,7 +806,17 @@ fn finish(
                 "--train needs the architecture, and nnlint does not model this model_type",
             ));
         }
-        return Ok(report(model, format, layers, totals, notes, warnings.clone(), None, None, o));
+        return Ok(report(
+            model,
+            format,
+            layers,
+            totals,
+            notes,
+            warnings.clone(),
+            None,
+            None,
+            o,
+        ));
     };
     warnings.extend(consistency(&a, &layers, file));
     let mut o = o.clone();
@@ -810,7 +838,11 @@ fn finish(
     let active = active_params(&a, totals.params);
     // per-block rows: the output activation and the MACs of the prefill
     let tokens = o.batch.saturating_mul(n);
-    let per_block_macs = macs_per_token(&a, active_linear.saturating_sub(if a.tied { 0 } else { a.vocab * a.hidden }), o.seq) / a.layers.max(1);
+    let per_block_macs = macs_per_token(
+        &a,
+        active_linear.saturating_sub(if a.tied { 0 } else { a.vocab * a.hidden }),
+        o.seq,
+    ) / a.layers.max(1);
     let hidden_bytes = tokens
         .checked_mul(a.hidden)
         .and_then(|x| x.checked_mul(elem));
@@ -822,9 +854,14 @@ fn finish(
         } else if head {
             l.op = "LmHead".into();
             (
-                tokens.checked_mul(a.vocab).and_then(|x| x.checked_mul(elem)),
+                tokens
+                    .checked_mul(a.vocab)
+                    .and_then(|x| x.checked_mul(elem)),
                 tokens.checked_mul(l.params),
             )
+        } else if l.op == "Embedding" && a.tied && l.params == a.vocab * a.hidden {
+            // the tied head multiplies by this matrix
+            (hidden_bytes, tokens.checked_mul(l.params))
         } else if l.params > 0 {
             (hidden_bytes, Some(0))
         } else {
@@ -846,7 +883,12 @@ fn finish(
             .iter()
             .try_fold(0u64, |s, l| f(l).and_then(|v| s.checked_add(v)))
     };
-    totals.activation_bytes = known(sum(&|l| l.activation_bytes.as_ref().and_then(Dim::as_u64).or(Some(0))));
+    totals.activation_bytes = known(sum(&|l| {
+        l.activation_bytes
+            .as_ref()
+            .and_then(Dim::as_u64)
+            .or(Some(0))
+    }));
     totals.macs = known(sum(&|l| l.macs.as_ref().and_then(Dim::as_u64).or(Some(0))));
     let inf = if a.is_causal_lm() {
         Some(inference(&a, totals.param_bytes, active_linear, elem, &o)?)
@@ -889,7 +931,17 @@ fn finish(
         trainable_params: trainable.or(training.as_ref().map(|_| totals.params)),
         architecture: Some(a),
     };
-    let mut r = report(model, format, layers, totals, notes, warnings.clone(), training, Some(info), &o);
+    let mut r = report(
+        model,
+        format,
+        layers,
+        totals,
+        notes,
+        warnings.clone(),
+        training,
+        Some(info),
+        &o,
+    );
     r.batch = Some(o.batch);
     r.peak_missing = Some("see the serving memory below (weights, KV cache, logits)".into());
     Ok(r)
@@ -940,19 +992,34 @@ mod tests {
             stored_kind("a.qweight", DType::I32, 8 * 64, 4, Some("gptq")),
             Stored::Param(4096)
         );
-        assert_eq!(stored_kind("a.scales", DType::F16, 128, 4, Some("gptq")), Stored::QuantState);
+        assert_eq!(
+            stored_kind("a.scales", DType::F16, 128, 4, Some("gptq")),
+            Stored::QuantState
+        );
         assert_eq!(
             stored_kind("a.weight", DType::U8, 2048, 4, Some("bitsandbytes")),
             Stored::Param(4096)
         );
-        assert_eq!(stored_kind("a.weight", DType::I8, 4096, 8, Some("bitsandbytes")), Stored::Param(4096));
-        assert_eq!(stored_kind("a.weight_scale_inv", DType::F32, 1, 8, Some("fp8")), Stored::QuantState);
+        assert_eq!(
+            stored_kind("a.weight", DType::I8, 4096, 8, Some("bitsandbytes")),
+            Stored::Param(4096)
+        );
+        assert_eq!(
+            stored_kind("a.weight_scale_inv", DType::F32, 1, 8, Some("fp8")),
+            Stored::QuantState
+        );
     }
 
     #[test]
     fn rows_are_blocks() {
-        assert_eq!(row_of("model.layers.12.mlp.up_proj.weight"), "model.layers.12");
-        assert_eq!(row_of("transformer.h.0.attn.c_attn.weight"), "transformer.h.0");
+        assert_eq!(
+            row_of("model.layers.12.mlp.up_proj.weight"),
+            "model.layers.12"
+        );
+        assert_eq!(
+            row_of("transformer.h.0.attn.c_attn.weight"),
+            "transformer.h.0"
+        );
         assert_eq!(row_of("blk.3.attn_q.weight"), "blk.3");
         assert_eq!(row_of("lm_head.weight"), "lm_head");
     }

@@ -163,8 +163,7 @@ impl Tape {
             self.save(b);
         }
         let numel = a.numel.max(b.numel);
-        let out = self.new_act(numel, promote(a.dtype, b.dtype), a.grad || b.grad);
-        out
+        self.new_act(numel, promote(a.dtype, b.dtype), a.grad || b.grad)
     }
 
     /// `a / b`: keeps both when `b` requires grad, `b` alone otherwise.
@@ -175,7 +174,11 @@ impl Tape {
         } else if a.grad {
             self.save(b);
         }
-        self.new_act(a.numel.max(b.numel), promote(a.dtype, b.dtype), a.grad || b.grad)
+        self.new_act(
+            a.numel.max(b.numel),
+            promote(a.dtype, b.dtype),
+            a.grad || b.grad,
+        )
     }
 
     /// A unary op whose backward needs its input (silu, gelu, pow).

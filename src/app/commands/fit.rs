@@ -27,7 +27,10 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     if matches!(loaded, load::Loaded::Checkpoint(_) | load::Loaded::Gguf(_)) {
         return fit_llm(args, loaded, s.train.gpus);
     }
-    for (flag, given) in [("--seq", args.seq.is_some()), ("--lora", args.lora.is_some())] {
+    for (flag, given) in [
+        ("--seq", args.seq.is_some()),
+        ("--lora", args.lora.is_some()),
+    ] {
         if given {
             return Err(Error::Usage(format!(
                 "{flag} applies to language-model checkpoints (a Hugging Face folder or a .gguf file); for an ONNX graph bind the sequence with --dim NAME=N"

@@ -31,7 +31,10 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
     let report = analysis::analyze_path_with(&args.model, &s.bindings, train, Some(&llm))?;
     let given = args.llm.given();
     if !given.is_empty()
-        && matches!(report.format, analysis::Format::Onnx | analysis::Format::Safetensors)
+        && matches!(
+            report.format,
+            analysis::Format::Onnx | analysis::Format::Safetensors
+        )
     {
         return Err(crate::error::Error::Usage(format!(
             "{} only apply to language-model checkpoints (a Hugging Face folder or a .gguf file); for an ONNX graph bind the sequence with --dim NAME=N",
