@@ -31,13 +31,21 @@ fi
 max_len=262144
 seeds="$here/target/seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds/onnx" "$seeds/safetensors" "$seeds/none"
+mkdir -p "$seeds/onnx" "$seeds/safetensors" "$seeds/none" "$seeds/llm"
 find "$root/testdata" -path "$root/testdata/.venv" -prune -o -type f -name '*.onnx' -size -256k -print0 |
     while IFS= read -r -d '' f; do cp "$f" "$seeds/onnx/$(echo "$f" | cksum | cut -d' ' -f1).onnx"; done
 find "$root/testdata" -path "$root/testdata/.venv" -prune -o -type f -name '*.safetensors' -size -256k -print0 |
     while IFS= read -r -d '' f; do cp "$f" "$seeds/safetensors/$(echo "$f" | cksum | cut -d' ' -f1).st"; done
 
-cargo +nightly fuzz build || exit 1
+# llm_headers: a first byte picks the kind (even: GGUF, odd: config.json)
+for f in "$root"/testdata/llm/gguf/*.gguf; do
+    { printf '\x00'; cat "$f"; } > "$seeds/llm/$(basename "$f").seed"
+done
+for f in "$root"/testdata/llm/*/config.json "$root"/testdata/llm/quantized/*/config.json; do
+    { printf '\x01'; cat "$f"; } > "$seeds/llm/$(echo "$f" | cksum | cut -d' ' -f1).seed"
+done
+
+cargo +nightly fuzz build ${FUZZ_BUILD_ARGS:-} || exit 1
 
 failed=()
 for t in "${targets[@]}"; do
@@ -45,11 +53,13 @@ for t in "${targets[@]}"; do
         onnx_mem) seed=("$seeds/onnx" "$seeds/safetensors") ;;
         lint_all) seed=("$seeds/onnx") ;;
         safetensors_header) seed=("$seeds/safetensors") ;;
+        llm_headers) seed=("$seeds/llm") ;;
         *) seed=() ;; # graph_struct: the inputs are `arbitrary` bytes, not model files
     esac
     mkdir -p "$here/corpus/$t"
     echo "=== $t: ${seconds}s"
-    if ! cargo +nightly fuzz run "$t" "$here/corpus/$t" "${seed[@]}" -- \
+    # shellcheck disable=SC2086
+    if ! cargo +nightly fuzz run ${FUZZ_BUILD_ARGS:-} "$t" "$here/corpus/$t" "${seed[@]}" -- \
         -max_total_time="$seconds" -max_len="$max_len" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1; then
         failed+=("$t")
     fi

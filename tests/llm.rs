@@ -333,7 +333,7 @@ fn broken_checkpoints_get_one_line_naming_the_file() {
         assert_eq!(err.trim().lines().count(), 1, "{what}: {err}");
         assert!(err.contains(needle), "{what}: {err}");
     };
-    check("no config", "without a config.json");
+    check("no config", "directory without a config.json");
     std::fs::write(d.join("config.json"), "{\"model_type\": \"llama\",").unwrap();
     check("bad json", "config.json");
     std::fs::copy(testdata("llama/config.json"), d.join("config.json")).unwrap();

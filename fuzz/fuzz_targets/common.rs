@@ -10,6 +10,9 @@ static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
 pub fn write_input(name: &str, data: &[u8]) -> PathBuf {
     let dir = DIR.get_or_init(|| tempfile::tempdir().expect("temporary directory"));
     let path = dir.path().join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create the input's folder");
+    }
     std::fs::write(&path, data).expect("write fuzz input");
     path
 }

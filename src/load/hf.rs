@@ -33,7 +33,7 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
     if !config_path.is_file() {
         return Err(Error::refused(
             dir,
-            "is a folder without a config.json: nnlint reads Hugging Face checkpoint folders (config.json and safetensors weights)",
+            "is a directory without a config.json: nnlint reads model files and Hugging Face checkpoint folders (config.json and safetensors weights)",
         ));
     }
     let config = read_json(&config_path)?;

@@ -187,6 +187,9 @@ fn rotary_factor(c: &Value) -> f64 {
         .unwrap_or(1.0)
 }
 
+/// The most blocks a config may declare.
+pub const MAX_LAYERS: u64 = 4096;
+
 /// Families nnlint models, by `model_type`.
 pub const KNOWN: &[&str] = &[
     "llama",
@@ -237,6 +240,12 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
     let hidden = need(c, &["hidden_size", "n_embd"])?;
     let layers = need(c, &["num_hidden_layers", "n_layer"])?;
     let heads = need(c, &["num_attention_heads", "n_head"])?;
+    // the deepest released models have ~130 blocks; the estimates walk every block
+    if layers > MAX_LAYERS {
+        return Err(ConfigError(format!(
+            "field 'num_hidden_layers' is {layers}: more than the {MAX_LAYERS} blocks nnlint models"
+        )));
+    }
     if hidden % heads != 0 && uint(c, &["head_dim"])?.is_none() {
         return Err(ConfigError(format!(
             "hidden_size {hidden} is not a multiple of num_attention_heads {heads} and head_dim is not given"
