@@ -377,3 +377,143 @@ fn unknown_model_types_still_get_the_parameter_table() {
     assert_eq!(j["totals"]["params"].as_u64(), Some(26_784));
     assert!(j["notes"].to_string().contains("mamba"));
 }
+
+/// A Llama-shaped checkpoint of headers only: one shard whose data is a sparse hole.
+fn sparse_llama(dir: &Path, layers: u64, hidden: u64, inter: u64, heads: u64, kv: u64, vocab: u64) {
+    let d = hidden / heads;
+    let mut shapes: Vec<(String, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![vocab, hidden]),
+        ("model.norm.weight".into(), vec![hidden]),
+        ("lm_head.weight".into(), vec![vocab, hidden]),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for (n, s) in [
+            ("self_attn.q_proj.weight", vec![heads * d, hidden]),
+            ("self_attn.k_proj.weight", vec![kv * d, hidden]),
+            ("self_attn.v_proj.weight", vec![kv * d, hidden]),
+            ("self_attn.o_proj.weight", vec![hidden, heads * d]),
+            ("mlp.gate_proj.weight", vec![inter, hidden]),
+            ("mlp.up_proj.weight", vec![inter, hidden]),
+            ("mlp.down_proj.weight", vec![hidden, inter]),
+            ("input_layernorm.weight", vec![hidden]),
+            ("post_attention_layernorm.weight", vec![hidden]),
+        ] {
+            shapes.push((format!("{p}.{n}"), s));
+        }
+    }
+    let mut header = serde_json::Map::new();
+    let mut off = 0u64;
+    for (name, shape) in &shapes {
+        let n: u64 = shape.iter().product::<u64>() * 2;
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [off, off + n]}),
+        );
+        off += n;
+    }
+    let text = serde_json::to_string(&header).unwrap();
+    let mut bytes = (text.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(text.as_bytes());
+    let f = dir.join("model.safetensors");
+    std::fs::write(&f, &bytes).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(bytes.len() as u64 + off)
+        .unwrap();
+    let config = serde_json::json!({"model_type": "llama", "hidden_size": hidden, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv, "intermediate_size": inter,
+        "vocab_size": vocab, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"});
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+}
+
+fn fit_json(dir: &Path, gpu: &str) -> Value {
+    let (code, out, err) = nnlint(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--gpu",
+        gpu,
+        "--lora",
+        "16",
+        "--seq",
+        "2048",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn max_batch(f: &Value, plan: &str) -> u64 {
+    f["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plan"].as_str().unwrap().starts_with(plan))
+        .unwrap_or_else(|| panic!("no plan {plan}"))["max_batch"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn fit_answers_for_8b_and_70b_shapes_on_24_and_80_gb_cards() {
+    let d8 = tempfile::tempdir().unwrap();
+    sparse_llama(d8.path(), 32, 4096, 14336, 32, 8, 128_256); // Llama-3-8B
+    let d70 = tempfile::tempdir().unwrap();
+    sparse_llama(d70.path(), 80, 8192, 28672, 64, 8, 32_000); // Llama-2-70B
+    let j = mem_json(d8.path(), &["--seq", "2048"]);
+    assert_eq!(j["totals"]["params"].as_u64(), Some(8_030_261_248));
+    let j = mem_json(d70.path(), &["--seq", "4096"]);
+    assert_eq!(j["totals"]["params"].as_u64(), Some(68_976_648_192));
+    // Llama-2-70B's fp16 KV cache at 4096 tokens: 2 x 80 layers x 8 heads x 128 x 2 B per token
+    assert_eq!(
+        j["inference"]["kv_cache_bytes"].as_u64(),
+        Some(4096 * 2 * 80 * 8 * 128 * 2)
+    );
+
+    let f = fit_json(d8.path(), "RTX-4090");
+    assert!(
+        max_batch(&f, "serve") >= 1,
+        "8B bf16 (16 GB) serves on 24 GB"
+    );
+    assert!(max_batch(&f, "QLoRA") >= 1, "8B QLoRA trains on 24 GB");
+    assert_eq!(
+        max_batch(&f, "full fine-tune"),
+        0,
+        "8B full bf16 + AdamW (~64 GB of state) cannot"
+    );
+    let lora = f["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["plan"].as_str().unwrap().contains("all-linear"))
+        .unwrap();
+    assert_eq!(
+        lora["trainable_params"].as_u64(),
+        Some(41_943_040),
+        "peft's count for r=16 all-linear"
+    );
+    let f = fit_json(d8.path(), "A100-80GB");
+    assert!(
+        max_batch(&f, "full fine-tune") >= 1,
+        "8B full bf16 fits in 80 GB"
+    );
+    let f = fit_json(d70.path(), "A100-80GB");
+    assert_eq!(
+        max_batch(&f, "serve"),
+        0,
+        "70B fp16 (138 GB) does not fit one 80 GB card"
+    );
+    assert!(
+        max_batch(&f, "QLoRA") >= 1,
+        "70B QLoRA fits 80 GB (the QLoRA paper trains 65B on 48 GB)"
+    );
+    let f = fit_json(d70.path(), "RTX-4090");
+    assert_eq!(
+        max_batch(&f, "QLoRA"),
+        0,
+        "70B in 4 bits (~35 GB) does not fit 24 GB"
+    );
+}

@@ -29,6 +29,16 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
     let train = (args.train || lora).then_some(&s.train);
     let llm = args.llm.options();
     let report = analysis::analyze_path_with(&args.model, &s.bindings, train, Some(&llm))?;
+    if matches!(
+        report.format,
+        analysis::Format::Checkpoint | analysis::Format::Gguf
+    ) && (!args.dims.dims.is_empty() || !args.dims.inputs.is_empty())
+    {
+        return Err(crate::error::Error::Usage(
+            "--dim and --input bind ONNX graph inputs; for a language model give --batch and --seq"
+                .into(),
+        ));
+    }
     let given = args.llm.given();
     if !given.is_empty()
         && matches!(
