@@ -522,6 +522,11 @@ fn walk(
                 };
                 match control_flow(node, op, opset, bound, &here) {
                     Ok((outs, cost, branches)) => {
+                        // an overflow inside a body is this node's (each body's walk consumed
+                        // the flag node by node)
+                        if branches.iter().any(|b| !b.inference.overflow.is_empty()) {
+                            w.overflow.push(n);
+                        }
                         w.branches.insert(n, branches);
                         (outs, cost)
                     }
@@ -559,7 +564,7 @@ fn walk(
                 (Vec::new(), None)
             }
         };
-        if crate::ir::take_overflow() {
+        if crate::ir::take_overflow() && w.overflow.last() != Some(&n) {
             w.overflow.push(n);
         }
         w.macs[n] = cost;
