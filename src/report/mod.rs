@@ -3,6 +3,7 @@
 //! JSON never disagree.
 
 pub mod fit;
+pub mod html;
 pub mod json;
 pub mod lint;
 pub mod rewrite;
@@ -24,6 +25,8 @@ crate::named_enum! {
         Csv = "csv",
         /// A Markdown table and summary.
         Markdown = "markdown",
+        /// A self-contained HTML page with the charts (`nnlint report` adds lint and fit).
+        Html = "html",
     }
 }
 
@@ -187,5 +190,12 @@ pub fn render_mem(report: &MemReport, format: MemFormat, opts: ViewOptions) -> S
             table::render_csv(&MemView::new(report, ViewOptions { all: true, ..opts }))
         }
         MemFormat::Json => json::render(&MemView::new(report, ViewOptions { all: true, ..opts })),
+        MemFormat::Html => html::render(&html::Page {
+            mem: report,
+            training_missing: Some("add --train for the memory of a training step".into()),
+            fit: None,
+            lint: None,
+            rewrite: None,
+        }),
     }
 }

@@ -231,7 +231,7 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
     out
 }
 
-fn training_heading(r: &MemReport) -> Option<String> {
+pub fn training_heading(r: &MemReport) -> Option<String> {
     let t = r.training.as_ref()?;
     let c = &t.config;
     Some(format!(
@@ -399,7 +399,7 @@ fn heading(r: &MemReport) -> String {
     s
 }
 
-fn trailer(view: &MemView, out: &mut String, bullet: &str) {
+pub fn trailer(view: &MemView, out: &mut String, bullet: &str) {
     let r = view.report;
     if view.hidden > 0 {
         out.push_str(&format!(
