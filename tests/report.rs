@@ -71,6 +71,10 @@ fn the_report_of_a_bundled_model_has_every_section_and_chart() {
     assert!(chart.contains("activations: 2 MiB"));
     // the numbers are `nnlint mem`'s
     assert!(html.contains("4 MiB"), "the inference peak");
+    assert!(
+        html.contains("\n4 MiB live</title>"),
+        "the curve reaches the peak"
+    );
     assert!(html.contains("T4"));
     assert!(html.contains("heavy-standard-conv") && html.contains("saves"));
     assert!(html.matches("<svg").count() >= 4);
@@ -219,4 +223,18 @@ fn a_rewrite_is_shown_before_and_after() {
     let totals = &html[html.find("id=\"rewrite-totals\"").unwrap()..];
     assert!(totals.contains("parameters") && totals.contains('%'));
     assert_self_contained(&html);
+}
+
+#[test]
+fn quiet_drops_notices_but_not_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let model = fixture("models/torch/minicnn.onnx");
+    let o = nnlint(&["report", &model, "-o", out.to_str().unwrap(), "--quiet"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert!(out.is_file());
+    let o = nnlint(&["-q", "mem", "no-such-model.onnx"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no-such-model.onnx"), "{}", stderr(&o));
 }

@@ -9,6 +9,7 @@ pub mod config;
 mod exit;
 mod progress;
 mod settings;
+mod terminal;
 
 use std::io::Write;
 

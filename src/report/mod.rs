@@ -41,9 +41,13 @@ crate::named_enum! {
 }
 
 /// Renders a fit report.
-pub fn render_fit(r: &crate::analysis::fit::FitReport, format: FitFormat) -> String {
+pub fn render_fit(
+    r: &crate::analysis::fit::FitReport,
+    format: FitFormat,
+    width: Option<usize>,
+) -> String {
     match format {
-        FitFormat::Table => fit::render(r),
+        FitFormat::Table => fit::render(r, width),
         FitFormat::Json => {
             let mut s = serde_json::to_string_pretty(r).expect("the report serialises");
             s.push('\n');
@@ -81,6 +85,9 @@ pub struct ViewOptions {
     pub top: Option<usize>,
     /// Show shape-computation rows whose outputs are folded constants (hidden by default in tables).
     pub all: bool,
+    /// The width to fit the table in (a terminal's): the layer names are shortened, never the
+    /// numbers. `None`: as wide as the cells.
+    pub width: Option<usize>,
 }
 
 /// A value for ordering and shares: known values as they are, symbolic ones with every symbol at 1.
@@ -112,6 +119,8 @@ pub struct MemView<'a> {
     /// Rows left out by `--top` or as folded shape computations.
     pub hidden: usize,
     pub folded_hidden: usize,
+    /// The width the table must fit in, if any.
+    pub width: Option<usize>,
 }
 
 impl<'a> MemView<'a> {
@@ -158,6 +167,7 @@ impl<'a> MemView<'a> {
             share_of,
             hidden,
             folded_hidden,
+            width: opts.width,
         }
     }
 

@@ -34,5 +34,9 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         inference: args.inference,
     };
     let r = analysis::fit::fit(&model, &req)?;
-    Ok(Outcome::clean(report::render_fit(&r, args.format)))
+    Ok(Outcome::clean(report::render_fit(
+        &r,
+        args.format,
+        super::super::terminal::width(),
+    )))
 }
