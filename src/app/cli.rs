@@ -134,10 +134,11 @@ pub struct ReportArgs {
 /// Where rule thresholds come from, for the commands that run the rules.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ConfigArgs {
-    /// Configuration file [default: nnlint.toml in the working directory or above].
+    /// Configuration file: an nnlint.toml, or a pyproject.toml with [tool.nnlint] [default: the
+    /// nearest of those from the working directory up; nnlint.toml first].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Ignore any nnlint.toml.
+    /// Ignore any nnlint.toml or [tool.nnlint].
     #[arg(long, conflicts_with = "config")]
     pub no_config: bool,
 }
