@@ -258,6 +258,49 @@ fn the_rule_catalog_is_fresh() {
 }
 
 #[test]
+fn the_man_page_is_fresh() {
+    let out = nnlint(&["man"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let generated = stdout(&out);
+    let path = common::testdata().join("../docs/nnlint.1");
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        generated == committed,
+        "docs/nnlint.1 is stale: regenerate it with `cargo run -- man > docs/nnlint.1` (or UPDATE_DOCS=1 cargo test --test lint_outputs)"
+    );
+    for command in [
+        "NNLINT MEM",
+        "NNLINT REPORT",
+        "NNLINT COMPLETIONS",
+        "\\-\\-quiet",
+    ] {
+        assert!(generated.contains(command), "{command}");
+    }
+}
+
+#[test]
+fn completions_cover_the_commands_and_their_options() {
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef nnlint"),
+        ("fish", "complete -c nnlint"),
+    ] {
+        let out = nnlint(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let script = stdout(&out);
+        assert!(script.contains(marker), "{shell}: {script}");
+        for word in ["report", "effective-batch", "lint"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let out = nnlint(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn config_errors_name_the_file_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("nnlint.toml");

@@ -349,3 +349,41 @@ fn snapshot_safetensors_table() {
     ]);
     insta::assert_snapshot!("sharded_safetensors_table", stdout(&out));
 }
+
+#[test]
+fn on_a_narrow_terminal_layer_names_are_shortened_and_numbers_kept() {
+    use nnlint::report::{render_mem, MemFormat, ViewOptions};
+    let path = common::testdata().join("models/torch/minicnn.onnx");
+    let r = nnlint::analysis::analyze_path(&path, &Default::default(), None).unwrap();
+    let whole = render_mem(&r, MemFormat::Table, ViewOptions::default());
+    let narrow = render_mem(
+        &r,
+        MemFormat::Table,
+        ViewOptions {
+            width: Some(100),
+            ..ViewOptions::default()
+        },
+    );
+    let table = |s: &str| -> Vec<String> {
+        s.lines()
+            .skip(2)
+            .take_while(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let (whole, narrow) = (table(&whole), table(&narrow));
+    assert!(whole.iter().any(|l| l.chars().count() > 100), "{whole:?}");
+    assert_eq!(whole.len(), narrow.len());
+    for (w, n) in whole.iter().zip(&narrow) {
+        assert!(n.chars().count() <= 100, "{n}");
+        // every number column is intact: the cells after the name are the same
+        let cells = |l: &str| {
+            l.split_whitespace()
+                .skip(1)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cells(w), cells(n), "{w}\n{n}");
+    }
+    assert!(narrow.iter().any(|l| l.contains('…')), "{narrow:?}");
+}

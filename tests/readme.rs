@@ -132,3 +132,25 @@ fn the_matcher_takes_ellipses() {
     assert!(output_matches(&want, "h\nx\ny\nz\nt\n").is_ok());
     assert!(output_matches(&want, "z\nx\n").is_err());
 }
+
+/// The README's CI workflow uses this repository's action (no install from a placeholder URL), and
+/// the action calls `nnlint lint` in formats that exist.
+#[test]
+fn the_ci_workflow_uses_the_action_of_this_repository() {
+    use nnlint::report::lint::LintFormat;
+    use nnlint::util::names::Named;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let action = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    assert!(readme.contains("- uses: OWNER/nnlint@v0"));
+    assert!(!readme.contains("github.com/OWNER"), "a placeholder URL");
+    assert!(action.contains("using: composite"));
+    for input in ["paths", "args", "version", "wheel", "sarif-file"] {
+        assert!(action.contains(&format!("\n  {input}:\n")), "input {input}");
+    }
+    for format in ["github", "sarif", "markdown"] {
+        assert!(action.contains(&format!("--format {format}")), "{format}");
+        assert!(LintFormat::from_name(format).is_some(), "{format}");
+    }
+    assert!(action.contains("GITHUB_STEP_SUMMARY") && action.contains("upload-sarif@"));
+}

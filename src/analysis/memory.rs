@@ -20,6 +20,9 @@ pub struct Peak {
     pub at: Option<NodeId>,
     /// The tensors live at the peak, largest first.
     pub live: Vec<(ValueId, u64)>,
+    /// Bytes live while each node runs (its inputs and outputs included), in topological order:
+    /// the liveness curve whose maximum is `bytes` (unless the graph inputs alone are the peak).
+    pub curve: Vec<u64>,
 }
 
 /// Why a numeric peak could not be computed.
@@ -147,7 +150,10 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
     }
     // Replays the schedule up to `stop` (all of it when `None`); returns the peak and its step, and
     // leaves `alive` as it was at step `stop`.
-    let replay = |stop: Option<usize>, alive: &mut Vec<bool>| -> (u128, Option<NodeId>) {
+    let replay = |stop: Option<usize>,
+                  alive: &mut Vec<bool>,
+                  curve: &mut Vec<u64>|
+     -> (u128, Option<NodeId>) {
         let mut live: u128 = 0;
         for &v in &graph.inputs {
             if bytes(v) > 0 && !alive[v] {
@@ -163,6 +169,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
                     live += bytes(*v) as u128;
                 }
             }
+            curve.push(u64::try_from(live).unwrap_or(u64::MAX));
             if live > best.0 {
                 best = (live, Some(n));
             }
@@ -179,11 +186,12 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
         best
     };
     let mut alive = vec![false; graph.values.len()];
-    let best = replay(None, &mut alive);
+    let mut curve = Vec::with_capacity(graph.nodes.len());
+    let best = replay(None, &mut alive, &mut curve);
     let mut alive = vec![false; graph.values.len()];
     match best.1 {
         Some(_) => {
-            replay(best.1, &mut alive);
+            replay(best.1, &mut alive, &mut Vec::new());
         }
         None => graph.inputs.iter().for_each(|&v| alive[v] = bytes(v) > 0),
     }
@@ -194,5 +202,6 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
         bytes: u64::try_from(best.0).unwrap_or(u64::MAX),
         at: best.1,
         live: live_list,
+        curve,
     })
 }

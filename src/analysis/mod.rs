@@ -143,6 +143,9 @@ pub struct PeakInfo {
     pub node: Option<String>,
     /// Largest live tensors at the peak: name and bytes.
     pub live: Vec<(String, u64)>,
+    /// The liveness curve: each node of the main graph in topological order, with the bytes live
+    /// while it runs (the peak is its maximum).
+    pub curve: Vec<(String, u64)>,
 }
 
 fn op_label(domain: &str, op: &str) -> String {
@@ -237,21 +240,48 @@ pub fn analyze_path_with(
     train: Option<&training::TrainConfig>,
     llm_options: Option<&llm::LlmOptions>,
 ) -> Result<MemReport> {
+    analyze_loaded_with(
+        path,
+        &crate::load::load(path)?,
+        bindings,
+        train,
+        llm_options,
+    )
+}
+
+/// [`analyze_path`] on a file already loaded (`nnlint report` reuses the graph for lint and fit).
+pub fn analyze_loaded(
+    path: &std::path::Path,
+    loaded: &crate::load::Loaded,
+    bindings: &Bindings,
+    train: Option<&training::TrainConfig>,
+) -> Result<MemReport> {
+    analyze_loaded_with(path, loaded, bindings, train, None)
+}
+
+/// [`analyze_loaded`] with the options of language-model checkpoints.
+pub fn analyze_loaded_with(
+    path: &std::path::Path,
+    loaded: &crate::load::Loaded,
+    bindings: &Bindings,
+    train: Option<&training::TrainConfig>,
+    llm_options: Option<&llm::LlmOptions>,
+) -> Result<MemReport> {
     let llm_opts = || {
         let mut o = llm_options.cloned().unwrap_or_default();
         o.batch = bindings.batch.unwrap_or(1);
         o
     };
-    match crate::load::load(path)? {
-        crate::load::Loaded::Checkpoint(ck) => llm::analyze_checkpoint(&ck, &llm_opts(), train),
-        crate::load::Loaded::Gguf(g) => llm::analyze_gguf(&g, &llm_opts(), train),
-        crate::load::Loaded::Onnx(model) => analyze(&model, bindings, train),
+    match loaded {
+        crate::load::Loaded::Checkpoint(ck) => llm::analyze_checkpoint(ck, &llm_opts(), train),
+        crate::load::Loaded::Gguf(g) => llm::analyze_gguf(g, &llm_opts(), train),
+        crate::load::Loaded::Onnx(model) => analyze(model, bindings, train),
         crate::load::Loaded::Weights(_) if train.is_some() => Err(crate::Error::refused(
             path,
             "is a weights-only file (safetensors): --train needs a graph (the activations saved for backward); pass the model exported to ONNX",
         )),
         crate::load::Loaded::Weights(w) => {
-            let mut r = weights::analyze(&w);
+            let mut r = weights::analyze(w);
             if bindings.batch.is_some() || !bindings.dims.is_empty() {
                 r.notes
                     .push("--batch and --dim have no effect on a weights-only file".into());
@@ -567,6 +597,12 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
                     .iter()
                     .take(5)
                     .map(|&(v, b)| (graph.values[v].name.clone(), b))
+                    .collect(),
+                curve: graph
+                    .nodes
+                    .iter()
+                    .zip(&p.curve)
+                    .map(|(node, &b)| (node.name.clone(), b))
                     .collect(),
             };
             (Some(info), None)

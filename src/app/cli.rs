@@ -65,6 +65,9 @@ fn count<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// No progress bars and no warnings on standard error (errors are still printed).
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,15 +90,56 @@ pub enum Command {
         /// A rule code (NL101) or name (heavy-standard-conv).
         rule: String,
     },
+    /// Writes one self-contained HTML page: per-layer memory, the inference liveness curve, the
+    /// training step, the fit plans, the lint findings and, with --rewritten, the before/after.
+    Report(ReportArgs),
+    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell) on standard output.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Prints the man page (roff) on standard output, as docs/nnlint.1 holds it.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// An ONNX model, a `.safetensors` file, a sharded checkpoint's `*.safetensors.index.json`, or
+    /// a checkpoint folder holding one of those.
+    pub model: PathBuf,
+    /// Where to write the page, `-` for standard output [default: MODEL-report.html beside the
+    /// input].
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// The GPU the fit plans are for: a memory size or a card (as `fit --gpu`) [default:
+    /// A100-80GB].
+    #[arg(long, value_parser = crate::analysis::fit::parse_gpu)]
+    pub gpu: Option<Gpu>,
+    /// The batch per optimizer step the fit plans keep.
+    #[arg(long, default_value_t = 256, value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
+    pub effective_batch: u64,
+    /// A model `nnlint rewrite` wrote from MODEL: adds its totals before and after.
+    #[arg(long, value_name = "FILE")]
+    pub rewritten: Option<PathBuf>,
+    /// Memory budget for the `memory-budget` rule (e.g. 16GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub budget: Option<u64>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(flatten)]
+    pub dims: DimArgs,
+    #[command(flatten)]
+    pub plan: TrainArgs,
 }
 
 /// Where rule thresholds come from, for the commands that run the rules.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ConfigArgs {
-    /// Configuration file [default: nnlint.toml in the working directory or above].
+    /// Configuration file: an nnlint.toml, or a pyproject.toml with [tool.nnlint] [default: the
+    /// nearest of those from the working directory up; nnlint.toml first].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Ignore any nnlint.toml.
+    /// Ignore any nnlint.toml or [tool.nnlint].
     #[arg(long, conflicts_with = "config")]
     pub no_config: bool,
 }

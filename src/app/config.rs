@@ -1,4 +1,6 @@
-//! `nnlint.toml`: found by walking up from the working directory, or given with `--config`.
+//! `nnlint.toml`: found by walking up from the working directory, or given with `--config`. A
+//! `pyproject.toml` with a `[tool.nnlint]` table is read the same way (as ruff reads
+//! `[tool.ruff]`); where a directory holds both, `nnlint.toml` wins.
 //!
 //! ```toml
 //! batch = 8
@@ -32,6 +34,9 @@ use crate::rules::{self, RuleSettings, Severity};
 use crate::util::suggest::{suggest, unknown_key};
 
 pub const FILE_NAME: &str = "nnlint.toml";
+
+/// The Python project file whose `[tool.nnlint]` table is a configuration.
+pub const PYPROJECT: &str = "pyproject.toml";
 
 crate::named_enum! {
     /// When a lint run fails (exit code 1).
@@ -109,7 +114,8 @@ pub struct Config {
     pub rules: BTreeMap<String, RuleSettings>,
 }
 
-/// Finds `nnlint.toml` in `start` or the nearest directory above it.
+/// Finds `nnlint.toml`, or a `pyproject.toml` with a `[tool.nnlint]` table, in `start` or the
+/// nearest directory above it (`nnlint.toml` first in each directory).
 pub fn discover(start: &Path) -> Option<PathBuf> {
     let mut dir = Some(start);
     while let Some(d) = dir {
@@ -117,9 +123,40 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
         if candidate.is_file() {
             return Some(candidate);
         }
+        let py = d.join(PYPROJECT);
+        if py.is_file() && std::fs::read_to_string(&py).is_ok_and(|t| has_nnlint_table(&t)) {
+            return Some(py);
+        }
         dir = d.parent();
     }
     None
+}
+
+/// The `[tool]` table of a `pyproject.toml`, keeping only `nnlint` (other tools' tables are
+/// theirs: unknown keys there are not errors).
+#[derive(Deserialize)]
+struct PyProject {
+    #[serde(default)]
+    tool: PyTools,
+}
+
+#[derive(Default, Deserialize)]
+struct PyTools {
+    nnlint: Option<RawConfig>,
+}
+
+/// Whether a `pyproject.toml` configures nnlint (a broken one that names nnlint does, so that
+/// its error is reported rather than the file skipped).
+fn has_nnlint_table(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        tool: toml::Table,
+    }
+    match toml::from_str::<Probe>(text) {
+        Ok(p) => p.tool.contains_key("nnlint"),
+        Err(_) => text.contains("tool.nnlint"),
+    }
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -145,8 +182,9 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     }
 }
 
-/// The 1-based line of `option = ...` inside `[rules.RULE]`, if it can be found.
-fn option_line(text: &str, rule: &str, option: &str) -> Option<usize> {
+/// The 1-based line of `option = ...` inside the table `[section]` (`rules.RULE`), if it can be
+/// found.
+fn option_line(text: &str, section: &str, option: &str) -> Option<usize> {
     if option.is_empty() {
         return None;
     }
@@ -154,7 +192,7 @@ fn option_line(text: &str, rule: &str, option: &str) -> Option<usize> {
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.starts_with('[') {
-            inside = t.trim_matches(['[', ']']).trim() == format!("rules.{rule}");
+            inside = t.trim_matches(['[', ']']).trim() == section;
             continue;
         }
         if inside
@@ -167,26 +205,54 @@ fn option_line(text: &str, rule: &str, option: &str) -> Option<usize> {
     None
 }
 
-/// Loads and validates a configuration file.
+/// Loads and validates a configuration file: `nnlint.toml`, or the `[tool.nnlint]` table of a
+/// `pyproject.toml`.
 pub fn load(path: &Path) -> Result<Config> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    if path.file_name().is_some_and(|n| n == PYPROJECT) {
+        return parse_pyproject(path, &text)?.ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: has no [tool.nnlint] table to configure nnlint with",
+                path.display()
+            ))
+        });
+    }
     parse(path, &text)
 }
 
 /// Parses and validates configuration text (errors name `path`).
 pub fn parse(path: &Path, text: &str) -> Result<Config> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(path, text, e))?;
+    resolve(path, text, raw, "")
+}
+
+/// The `[tool.nnlint]` table of a `pyproject.toml` (`None` without one); errors name the file and
+/// the line, as for `nnlint.toml`.
+pub fn parse_pyproject(path: &Path, text: &str) -> Result<Option<Config>> {
+    let p: PyProject = toml::from_str(text).map_err(|e| toml_error(path, text, e))?;
+    p.tool
+        .nnlint
+        .map(|raw| resolve(path, text, raw, "tool.nnlint."))
+        .transpose()
+}
+
+fn toml_error(path: &Path, text: &str, e: toml::de::Error) -> Error {
+    let msg = e.message().to_string();
+    let at = line_of(text, e.span());
+    let text = match unknown_key(&msg) {
+        Some(key) => format!(
+            "{at}{}",
+            suggest(&format!("unknown key '{key}'"), &key, TOP_KEYS)
+        ),
+        None => format!("{at}{}", msg.trim()),
+    };
+    Error::Usage(format!("{}: {text}", path.display()))
+}
+
+/// Checks a parsed file's values; `prefix` is where its tables sit (`tool.nnlint.` in a
+/// `pyproject.toml`), for finding lines.
+fn resolve(path: &Path, text: &str, raw: RawConfig, prefix: &str) -> Result<Config> {
     let bad = |msg: String| Error::Usage(format!("{}: {msg}", path.display()));
-    let raw: RawConfig = toml::from_str(text).map_err(|e| {
-        let msg = e.message().to_string();
-        let at = line_of(text, e.span());
-        match unknown_key(&msg) {
-            Some(key) => bad(format!(
-                "{at}{}",
-                suggest(&format!("unknown key '{key}'"), &key, TOP_KEYS)
-            )),
-            None => bad(format!("{at}{}", msg.trim())),
-        }
-    })?;
     let budget = match raw.budget {
         None => None,
         Some(Size::Bytes(b)) => Some(b),
@@ -238,8 +304,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Config> {
                 .and_then(|r| r.split('\'').next())
                 .or_else(|| e.rsplit('`').nth(1))
                 .unwrap_or_default();
-            let at =
-                option_line(text, &key, option).map_or(String::new(), |l| format!("line {l}: "));
+            let at = option_line(text, &format!("{prefix}rules.{key}"), option)
+                .map_or(String::new(), |l| format!("line {l}: "));
             bad(format!("{at}[rules.{key}]: {}", e.replace('\n', " ")))
         })?;
         rules_out.insert(name, s);
@@ -335,6 +401,54 @@ enabled = false
         assert!(e.contains("'NL9' selects no rule"), "{e}");
         let e = err("[rules.dead-node]\nthreshold = 3\n");
         assert!(e.contains("dead-node has no options"), "{e}");
+    }
+
+    #[test]
+    fn pyproject_tool_nnlint_is_read_and_nnlint_toml_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let py = dir.path().join(PYPROJECT);
+        std::fs::write(
+            &py,
+            "[project]\nname = \"x\"\n[tool.ruff]\nline-length = 100\n[tool.nnlint]\nbatch = 4\nfail-on = \"warning\"\n[tool.nnlint.rules.heavy-standard-conv]\nmin-saving = 0.6\n",
+        )
+        .unwrap();
+        assert_eq!(discover(dir.path()), Some(py.clone()));
+        let c = load(&py).unwrap();
+        assert_eq!(c.batch, Some(4));
+        assert_eq!(c.fail_on, Some(FailOn::Warning));
+        assert!(c.rules.contains_key("heavy-standard-conv"));
+        std::fs::write(dir.path().join(FILE_NAME), "batch = 8\n").unwrap();
+        assert_eq!(discover(dir.path()), Some(dir.path().join(FILE_NAME)));
+    }
+
+    #[test]
+    fn a_pyproject_without_tool_nnlint_is_not_a_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("pkg");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join(PYPROJECT), "[tool.ruff]\nline-length = 100\n").unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), "").unwrap();
+        assert_eq!(discover(&sub), Some(dir.path().join(FILE_NAME)));
+        let e = load(&sub.join(PYPROJECT)).unwrap_err().to_string();
+        assert!(e.contains("has no [tool.nnlint]"), "{e}");
+    }
+
+    #[test]
+    fn pyproject_errors_name_the_file_the_line_and_the_key() {
+        let p = Path::new("pyproject.toml");
+        let text = "[project]\nname = \"x\"\n\n[tool.nnlint]\nbacth = 4\n";
+        let e = parse_pyproject(p, text).unwrap_err().to_string();
+        assert!(
+            e.starts_with("pyproject.toml: line 5: unknown key 'bacth'"),
+            "{e}"
+        );
+        assert!(e.contains("batch"), "{e}");
+        let text = "[tool.nnlint.rules.heavy-standard-conv]\nmin-saving = \"much\"\n";
+        let e = parse_pyproject(p, text).unwrap_err().to_string();
+        assert!(
+            e.contains("line 2") && e.contains("heavy-standard-conv"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod config;
 mod exit;
 mod progress;
 mod settings;
+mod terminal;
 
 use std::io::Write;
 
@@ -19,9 +20,14 @@ use cli::{Cli, Command};
 /// Runs a parsed command line: prints its output on standard output, warnings and errors on
 /// standard error, and returns the exit status.
 pub fn run(cli: Cli) -> ExitStatus {
+    progress::set_quiet(cli.quiet);
     match execute(&cli) {
         Ok(outcome) => {
-            for line in &outcome.stderr {
+            // --quiet keeps errors, and what explains a failing verdict
+            let keep = |line: &String| {
+                !cli.quiet || outcome.verdict != Verdict::Clean || line.starts_with("nnlint: error")
+            };
+            for line in outcome.stderr.iter().filter(|l| keep(l)) {
                 eprintln!("{line}");
             }
             match emit(&outcome.text) {
@@ -50,6 +56,9 @@ pub fn execute(cli: &Cli) -> crate::Result<Outcome> {
         Command::Verify(args) => commands::verify::run(args),
         Command::Rules(args) => commands::rules::list(args),
         Command::Explain { rule } => commands::rules::explain(rule),
+        Command::Report(args) => commands::report::run(args),
+        Command::Completions { shell } => Ok(commands::docs::completions(*shell)),
+        Command::Man => commands::docs::man(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! application's implementation of the library's [`Progress`].
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::util::progress::{Progress, Silent};
 
@@ -28,10 +29,17 @@ impl Progress for Bar {
     }
 }
 
+/// `--quiet`, for the process (set once by [`super::run`]).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
 /// A progress bar on standard error when it is a terminal (and `--quiet` is not given), nothing
 /// otherwise.
 pub fn progress() -> Box<dyn Progress> {
-    if !std::io::stderr().is_terminal() {
+    if QUIET.load(Ordering::Relaxed) || !std::io::stderr().is_terminal() {
         return Box::new(Silent);
     }
     let bar = indicatif::ProgressBar::new(0);

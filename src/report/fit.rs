@@ -4,7 +4,8 @@ use super::units::{bytes, count};
 use crate::analysis::fit::FitReport;
 use crate::util::table::{Align, Table};
 
-pub fn render(r: &FitReport) -> String {
+/// The table, its plan names shortened to fit `width` when given.
+pub fn render(r: &FitReport, width: Option<usize>) -> String {
     let mut out = format!(
         "{} on {} ({}), {}{}\n\n",
         r.model,
@@ -70,11 +71,12 @@ pub fn render(r: &FitReport) -> String {
             .iter()
             .enumerate()
             .map(|(i, h)| (*h, if i == 1 { Align::Left } else { Align::Right })),
-    );
+    )
+    .squeeze_column(1);
     for row in rows {
         t.push(row);
     }
-    out.push_str(&t.render());
+    out.push_str(&t.render_fitting(width));
     if r.mode == "training" {
         out.push_str("\npeak/GPU is at the plan's micro-batch (batch 1 when it does not fit); recompute is the extra compute of a step.\n");
     }

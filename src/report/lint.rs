@@ -59,7 +59,7 @@ impl LintRun {
 }
 
 /// `saves 3.95K params, 15.4 KiB, 32.4M MACs; costs 450 KiB more training memory` (empty if nothing).
-fn saving_text(f: &Finding) -> String {
+pub fn saving_text(f: &Finding) -> String {
     let s = &f.saving;
     let mut parts = Vec::new();
     let mut cost = None;

@@ -3,6 +3,7 @@
 //! JSON never disagree.
 
 pub mod fit;
+pub mod html;
 pub mod json;
 pub mod lint;
 pub mod rewrite;
@@ -24,6 +25,8 @@ crate::named_enum! {
         Csv = "csv",
         /// A Markdown table and summary.
         Markdown = "markdown",
+        /// A self-contained HTML page with the charts (`nnlint report` adds lint and fit).
+        Html = "html",
     }
 }
 
@@ -38,9 +41,13 @@ crate::named_enum! {
 }
 
 /// Renders a fit report.
-pub fn render_fit(r: &crate::analysis::fit::FitReport, format: FitFormat) -> String {
+pub fn render_fit(
+    r: &crate::analysis::fit::FitReport,
+    format: FitFormat,
+    width: Option<usize>,
+) -> String {
     match format {
-        FitFormat::Table => fit::render(r),
+        FitFormat::Table => fit::render(r, width),
         FitFormat::Json => {
             let mut s = serde_json::to_string_pretty(r).expect("the report serialises");
             s.push('\n');
@@ -78,6 +85,9 @@ pub struct ViewOptions {
     pub top: Option<usize>,
     /// Show shape-computation rows whose outputs are folded constants (hidden by default in tables).
     pub all: bool,
+    /// The width to fit the table in (a terminal's): the layer names are shortened, never the
+    /// numbers. `None`: as wide as the cells.
+    pub width: Option<usize>,
 }
 
 /// A value for ordering and shares: known values as they are, symbolic ones with every symbol at 1.
@@ -109,6 +119,8 @@ pub struct MemView<'a> {
     /// Rows left out by `--top` or as folded shape computations.
     pub hidden: usize,
     pub folded_hidden: usize,
+    /// The width the table must fit in, if any.
+    pub width: Option<usize>,
 }
 
 impl<'a> MemView<'a> {
@@ -155,6 +167,7 @@ impl<'a> MemView<'a> {
             share_of,
             hidden,
             folded_hidden,
+            width: opts.width,
         }
     }
 
@@ -187,5 +200,12 @@ pub fn render_mem(report: &MemReport, format: MemFormat, opts: ViewOptions) -> S
             table::render_csv(&MemView::new(report, ViewOptions { all: true, ..opts }))
         }
         MemFormat::Json => json::render(&MemView::new(report, ViewOptions { all: true, ..opts })),
+        MemFormat::Html => html::render(&html::Page {
+            mem: report,
+            training_missing: Some("add --train for the memory of a training step".into()),
+            fit: None,
+            lint: None,
+            rewrite: None,
+        }),
     }
 }

@@ -334,8 +334,8 @@ fn ratio(c: &Change) -> String {
     }
 }
 
-/// The rewrite report as a table.
-pub fn table(r: &RewriteReport) -> String {
+/// The rewrite report as a table, its node names shortened to fit `width` when given.
+pub fn table(r: &RewriteReport, width: Option<usize>) -> String {
     let mut out = format!(
         "{} -> {}: {} rewrite{} (batch {})\n",
         r.model,
@@ -358,7 +358,7 @@ pub fn table(r: &RewriteReport) -> String {
         "rel. error",
     ];
     // the header is the first row: this table has no rule under it
-    let mut table = Table::plain(&[Align::Left; 7]);
+    let mut table = Table::plain(&[Align::Left; 7]).squeeze_column(0);
     table.push(head.iter().map(|h| h.to_string()).collect());
     for row in &r.rewrites {
         table.push(vec![
@@ -377,7 +377,7 @@ pub fn table(r: &RewriteReport) -> String {
             },
         ]);
     }
-    out.push_str(&table.render());
+    out.push_str(&table.render_fitting(width));
     for row in &r.rewrites {
         if let Some(n) = &row.note {
             out.push_str(&format!("  {}: {n}\n", row.node));

@@ -236,7 +236,7 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
     out
 }
 
-fn training_heading(r: &MemReport) -> Option<String> {
+pub fn training_heading(r: &MemReport) -> Option<String> {
     let t = r.training.as_ref()?;
     let c = &t.config;
     Some(format!(
@@ -445,7 +445,7 @@ fn heading(r: &MemReport) -> String {
     s
 }
 
-fn trailer(view: &MemView, out: &mut String, bullet: &str) {
+pub fn trailer(view: &MemView, out: &mut String, bullet: &str) {
     let r = view.report;
     if view.hidden > 0 {
         out.push_str(&format!(
@@ -516,7 +516,7 @@ fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
 /// Aligned text for a terminal.
 pub fn render(view: &MemView) -> String {
     let mut out = format!("{}\n\n", heading(view.report));
-    out.push_str(&layer_table(view, headers(view)).render());
+    out.push_str(&layer_table(view, headers(view)).render_fitting(view.width));
     out.push('\n');
     out.push_str(&aligned(&totals_lines(view.report)));
     if let Some(h) = training_heading(view.report) {

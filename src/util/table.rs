@@ -124,6 +124,14 @@ impl Table {
         self.render_with(w)
     }
 
+    /// [`Table::render_within`] a width when there is one (a terminal), else [`Table::render`].
+    pub fn render_fitting(&self, width: Option<usize>) -> String {
+        match width {
+            Some(w) => self.render_within(w),
+            None => self.render(),
+        }
+    }
+
     fn render_with(&self, w: Vec<usize>) -> String {
         let mut out = String::new();
         if let Some(h) = &self.headers {

@@ -49,7 +49,11 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         inference: args.inference,
     };
     let r = analysis::fit::fit(&model, &req)?;
-    Ok(Outcome::clean(report::render_fit(&r, args.format)))
+    Ok(Outcome::clean(report::render_fit(
+        &r,
+        args.format,
+        super::super::terminal::width(),
+    )))
 }
 
 /// `fit` for a language-model checkpoint: serving and fine-tuning plans at `--seq`.

@@ -55,6 +55,7 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         sort: args.sort,
         top: args.top,
         all: args.all,
+        width: super::super::terminal::width(),
     };
     Ok(Outcome::clean(report::render_mem(
         &report,

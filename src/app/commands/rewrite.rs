@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use super::super::cli::RewriteArgs;
 use super::super::progress::progress;
 use super::super::settings::{Inputs, Settings};
+use super::super::terminal;
 use super::super::Outcome;
 use crate::analysis::Bindings;
 use crate::error::{Error, Result};
@@ -174,7 +175,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         written.data.as_ref().map(|d| d.display().to_string()),
     )?;
     let mut text = match args.format {
-        RewriteFormat::Table => report::rewrite::table(&report),
+        RewriteFormat::Table => report::rewrite::table(&report, terminal::width()),
         RewriteFormat::Json => report::rewrite::json(&report),
     };
     if args.diff {

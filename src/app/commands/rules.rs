@@ -17,7 +17,7 @@ pub fn list(args: &RulesArgs) -> Result<Outcome> {
         }
         RulesFormat::Markdown => rules::catalog(),
         RulesFormat::Table => {
-            let mut t = Table::plain(&[Align::Left; 5]);
+            let mut t = Table::plain(&[Align::Left; 5]).squeeze_column(4);
             for m in metas {
                 t.push(vec![
                     m.code.clone(),
@@ -27,7 +27,7 @@ pub fn list(args: &RulesArgs) -> Result<Outcome> {
                     m.summary.clone(),
                 ]);
             }
-            t.render()
+            t.render_fitting(super::super::terminal::width())
         }
     };
     Ok(Outcome::clean(text))

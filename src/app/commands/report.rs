@@ -1,0 +1,244 @@
+//! `nnlint report`: one self-contained HTML page from the analyses the other commands run (the
+//! memory report with the training estimate, the lint findings, the fit plans and, with
+//! `--rewritten`, a rewrite's before and after). Nothing is computed here that `mem`, `lint` and
+//! `fit` do not compute; a part that cannot be computed for this model says why on the page.
+
+use std::path::{Path, PathBuf};
+
+use super::super::cli::ReportArgs;
+use super::super::settings::{Inputs, Settings};
+use super::super::Outcome;
+use crate::analysis::fit::{parse_gpu, FitRequest};
+use crate::error::{Error, Result};
+use crate::load::{self, Loaded};
+use crate::report::html::{self, Comparison, Page};
+use crate::report::lint::{FileResult, LintRun};
+use crate::util::units::bytes;
+use crate::{analysis, rules};
+
+/// The card the fit plans are for when `--gpu` is not given.
+const DEFAULT_GPU: &str = "A100-80GB";
+
+const NO_GRAPH: &str =
+    "a weights file has no graph (layers, activations): pass the model exported to ONNX";
+
+pub fn run(args: &ReportArgs) -> Result<Outcome> {
+    let model_path = checkpoint_file(&args.model)?;
+    let out = output_path(args)?;
+    for input in std::iter::once(&model_path).chain(&args.rewritten) {
+        if let Some(o) = &out {
+            if same_file(o, input) {
+                return Err(Error::Usage(format!(
+                    "--output {} is an input: the report never replaces a model",
+                    o.display()
+                )));
+            }
+        }
+    }
+    let s = Settings::resolve(Inputs {
+        config: Some(&args.config),
+        batch: args.dims.batch,
+        dims: &args.dims.dims,
+        inputs: &args.dims.inputs,
+        plan: Some(&args.plan),
+        budget: args.budget,
+        ..Inputs::default()
+    })?;
+    let loaded = load::load(&model_path)?;
+    let (mem, training_missing) = match &loaded {
+        Loaded::Onnx(_) => {
+            match analysis::analyze_loaded(&model_path, &loaded, &s.bindings, Some(&s.train)) {
+                Ok(r) => (r, None),
+                // the estimate needs every dimension bound: the rest of the page does not
+                Err(e) => (
+                    analysis::analyze_loaded(&model_path, &loaded, &s.bindings, None)?,
+                    Some(e.to_string()),
+                ),
+            }
+        }
+        Loaded::Weights(_) => (
+            analysis::analyze_loaded(&model_path, &loaded, &s.bindings, None)?,
+            Some(NO_GRAPH.to_string()),
+        ),
+        Loaded::Checkpoint(_) | Loaded::Gguf(_) => {
+            match analysis::analyze_loaded(&model_path, &loaded, &s.bindings, Some(&s.train)) {
+                Ok(r) => (r, None),
+                Err(e) => (
+                    analysis::analyze_loaded(&model_path, &loaded, &s.bindings, None)?,
+                    Some(e.to_string()),
+                ),
+            }
+        }
+    };
+    let (lint, fit) = match &loaded {
+        Loaded::Onnx(model) => (
+            lint(model, &s).map_err(|e| e.to_string()),
+            fit(model, args, &s).map_err(|e| e.to_string()),
+        ),
+        Loaded::Weights(_) => (Err(NO_GRAPH.to_string()), Err(NO_GRAPH.to_string())),
+        Loaded::Checkpoint(_) | Loaded::Gguf(_) => (
+            Err("the rules read ONNX graphs; a checkpoint has no graph to lint".to_string()),
+            Err(format!(
+                "for a language model's serving and fine-tuning plans run `nnlint fit {} --gpu CARD --seq N`",
+                model_path.display()
+            )),
+        ),
+    };
+    let comparison = match &args.rewritten {
+        Some(p) => {
+            let rewritten = load::load_graph(p, "report --rewritten")?;
+            let train = mem.training.is_some().then_some(&s.train);
+            Some(Comparison {
+                after: analysis::analyze(&rewritten, &s.bindings, train)?,
+                applied: rules::fix::applied(&rewritten)
+                    .map_err(|e| Error::graph(p, e))?
+                    .unwrap_or_default(),
+            })
+        }
+        None => None,
+    };
+    let page = html::render(&Page {
+        mem: &mem,
+        training_missing,
+        fit: Some(fit.as_ref().map_err(String::clone)),
+        lint: Some(lint.as_ref().map_err(String::clone)),
+        rewrite: comparison.as_ref(),
+    });
+    match out {
+        None => Ok(Outcome::clean(page)),
+        Some(path) => {
+            crate::util::fs::write_atomically(&path, page.as_bytes())
+                .map_err(|e| Error::io(&path, e))?;
+            let mut outcome = Outcome::clean(String::new());
+            outcome.stderr.push(format!(
+                "wrote {} ({}): open it in a browser",
+                path.display(),
+                bytes(page.len() as u64)
+            ));
+            Ok(outcome)
+        }
+    }
+}
+
+/// The lint run of `nnlint lint MODEL` with the same settings, as one file's result.
+fn lint(model: &crate::ir::Model, s: &Settings) -> Result<LintRun> {
+    let settings = rules::Settings {
+        bindings: s.bindings.clone(),
+        train: s.train,
+        budget: s.budget,
+    };
+    let o = rules::lint(model, &settings, &s.selection)?;
+    let mut warnings = o.warnings;
+    warnings.extend(
+        o.unused_ignores
+            .iter()
+            .map(|g| format!("ignore-nodes pattern '{g}' matches no finding")),
+    );
+    Ok(LintRun {
+        files: vec![FileResult {
+            model: model.path.display().to_string(),
+            findings: o.findings,
+            error: None,
+            baselined: 0,
+        }],
+        warnings,
+    })
+}
+
+/// The plans `nnlint fit MODEL --gpu CARD` ranks.
+fn fit(
+    model: &crate::ir::Model,
+    args: &ReportArgs,
+    s: &Settings,
+) -> Result<analysis::fit::FitReport> {
+    let gpu = match args.gpu {
+        Some(g) => g,
+        None => parse_gpu(DEFAULT_GPU).map_err(Error::Usage)?,
+    };
+    analysis::fit::fit(
+        model,
+        &FitRequest {
+            gpu,
+            gpus: s.train.gpus,
+            effective_batch: args.effective_batch,
+            base: s.train,
+            dims: s.bindings.dims.clone(),
+            inputs: s.bindings.inputs.clone(),
+            inference: false,
+        },
+    )
+}
+
+/// The model file of a checkpoint folder (a sharded index, a single safetensors file or a single
+/// ONNX model); any other path as it is.
+fn checkpoint_file(path: &Path) -> Result<PathBuf> {
+    // a Hugging Face checkpoint folder is read as one (architecture, KV cache, training step)
+    if path == Path::new("-") || !path.is_dir() || path.join("config.json").is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let mut names: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    names.sort();
+    let ends = |p: &Path, suffix: &str| p.to_string_lossy().ends_with(suffix);
+    let index: Vec<&PathBuf> = names
+        .iter()
+        .filter(|p| ends(p, ".safetensors.index.json"))
+        .collect();
+    let single: Vec<&PathBuf> = names.iter().filter(|p| ends(p, ".safetensors")).collect();
+    let onnx: Vec<&PathBuf> = names.iter().filter(|p| ends(p, ".onnx")).collect();
+    let pick = if index.len() == 1 {
+        index[0]
+    } else if index.is_empty() && single.len() == 1 {
+        single[0]
+    } else if index.is_empty() && single.is_empty() && onnx.len() == 1 {
+        onnx[0]
+    } else {
+        return Err(Error::refused(
+            path,
+            format!(
+                "is a folder with {} safetensors index(es), {} safetensors file(s) without an index and {} ONNX model(s): name the model file",
+                index.len(),
+                if index.is_empty() { single.len() } else { 0 },
+                onnx.len()
+            ),
+        ));
+    };
+    Ok(pick.clone())
+}
+
+/// `-o`, `None` for standard output, or `MODEL-report.html` beside the input.
+fn output_path(args: &ReportArgs) -> Result<Option<PathBuf>> {
+    match &args.output {
+        Some(p) if p == Path::new("-") => return Ok(None),
+        Some(p) => return Ok(Some(p.clone())),
+        None => {}
+    }
+    if args.model == Path::new("-") {
+        return Err(Error::Usage(
+            "report: the model comes from standard input, so give the page a name with -o FILE (or -o - for standard output)".into(),
+        ));
+    }
+    let name = args
+        .model
+        .file_name()
+        .map_or("model".into(), |n| n.to_string_lossy().into_owned());
+    let stem = [".safetensors.index.json", ".safetensors", ".onnx"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(&name)
+        .to_string();
+    Ok(Some(
+        args.model.with_file_name(format!("{stem}-report.html")),
+    ))
+}
+
+/// Whether two paths name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
