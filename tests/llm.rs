@@ -517,3 +517,28 @@ fn fit_answers_for_8b_and_70b_shapes_on_24_and_80_gb_cards() {
         "70B in 4 bits (~35 GB) does not fit 24 GB"
     );
 }
+
+#[test]
+fn adamw_state_matches_pytorch_within_one_percent() {
+    for fam in ["llama", "qwen3", "gpt2", "mixtral", "bert"] {
+        let (_, expected) = load(fam);
+        for (scen, extra) in [
+            ("sdpa_fp32", &["--train", "--optimizer", "adamw"][..]),
+            (
+                "sdpa_fp32_lora_qv",
+                &["--lora", "8", "--optimizer", "adamw"][..],
+            ),
+        ] {
+            let run = &expected["training"]["scenarios"][scen]["runs"][0];
+            let want = run["optimizer"]["state_bytes"].as_u64().unwrap() as f64;
+            let mut args = vec!["--seq", "24", "--precision", "fp32"];
+            args.extend_from_slice(extra);
+            let j = mem_json(&testdata(fam), &args);
+            let got = j["training"]["optimizer_bytes"].as_u64().unwrap() as f64;
+            assert!(
+                (got - want).abs() / want < 0.01,
+                "{fam} {scen}: nnlint {got}, PyTorch {want}"
+            );
+        }
+    }
+}
