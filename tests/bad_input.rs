@@ -1206,3 +1206,46 @@ fn an_explicit_default_data_location_is_not_an_unknown_field() {
         common::stdout(&out)
     );
 }
+
+/// Every input a fuzz target crashed on (fuzz/regressions/, named `TARGET-what.EXT`) runs through
+/// the commands that target drives: never a panic, only exit 0, 1 or 2.
+#[test]
+fn fuzz_regressions_do_not_panic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("fuzz/regressions") {
+        let path = e.expect("entry").path();
+        let p = path.to_str().expect("utf-8");
+        for args in [
+            vec!["mem", p],
+            vec!["mem", p, "--batch", "8"],
+            vec!["mem", p, "--train", "--batch", "8"],
+            vec!["lint", p],
+        ] {
+            let out = common::nnlint(&args);
+            let err = common::stderr(&out);
+            assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+            assert!(
+                matches!(out.status.code(), Some(0..=2)),
+                "{args:?}: {:?}\n{err}",
+                out.status
+            );
+        }
+        n += 1;
+    }
+    assert!(n >= 1);
+}
+
+#[test]
+fn activation_bytes_past_64_bits_are_refused_in_the_training_estimate() {
+    // found by the onnx_mem fuzz target: a Resize to sizes whose byte size overflows while the
+    // element count does not
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions/onnx_mem-training-activation-bytes-overflow.onnx");
+    let out = mem(&path, &["--train", "--batch", "8"]);
+    assert_error(
+        &out,
+        "onnx_mem-training-activation-bytes-overflow.onnx",
+        &["out of range", "activations"],
+    );
+}

@@ -448,11 +448,12 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) ->
 /// Bounds them in u128 with a generous factor and says which is too large.
 pub fn check_range(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Result<(), String> {
     const LIMIT: u128 = (u64::MAX / 64) as u128;
+    // from the element count, in u128: a byte size past 64 bits is what this guard is for
     let bytes = |v: usize| -> u128 {
-        inf.facts[v]
-            .bytes()
-            .and_then(|d| d.as_u64())
-            .map_or(0, u128::from)
+        let f = &inf.facts[v];
+        let numel = f.numel().and_then(|d| d.as_u64()).map_or(0, u128::from);
+        let bits = f.dtype.and_then(|d| d.bits()).unwrap_or(64);
+        numel * u128::from(bits.div_ceil(8))
     };
     let activations: u128 = (0..graph.values.len()).map(bytes).sum();
     let stored: u128 = graph
