@@ -368,15 +368,27 @@ fn plans(req: &FitRequest) -> Vec<Plan> {
 /// Micro-batch and accumulation steps that reach `per_gpu` samples per GPU exactly with
 /// micro-batches of at most `max`: the fewest steps that divide `per_gpu` (a prime batch larger
 /// than `max` runs as micro-batches of 1). `None` when `max` is 0.
+///
+/// The search looks at no more than 2^20 step counts from the fewest up and 2^20 micro-batches
+/// from the largest down (a hostile batch of 10^15 would otherwise scan for minutes); when neither
+/// finds a divisor, micro-batches of 1 always do.
 fn accumulation(per_gpu: u64, max: u64) -> Option<(u64, u64)> {
+    const WINDOW: u64 = 1 << 20;
     if max == 0 {
         return None;
     }
     let per_gpu = per_gpu.max(1);
     let first = per_gpu.div_ceil(max);
-    (first..=per_gpu)
-        .find(|s| per_gpu % s == 0)
-        .map(|steps| (per_gpu / steps, steps))
+    let by_steps = (first..=per_gpu.min(first.saturating_add(WINDOW))).find(|s| per_gpu % s == 0);
+    let by_micro = (max.saturating_sub(WINDOW).max(1)..=max.min(per_gpu))
+        .rev()
+        .find(|m| per_gpu % m == 0)
+        .map(|m| per_gpu / m);
+    let steps = match (by_steps, by_micro) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b).unwrap_or(per_gpu),
+    };
+    Some((per_gpu / steps, steps))
 }
 
 /// What a training plan does at the requested effective batch: the micro-batch, the accumulation
@@ -647,6 +659,13 @@ mod tests {
         // a prime batch above the largest micro-batch runs one sample at a time
         assert_eq!(accumulation(7, 3), Some((1, 7)));
         assert_eq!(accumulation(7, 0), None);
+        // a prime batch of 2^61 - 1 (found by fuzzing: the search used to scan every step count)
+        let p = (1u64 << 61) - 1;
+        assert_eq!(accumulation(p, 1 << 30), Some((1, p)));
+        assert_eq!(
+            accumulation(p - 1, 1 << 40).map(|(m, s)| m * s),
+            Some(p - 1)
+        );
     }
 
     #[test]

@@ -267,14 +267,15 @@ pub struct PeakBreakdown {
     pub overhead_bytes: u64,
 }
 
-/// Bytes of one element of the training dtype of parameters, gradients and optimizer state.
-struct StateBytes {
-    weight: u64,
-    grad: u64,
-    optimizer: u64,
+/// Bytes per parameter of its weight, gradient and optimizer state under a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateBytes {
+    pub weight: u64,
+    pub grad: u64,
+    pub optimizer: u64,
 }
 
-fn state_bytes(c: &TrainConfig) -> StateBytes {
+pub fn state_bytes(c: &TrainConfig) -> StateBytes {
     let sharded_mixed =
         c.precision.is_autocast() && matches!(c.shard, Shard::Zero1 | Shard::Zero2 | Shard::Zero3);
     match c.precision {
@@ -295,12 +296,6 @@ fn state_bytes(c: &TrainConfig) -> StateBytes {
             optimizer: c.optimizer.state_bytes(4),
         },
     }
-}
-
-/// Bytes of optimizer state per parameter under a plan (with the fp32 master copy of DeepSpeed's
-/// mixed precision where it applies).
-pub fn optimizer_bytes_per_param(c: &TrainConfig) -> u64 {
-    state_bytes(c).optimizer
 }
 
 /// Bytes of model state (weights, gradients, optimizer) per parameter under a plan, unsharded.

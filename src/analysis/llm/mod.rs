@@ -425,24 +425,23 @@ pub fn training_step(
             o.batch, o.seq
         )));
     }
-    let per_param = training::bytes_per_param(c);
+    let per_param = training::state_bytes(c);
     let mut notes = Vec::new();
     let elem = nm.weights.bytes_for(1).unwrap_or(4);
     let (weights, grads, opt, trainable) = match &lora {
-        None => {
-            let opt_elem = training::optimizer_bytes_per_param(c);
-            let grad = per_param - opt_elem - elem;
-            (
-                checked("the weights", params.checked_mul(elem))?,
-                checked("the gradients", params.checked_mul(grad))?,
-                checked("the optimizer state", params.checked_mul(opt_elem))?,
-                params,
-            )
-        }
+        None => (
+            checked("the weights", params.checked_mul(per_param.weight))?,
+            checked("the gradients", params.checked_mul(per_param.grad))?,
+            checked(
+                "the optimizer state",
+                params.checked_mul(per_param.optimizer),
+            )?,
+            params,
+        ),
         Some(l) => {
             let trainable = run.adapter_params;
             // peft keeps adapters in fp32 (autocast_adapter_dtype) with fp32 gradients
-            let opt_elem = c.optimizer.states() * if c.optimizer.is_8bit() { 1 } else { 4 };
+            let opt_elem = c.optimizer.state_bytes(4);
             let base = if o.qlora {
                 nf4_bytes(linear_params)
                     .saturating_add((params - linear_params.min(params)).saturating_mul(2))
