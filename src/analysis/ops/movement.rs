@@ -894,10 +894,10 @@ pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let mut out = s.to_vec();
     let n = axes.len();
     for (k, &a) in axes.iter().enumerate() {
-        out[a] = ovf(
-            s[a].checked_add(&Dim::known(pads[k] + pads[k + n])),
-            "padded size",
-        )?;
+        let both = pads[k]
+            .checked_add(pads[k + n])
+            .ok_or_else(|| InferError::Invalid(format!("pads of axis {a} overflow")))?;
+        out[a] = ovf(s[a].checked_add(&Dim::known(both)), "padded size")?;
         if let Some(v) = out[a].as_i64() {
             if v < 0 {
                 return invalid(format!("padding makes axis {a} negative ({v})"));
