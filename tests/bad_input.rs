@@ -1249,3 +1249,31 @@ fn activation_bytes_past_64_bits_are_refused_in_the_training_estimate() {
         &["out of range", "activations"],
     );
 }
+
+#[test]
+fn split_with_more_outputs_declared_than_it_has_is_refused() {
+    // found by the graph_struct fuzz target: num_outputs = 2^44 allocated 2^44 split sizes
+    let mut attr = ints_attr("num_outputs", &[1 << 44]);
+    attr.r#type = Some(pb::attribute_proto::AttributeType::Int as i32);
+    attr.i = Some(1 << 44);
+    attr.ints.clear();
+    let bytes = G::new("split")
+        .input(vi("x", FLOAT, &[1, 4]))
+        .node(with(
+            node("Split", "split", &["x"], &["a", "b"]),
+            vec![attr],
+        ))
+        .output(vi_untyped("a"))
+        .output(vi_untyped("b"))
+        .model_at(18);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "split.onnx", &bytes);
+    let out = mem(&path, &[]);
+    let err = common::stderr(&out);
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{err}"
+    );
+    let text = format!("{}{err}", common::stdout(&out));
+    assert!(text.contains("num_outputs"), "{text}");
+}

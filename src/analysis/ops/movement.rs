@@ -486,7 +486,7 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
                 return invalid(format!("{} split sizes for {n_out} outputs", split.len()));
             }
             if let Some(d) = dim.as_i64() {
-                if split.iter().sum::<i64>() != d {
+                if split.iter().try_fold(0i64, |t, &v| t.checked_add(v)) != Some(d) {
                     return invalid(format!("split sizes {split:?} do not add up to {d}"));
                 }
             }
@@ -494,8 +494,8 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
         }
         _ => {
             let n = sp.num_outputs.unwrap_or(n_out as i64);
-            if n < 1 {
-                return invalid(format!("num_outputs is {n}"));
+            if n < 1 || n as u64 != n_out as u64 {
+                return invalid(format!("num_outputs is {n} for {n_out} outputs"));
             }
             let chunk = ovf(dim.ceil_div(n), "split size")?;
             let last = ovf(
