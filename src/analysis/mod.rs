@@ -86,6 +86,28 @@ pub struct Layer {
     pub branch: Option<String>,
 }
 
+impl Layer {
+    /// A row of stored tensors (a weights file, a checkpoint): no graph, so no outputs yet.
+    pub fn of_tensors(name: String, op: String, output_shapes: Vec<Option<Vec<Dim>>>) -> Layer {
+        Layer {
+            name,
+            op,
+            output_shapes,
+            params: 0,
+            param_bytes: 0,
+            buffers: 0,
+            buffer_bytes: 0,
+            activation_bytes: None,
+            macs: None,
+            folded: false,
+            saved_bytes: None,
+            gradient_bytes: None,
+            depth: 0,
+            branch: None,
+        }
+    }
+}
+
 /// Totals over the model.
 #[derive(Clone, Debug, Default)]
 pub struct Totals {

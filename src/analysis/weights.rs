@@ -99,25 +99,14 @@ pub fn analyze(w: &Weights) -> MemReport {
     for name in names {
         let mut tensors = groups[name].clone();
         tensors.sort_by_cached_key(|t| (!t.name.ends_with("weight"), natural_key(&t.name)));
-        let mut layer = Layer {
-            name: name.to_string(),
-            op: classify(name, &tensors).to_string(),
-            output_shapes: tensors
+        let mut layer = Layer::of_tensors(
+            name.to_string(),
+            classify(name, &tensors).to_string(),
+            tensors
                 .iter()
                 .map(|t| Some(t.shape.iter().map(|&d| Dim::known(d as i64)).collect()))
                 .collect(),
-            params: 0,
-            param_bytes: 0,
-            buffers: 0,
-            buffer_bytes: 0,
-            activation_bytes: None,
-            macs: None,
-            folded: false,
-            saved_bytes: None,
-            gradient_bytes: None,
-            depth: 0,
-            branch: None,
-        };
+        );
         for t in &tensors {
             if is_buffer(t) {
                 layer.buffers += t.numel();

@@ -220,30 +220,16 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
     let mut layers = Vec::new();
     for name in names {
         let ts = &rows[&name];
-        let mut l = Layer {
-            name: name.clone(),
-            op: if block_index(&name).is_some() {
-                "Block".into()
-            } else if name.contains("embed") || name.contains("wte") || name.contains("wpe") {
-                "Embedding".into()
-            } else if name.contains("norm") || name.contains("ln_f") {
-                "Norm".into()
-            } else {
-                "Linear".into()
-            },
-            output_shapes: Vec::new(),
-            params: 0,
-            param_bytes: 0,
-            buffers: 0,
-            buffer_bytes: 0,
-            activation_bytes: None,
-            macs: None,
-            folded: false,
-            saved_bytes: None,
-            gradient_bytes: None,
-            depth: 0,
-            branch: None,
+        let op = if block_index(&name).is_some() {
+            "Block".into()
+        } else if name.contains("embed") || name.contains("wte") || name.contains("wpe") {
+            "Embedding".into()
+        } else if name.contains("norm") || name.contains("ln_f") {
+            "Norm".into()
+        } else {
+            "Linear".into()
         };
+        let mut l = Layer::of_tensors(name.clone(), op, Vec::new());
         for t in ts {
             let kind = match t.dtype {
                 Some(d) => stored_kind(t.name, d, t.numel, bits, method),
