@@ -1277,3 +1277,26 @@ fn split_with_more_outputs_declared_than_it_has_is_refused() {
     let text = format!("{}{err}", common::stdout(&out));
     assert!(text.contains("num_outputs"), "{text}");
 }
+
+#[test]
+fn verify_refuses_an_input_too_large_to_draw() {
+    // found by the graph_struct fuzz target: a bool input of 2^40 elements that no checked node
+    // reads was drawn in full (an allocation of terabytes)
+    let bytes = G::new("flag")
+        .input(vi("x", FLOAT, &[1, 4]))
+        .input(vi("flag", BOOL, &[1 << 40]))
+        .node(node("Relu", "relu", &["x"], &["y"]))
+        .output(vi_untyped("y"))
+        .model();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "flag.onnx", &bytes);
+    let p = path.to_str().unwrap();
+    let out = common::nnlint(&["verify", p, p]);
+    let err = common::stderr(&out);
+    assert!(
+        !err.contains("panicked") && !err.contains("memory allocation"),
+        "{err}"
+    );
+    let text = format!("{}{err}", common::stdout(&out));
+    assert!(text.contains("too large"), "{text}");
+}

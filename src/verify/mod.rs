@@ -610,6 +610,14 @@ fn whole(
         if let Err(why) = too_large(facts_a, ga, &all_a) {
             return Ok(skip(why));
         }
+        // the input itself, which no node may read (too_large looks at the nodes' tensors)
+        let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        if numel.is_none_or(|n| n > MAX_ELEMENTS) {
+            return Ok(skip(format!(
+                "input '{name}' has {} elements: too large to check in memory (at most {MAX_ELEMENTS}; try a smaller --batch)",
+                numel.map_or("an unknown number of".into(), |n| n.to_string())
+            )));
+        }
         let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
         let Some(vb) = gb.value_by_name(name) else {
             return Ok(mismatch(format!(
