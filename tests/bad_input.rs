@@ -1300,3 +1300,21 @@ fn verify_refuses_an_input_too_large_to_draw() {
     let text = format!("{}{err}", common::stdout(&out));
     assert!(text.contains("too large"), "{text}");
 }
+
+#[test]
+fn verify_refuses_tensors_of_more_than_8_dimensions() {
+    // found by the graph_struct fuzz target: candle panics past 8 dimensions
+    let bytes = G::new("deep")
+        .input(vi("x", FLOAT, &[1; 9]))
+        .node(node("Relu", "relu", &["x"], &["y"]))
+        .output(vi_untyped("y"))
+        .model();
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "deep.onnx", &bytes);
+    let p = path.to_str().unwrap();
+    let out = common::nnlint(&["verify", p, p]);
+    let err = common::stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    let text = format!("{}{err}", common::stdout(&out));
+    assert!(text.contains("at most 8"), "{text}");
+}

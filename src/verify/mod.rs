@@ -469,6 +469,14 @@ fn too_large(
             let Some(shape) = facts[v].known_shape() else {
                 continue;
             };
+            // candle's kernels index at most 8 dimensions (and panic past them)
+            if shape.len() > 8 {
+                return Err(format!(
+                    "'{}' has {} dimensions: the checker handles at most 8",
+                    g.values[v].name,
+                    shape.len()
+                ));
+            }
             let size = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
             if size.is_none_or(|s| s > MAX_ELEMENTS) && g.values[v].init.is_none() {
                 return Err(format!(
