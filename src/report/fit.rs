@@ -53,16 +53,8 @@ pub fn render(r: &FitReport, width: Option<usize>) -> String {
                 } else {
                     bytes(p.peak_bytes)
                 },
-                if p.recompute_fraction > 0.0 {
-                    format!("+{:.0}%", p.recompute_fraction * 100.0)
-                } else {
-                    "-".into()
-                },
-                if p.communication_bytes > 0 {
-                    format!("{}/step", bytes(p.communication_bytes))
-                } else {
-                    "-".into()
-                },
+                recompute_text(p),
+                communication_text(p),
             ]
         })
         .collect();
@@ -87,4 +79,22 @@ pub fn render(r: &FitReport, width: Option<usize>) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out
+}
+
+/// A plan's recompute cost: `+33%`, or `-` without checkpointing (the table and the HTML page).
+pub fn recompute_text(p: &crate::analysis::fit::PlanResult) -> String {
+    if p.recompute_fraction > 0.0 {
+        format!("+{:.0}%", p.recompute_fraction * 100.0)
+    } else {
+        "-".into()
+    }
+}
+
+/// A plan's traffic per optimizer step, or `-` on one GPU.
+pub fn communication_text(p: &crate::analysis::fit::PlanResult) -> String {
+    if p.communication_bytes > 0 {
+        format!("{}/step", bytes(p.communication_bytes))
+    } else {
+        "-".into()
+    }
 }

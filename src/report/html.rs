@@ -700,16 +700,8 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
             share * 100.0,
             bw + 4.0,
             share * 100.0,
-            if p.recompute_fraction > 0.0 {
-                format!("+{:.0}%", p.recompute_fraction * 100.0)
-            } else {
-                "-".into()
-            },
-            if p.communication_bytes > 0 {
-                format!("{}/step", bytes(p.communication_bytes))
-            } else {
-                "-".into()
-            },
+            super::fit::recompute_text(p),
+            super::fit::communication_text(p),
         );
     }
     out.push_str("</table>\n");
