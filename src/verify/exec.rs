@@ -24,6 +24,10 @@ use crate::ir::{DType, Dim, Graph, NodeId, Tensor, ValueId, Values};
 /// f64 values are 2 GiB.
 pub const MAX_ELEMENTS: usize = 1 << 28;
 
+/// The most dimensions a tensor of the checker may have: candle's CPU kernels index at most 8 (and
+/// panic past them).
+pub const MAX_RANK: usize = 8;
+
 /// The most subgraph runs (`If` branches, `Loop` and `Scan` iterations, nested ones included) one
 /// evaluation may make: a hostile trip count cannot keep the checker running.
 pub const MAX_SUBGRAPH_RUNS: usize = 1 << 16;
@@ -360,6 +364,16 @@ impl<'g> Executor<'g> {
                     })
                 }
             };
+            if let Some(t) = inputs.iter().flatten().find(|t| t.rank() > MAX_RANK) {
+                return Err(ExecError::Unsupported {
+                    node: node.name.clone(),
+                    op: node.op_type.clone(),
+                    reason: format!(
+                        "an input has {} dimensions: the checker handles at most {MAX_RANK}",
+                        t.rank()
+                    ),
+                });
+            }
             let cx = Cx {
                 node,
                 op,
@@ -392,6 +406,17 @@ impl<'g> Executor<'g> {
                         ),
                     });
                 };
+                // a view (Expand) costs nothing until the next kernel materialises it
+                if t.rank() > MAX_RANK || t.elem_count() > MAX_ELEMENTS {
+                    return Err(ExecError::Unsupported {
+                        node: node.name.clone(),
+                        op: node.op_type.clone(),
+                        reason: format!(
+                            "output {slot} has shape {:?}: the checker handles at most {MAX_RANK} dimensions and {MAX_ELEMENTS} elements",
+                            t.dims()
+                        ),
+                    });
+                }
                 let used_later = last_use.get(&v).is_some_and(|&p| p > pos);
                 if used_later || wanted_set.contains(&v) {
                     env.insert(v, t.clone());
@@ -564,6 +589,44 @@ mod tests {
             err.to_string(),
             "node 'relu_y': value 'x' is not computed by the evaluated nodes, not fed and not an initializer"
         );
+    }
+
+    #[test]
+    fn tensors_past_candles_limits_are_refused_not_run() {
+        // found by the graph_struct fuzz target: a rank-105 tensor (whose shape the analysis
+        // could not know) reached candle's Mul, which panics past 8 dimensions
+        let mut g = G::new();
+        g.input("x", &[1; 9], vec![1.0])
+            .node("Relu", &["x"], &["y"], vec![]);
+        let err = g.run(&["y"]).unwrap_err().to_string();
+        assert!(
+            err.contains("9 dimensions") && err.contains("at most 8"),
+            "{err}"
+        );
+        // an Expand is a view: refused as it is made, before a kernel materialises it
+        let mut g = G::new();
+        g.input("x", &[1], vec![1.0])
+            .init_i64("s", vec![1 << 20, 1 << 20])
+            .node("Expand", &["x", "s"], &["y"], vec![])
+            .node("Relu", &["y"], &["z"], vec![]);
+        let err = g.run(&["z"]).unwrap_err().to_string();
+        assert!(err.contains("[1048576, 1048576]"), "{err}");
+        // broadcasting [2^20, 1] with [1, 2^20] would allocate 8 TiB
+        for op in ["Add", "Mul", "Sum", "Max", "Pow", "Equal"] {
+            let mut g = G::new();
+            g.input("a", &[1 << 20, 1], vec![0.0; 1 << 20])
+                .input("b", &[1, 1 << 20], vec![0.0; 1 << 20])
+                .node(op, &["a", "b"], &["y"], vec![]);
+            let err = g.run(&["y"]).unwrap_err().to_string();
+            assert!(err.contains("too large"), "{op}: {err}");
+        }
+        let mut g = G::new();
+        g.input("c", &[1, 1], vec![1.0])
+            .input("a", &[1 << 20, 1], vec![0.0; 1 << 20])
+            .input("b", &[1, 1 << 20], vec![0.0; 1 << 20])
+            .node("Where", &["c", "a", "b"], &["y"], vec![]);
+        let err = g.run(&["y"]).unwrap_err().to_string();
+        assert!(err.contains("too large"), "Where: {err}");
     }
 
     #[test]

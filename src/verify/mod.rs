@@ -469,12 +469,12 @@ fn too_large(
             let Some(shape) = facts[v].known_shape() else {
                 continue;
             };
-            // candle's kernels index at most 8 dimensions (and panic past them)
-            if shape.len() > 8 {
+            if shape.len() > exec::MAX_RANK {
                 return Err(format!(
-                    "'{}' has {} dimensions: the checker handles at most 8",
+                    "'{}' has {} dimensions: the checker handles at most {}",
                     g.values[v].name,
-                    shape.len()
+                    shape.len(),
+                    exec::MAX_RANK
                 ));
             }
             let size = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));

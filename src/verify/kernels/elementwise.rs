@@ -3,13 +3,18 @@
 
 use candle_core::Tensor as CTensor;
 
-use super::{attrs, broadcast_values, map, one, tensor, values, At, Broadcast, Cx, OpResult};
+use super::{
+    attrs, broadcast_checked, broadcast_values, map, one, tensor, values, At, Broadcast, Cx,
+    OpResult,
+};
 use crate::analysis::ops::elementwise::GeluApproximation;
 use crate::ir::DType;
 use crate::verify::exec::ExecError;
 
 fn binary(cx: &Cx, f: fn(&CTensor, &CTensor) -> candle_core::Result<CTensor>) -> OpResult {
-    one(f(cx.input(0)?, cx.input(1)?).at(cx)?)
+    let (a, b) = (cx.input(0)?, cx.input(1)?);
+    broadcast_checked(cx, &[a.dims(), b.dims()])?;
+    one(f(a, b).at(cx)?)
 }
 
 pub fn add(cx: &Cx) -> OpResult {
@@ -55,6 +60,8 @@ fn variadic(cx: &Cx, f: fn(&CTensor, &CTensor) -> candle_core::Result<CTensor>) 
     let first = inputs
         .next()
         .ok_or_else(|| cx.fail("at least one input is needed"))?;
+    let shapes: Vec<&[usize]> = cx.inputs.iter().flatten().map(|t| t.dims()).collect();
+    broadcast_checked(cx, &shapes)?;
     let mut y = first.clone();
     for t in inputs {
         y = f(&y, t).at(cx)?;
@@ -128,16 +135,7 @@ pub fn not(cx: &Cx) -> OpResult {
 /// `cond ? x : y`, the three broadcast together.
 pub fn where_(cx: &Cx) -> OpResult {
     let (c, x, y) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
-    let shape = super::broadcast_shape(c.dims(), x.dims())
-        .and_then(|s| super::broadcast_shape(&s, y.dims()))
-        .ok_or_else(|| {
-            cx.fail(format!(
-                "shapes {:?}, {:?} and {:?} do not broadcast",
-                c.dims(),
-                x.dims(),
-                y.dims()
-            ))
-        })?;
+    let shape = broadcast_checked(cx, &[c.dims(), x.dims(), y.dims()])?;
     let flat = |t: &CTensor| {
         t.broadcast_as(shape.as_slice())
             .and_then(|t| super::values(&t))

@@ -492,6 +492,17 @@ pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// The shape `shapes` broadcast to, refused when they do not broadcast or when it has more than
+/// [`MAX_ELEMENTS`] elements (`[2^20, 1] + [1, 2^20]` would otherwise allocate 8 TiB).
+pub(crate) fn broadcast_checked(cx: &Cx, shapes: &[&[usize]]) -> Result<Vec<usize>, ExecError> {
+    let shape = shapes
+        .iter()
+        .try_fold(Vec::new(), |acc, s| broadcast_shape(&acc, s))
+        .ok_or_else(|| cx.fail(format!("shapes {shapes:?} do not broadcast")))?;
+    check_size(cx, &shape)?;
+    Ok(shape)
+}
+
 /// Two operands broadcast to one shape, as flat row-major values.
 pub(crate) struct Broadcast {
     pub a: Vec<f64>,
@@ -501,13 +512,7 @@ pub(crate) struct Broadcast {
 
 /// `a` and `b` broadcast to one shape.
 pub(crate) fn broadcast_values(cx: &Cx, a: &CTensor, b: &CTensor) -> Result<Broadcast, ExecError> {
-    let shape = broadcast_shape(a.dims(), b.dims()).ok_or_else(|| {
-        cx.fail(format!(
-            "shapes {:?} and {:?} do not broadcast",
-            a.dims(),
-            b.dims()
-        ))
-    })?;
+    let shape = broadcast_checked(cx, &[a.dims(), b.dims()])?;
     let av = values(&a.broadcast_as(shape.as_slice()).at(cx)?).at(cx)?;
     let bv = values(&b.broadcast_as(shape.as_slice()).at(cx)?).at(cx)?;
     Ok(Broadcast {
