@@ -407,7 +407,9 @@ impl<'g> Executor<'g> {
                     });
                 };
                 // a view (Expand) costs nothing until the next kernel materialises it
-                if t.rank() > MAX_RANK || t.elem_count() > MAX_ELEMENTS {
+                // (candle's own count would overflow on a hostile Expand)
+                let size = kernels::checked_product(t.dims());
+                if t.rank() > MAX_RANK || size.is_none_or(|n| n > MAX_ELEMENTS) {
                     return Err(ExecError::Unsupported {
                         node: node.name.clone(),
                         op: node.op_type.clone(),
@@ -611,6 +613,13 @@ mod tests {
             .node("Relu", &["y"], &["z"], vec![]);
         let err = g.run(&["z"]).unwrap_err().to_string();
         assert!(err.contains("[1048576, 1048576]"), "{err}");
+        // ... and one whose element count overflows usize
+        let mut g = G::new();
+        g.input("x", &[1], vec![1.0])
+            .init_i64("s", vec![1 << 40, 1 << 40])
+            .node("Expand", &["x", "s"], &["y"], vec![]);
+        let err = g.run(&["y"]).unwrap_err().to_string();
+        assert!(err.contains("at most"), "{err}");
         // broadcasting [2^20, 1] with [1, 2^20] would allocate 8 TiB
         for op in ["Add", "Mul", "Sum", "Max", "Pow", "Equal"] {
             let mut g = G::new();
