@@ -1237,6 +1237,24 @@ fn fuzz_regressions_do_not_panic() {
 }
 
 #[test]
+fn saved_bytes_past_64_bits_are_refused_naming_the_node() {
+    // found by the graph_struct fuzz target: a BatchNormalization over a zero-size input of
+    // 2^63 - 1 channels saves per-channel statistics whose size overflowed the backward timeline
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions/graph_struct-batchnorm-saved-bytes-overflow.onnx");
+    let out = mem(&path, &["--train"]);
+    assert_error(
+        &out,
+        "graph_struct-batchnorm-saved-bytes-overflow.onnx",
+        &[
+            "out of range",
+            "saved for backward",
+            "bn (BatchNormalization)",
+        ],
+    );
+}
+
+#[test]
 fn activation_bytes_past_64_bits_are_refused_in_the_training_estimate() {
     // found by the onnx_mem fuzz target: a Resize to sizes whose byte size overflows while the
     // element count does not

@@ -1002,7 +1002,7 @@ pub fn saved_tensors(
                                 continue;
                             }
                             let bytes = flow.bytes_as(root, Some(d));
-                            out.weight_copy_bytes += bytes;
+                            out.weight_copy_bytes = out.weight_copy_bytes.saturating_add(bytes);
                             (StorageKey::WeightCopy(root), bytes)
                         }
                         Some(d) if !flow.is_stored(v) || graph.stored(v).is_none() => {
@@ -1035,7 +1035,7 @@ pub fn saved_tensors(
                     }
                     let bytes = flow.bytes_as(v, facts[v].dtype);
                     if !seen.contains_key(&StorageKey::Value(v)) {
-                        out.buffer_bytes += bytes;
+                        out.buffer_bytes = out.buffer_bytes.saturating_add(bytes);
                     }
                     (StorageKey::Value(v), bytes)
                 }
@@ -1045,8 +1045,9 @@ pub fn saved_tensors(
             }
             seen.insert(key, out.storages.len());
             out.storages.push((key, bytes, n));
-            out.per_node[n] += bytes;
-            out.total += bytes;
+            // saturating: a hostile shape's sum is refused by training::check_range
+            out.per_node[n] = out.per_node[n].saturating_add(bytes);
+            out.total = out.total.saturating_add(bytes);
         }
         // autocast's half copies of conv/linear weights, cached once per weight
         if lowered {
@@ -1066,9 +1067,9 @@ pub fn saved_tensors(
                 if is_weight && needed && weight_copies.insert(w) {
                     let bytes = flow.bytes_as(w, Some(precision.half()));
                     out.storages.push((StorageKey::WeightCopy(w), bytes, n));
-                    out.per_node[n] += bytes;
-                    out.total += bytes;
-                    out.weight_copy_bytes += bytes;
+                    out.per_node[n] = out.per_node[n].saturating_add(bytes);
+                    out.total = out.total.saturating_add(bytes);
+                    out.weight_copy_bytes = out.weight_copy_bytes.saturating_add(bytes);
                 }
             }
         }

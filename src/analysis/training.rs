@@ -451,15 +451,37 @@ pub fn check_range(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Result<
         numel * u128::from(bits.div_ceil(8))
     };
     let activations: u128 = (0..graph.values.len()).map(bytes).sum();
+    // logical elements (a packed 4-bit tensor holds two per byte), whatever their byte size: the
+    // estimate charges each parameter its weight, gradient and optimizer state (at most 32 bytes)
     let stored: u128 = graph
         .stored_tensors()
-        .map(|(_, t)| u128::from(t.byte_size().unwrap_or(0)))
+        .map(|(_, t)| u128::from(t.numel().unwrap_or(0)) * 2 * 32)
         .sum();
     let inputs: u128 = graph.inputs.iter().map(|&v| bytes(v)).sum();
     let host = inputs * u128::from(cfg.host.prefetch) * u128::from(cfg.host.workers.max(1)) * 2;
     let step = u128::from(inf.batch.unwrap_or(1))
         * u128::from(cfg.accumulate.max(1))
         * u128::from(cfg.gpus.max(1));
+    // what backward keeps can exceed the activations: a zero-size input with 2^63 channels
+    // leaves BatchNorm's per-channel statistics that large (the sum saturates at u64::MAX)
+    let saved = saved::saved_tensors(graph, &inf.facts, &inf.ops, cfg.precision, cfg.device);
+    if u128::from(saved.total) > LIMIT {
+        let (n, bytes) = (0..graph.nodes.len())
+            .map(|n| (n, saved.per_node.get(n).copied().unwrap_or(0)))
+            .max_by_key(|&(_, b)| b)
+            .unwrap_or((0, saved.total));
+        let at = graph.nodes.get(n).map_or_else(String::new, |node| {
+            let size = if bytes == u64::MAX {
+                "2^64 bytes or more".to_string()
+            } else {
+                format!("{bytes} bytes")
+            };
+            format!(" (the largest: {}, {size})", node.label())
+        });
+        return Err(format!(
+            "the training estimate is out of range: the tensors saved for backward overflow 64-bit arithmetic{at}; use smaller values"
+        ));
+    }
     for (what, v) in [
         ("the activations", activations * 8),
         (
