@@ -324,6 +324,108 @@ fn gguf_files_report_exact_stored_bytes() {
 }
 
 #[test]
+fn gguf_twins_of_the_checkpoints_give_their_parameters_and_kv_cache() {
+    // testdata/llm/gguf/twins/F.gguf holds testdata/llm/F's tensors under llama.cpp's names with
+    // the metadata convert_hf_to_gguf.py writes for its config (tools/llm/make_gguf.py). Its
+    // parameters are the PyTorch count; its KV cache is the measured one, except where llama.cpp
+    // ignores the sliding window transformers applies (Mistral runs as llama, and llama.cpp
+    // disables Phi-3's): there every layer keeps every token.
+    let e: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("gguf/expected.json")).unwrap())
+            .unwrap();
+    let twins = e["twins"].as_array().unwrap();
+    assert_eq!(twins.len(), 10);
+    for t in twins {
+        let fam = t["family"].as_str().unwrap();
+        let (cfg, expected) = load(fam);
+        let file = testdata(&format!("gguf/{}", t["file"].as_str().unwrap()));
+        for p in expected["kv_cache"]["points"].as_array().unwrap() {
+            let (b, s) = (
+                p["batch"].as_u64().unwrap(),
+                p["seq_length"].as_u64().unwrap(),
+            );
+            let (bs, ss) = (b.to_string(), s.to_string());
+            let j = mem_json(&file, &["--batch", &bs, "--seq", &ss, "--kv-dtype", "fp32"]);
+            assert_eq!(
+                j["totals"]["params"], expected["params"]["count"],
+                "{fam}: parameters"
+            );
+            let field = if p["phase"] == "prefill" {
+                "kv_cache_bytes"
+            } else {
+                "kv_cache_decode_bytes"
+            };
+            let heads = cfg["num_attention_heads"].as_u64().unwrap();
+            let kv_dim = cfg["num_key_value_heads"].as_u64().unwrap_or(heads)
+                * cfg["head_dim"]
+                    .as_u64()
+                    .unwrap_or(cfg["hidden_size"].as_u64().unwrap() / heads);
+            let layers = cfg["num_hidden_layers"].as_u64().unwrap();
+            let want = if matches!(fam, "mistral" | "phi3") {
+                2 * layers * b * s * kv_dim * 4
+            } else {
+                p["storage_bytes"].as_u64().unwrap()
+            };
+            assert_eq!(
+                j["inference"][field].as_u64(),
+                Some(want),
+                "{fam} {} B={b} S={s}",
+                p["phase"]
+            );
+            // the family is read, not guessed: no "modelled as llama" note
+            let notes = j["notes"].to_string();
+            assert!(!notes.contains("llama-style"), "{fam}: {notes}");
+        }
+        // and the training forward is the family's: the same saved bytes as the checkpoint's
+        // (which saved_activation_bytes_match_pytorch_within_one_percent checks against PyTorch),
+        // where the two agree on the attention (not Mistral's window, which llama.cpp drops)
+        if matches!(fam, "mistral" | "phi3") {
+            continue;
+        }
+        let args = ["--train", "--batch", "2", "--seq", "24"];
+        let from_gguf = mem_json(&file, &args);
+        let from_checkpoint = mem_json(&testdata(fam), &args);
+        assert_eq!(
+            from_gguf["training"]["saved_activation_bytes"],
+            from_checkpoint["training"]["saved_activation_bytes"],
+            "{fam}: training"
+        );
+    }
+}
+
+#[test]
+fn gguf_of_an_unknown_architecture_says_what_is_estimated() {
+    // mistral's twin under the architecture name 'zorro' (tools/llm/make_gguf.py): a sliding
+    // window nnlint cannot place, and no vocab_size (the vocabulary is token_embd's)
+    let f = testdata("gguf/twins/unknown-arch.gguf");
+    let j = mem_json(&f, &["--batch", "2", "--seq", "24", "--kv-dtype", "fp32"]);
+    let notes = j["notes"].to_string();
+    assert!(
+        notes.contains("'zorro' is modelled as a llama-style decoder"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("8-token sliding window") && notes.contains("upper bound"),
+        "{notes}"
+    );
+    // full attention in both layers: 2 (K, V) × 2 layers × 2 × 25 tokens × 16 × 4 bytes
+    let j = mem_json(&f, &["--batch", "2", "--seq", "25", "--kv-dtype", "fp32"]);
+    assert_eq!(
+        j["inference"]["kv_cache_decode_bytes"].as_u64(),
+        Some(12800)
+    );
+    assert_eq!(j["totals"]["params"], load("mistral").1["params"]["count"]);
+    // the vocabulary (128) was read off token_embd.weight: the head's activation at 2 × 25 tokens
+    let head = j["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["op"] == "LmHead")
+        .expect("an LmHead row");
+    assert_eq!(head["activation_bytes"].as_u64(), Some(2 * 25 * 128 * 2));
+}
+
+#[test]
 fn broken_checkpoints_get_one_line_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -19,7 +19,8 @@ pub enum Meta {
     Float(f64),
     Bool(bool),
     Str(String),
-    /// An array: element count, and the numeric values when it holds numbers (at most 4096).
+    /// An array: element count, and the numeric values when it holds numbers or bools (1.0 for
+    /// true; at most 4096).
     Array(u64, Vec<f64>),
 }
 
@@ -28,6 +29,14 @@ impl Meta {
         match *self {
             Meta::Uint(v) => Some(v),
             Meta::Int(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Meta::Uint(v) => Some(v as f64),
+            Meta::Int(v) => Some(v as f64),
+            Meta::Float(v) => Some(v),
             _ => None,
         }
     }
@@ -204,6 +213,7 @@ impl<'a> Reader<'a> {
                             Meta::Uint(x) => nums.push(x as f64),
                             Meta::Int(x) => nums.push(x as f64),
                             Meta::Float(x) => nums.push(x),
+                            Meta::Bool(b) => nums.push(f64::from(u8::from(b))),
                             _ => {}
                         }
                     }

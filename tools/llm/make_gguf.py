@@ -9,6 +9,11 @@ testdata/llm/gguf/
                           type in gguf.GGML_QUANT_SIZES
   expected.json           per type: block size, bytes per block; per tensor: type, ne, elements, stored bytes,
                           data offset; totals; the metadata written
+  twins/unknown-arch.gguf mistral's twin under the architecture name 'zorro' (its sliding window, no vocab_size)
+  twins/FAMILY.gguf       the GGUF twin of testdata/llm/FAMILY: the metadata llama.cpp's convert_hf_to_gguf.py
+                          writes for that config (its set_gguf_parameters, per architecture), the same tensors
+                          under llama.cpp's names (gguf.TensorNameMap; experts stacked into 3-D `_exps`
+                          tensors, as convert does), F16 zeros
 
     python tools/llm/make_gguf.py [--out DIR]
 """
@@ -136,6 +141,102 @@ def describe(path: Path, tensors: dict):
     return info
 
 
+# HF model_type -> llama.cpp architecture, for the twins
+TWIN_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+             "qwen2_moe": "qwen2moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
+EXPERT_PARTS = {"w1": "ffn_gate_exps", "w2": "ffn_down_exps", "w3": "ffn_up_exps",
+                "gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+
+
+def safetensors_shapes(path: Path) -> dict:
+    import json
+    import struct
+    b = path.read_bytes()
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+
+
+def twin_metadata(w: gguf.GGUFWriter, arch: str, c: dict):
+    """What convert_hf_to_gguf.py's set_gguf_parameters writes for these architectures (llama.cpp at
+    0024aa74): the base TextModel keys, and each subclass's own."""
+    heads = c["num_attention_heads"]
+    head_dim = c.get("head_dim")
+    w.add_block_count(c["num_hidden_layers"])
+    w.add_context_length(c["max_position_embeddings"])
+    w.add_embedding_length(c["hidden_size"])
+    w.add_feed_forward_length(c["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(c.get("num_key_value_heads", heads))
+    w.add_layer_norm_rms_eps(c.get("rms_norm_eps", 1e-6))
+    if head_dim is not None:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if (e := c.get("num_local_experts") or c.get("num_experts")) is not None:
+        w.add_expert_count(e)
+        w.add_expert_used_count(c["num_experts_per_tok"])
+    if arch == "llama":
+        w.add_vocab_size(c["vocab_size"])
+        w.add_rope_dimension_count(head_dim or c["hidden_size"] // heads)
+    if arch == "qwen2moe":
+        w.add_expert_feed_forward_length(c["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
+    if arch == "gemma2":
+        w.add_float32(f"{arch}.attn_logit_softcapping", c["attn_logit_softcapping"])
+        w.add_float32(f"{arch}.final_logit_softcapping", c["final_logit_softcapping"])
+        w.add_sliding_window(c["sliding_window"])
+    if arch == "gemma3":
+        w.add_sliding_window(c["sliding_window"])
+        # newer converters: which layers slide, as a bool per layer (true: sliding)
+        if "layer_types" in c:
+            w.add_sliding_window_pattern([t == "sliding_attention" for t in c["layer_types"]])
+    if arch == "phi3":
+        w.add_rope_dimension_count(int(c.get("partial_rotary_factor", 1.0) * c["hidden_size"]) // heads)
+        w.add_sliding_window(c.get("sliding_window") or 0)
+    w.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
+
+
+def twin(family: str, out: Path, arch: str | None = None, file: str | None = None) -> dict:
+    import json
+    import re
+    src = ROOT / "testdata" / "llm" / family
+    c = json.loads((src / "config.json").read_text())
+    name_arch = TWIN_ARCH[family]
+    arch = arch or name_arch
+    model_arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == name_arch)
+    names = gguf.get_tensor_name_map(model_arch, c["num_hidden_layers"])
+    tensors, experts = {}, {}
+    for name, shape in safetensors_shapes(src / "model.safetensors").items():
+        m = re.match(r".*layers\.(\d+)\..*experts\.(\d+)\.(\w+)\.weight$", name)
+        if m:
+            experts.setdefault((int(m[1]), EXPERT_PARTS[m[3]]), []).append(tuple(shape))
+            continue
+        new = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert new is not None, f"{family}: no llama.cpp name for {name}"
+        tensors[new] = tuple(shape)
+    for (block, part), shapes in sorted(experts.items()):
+        tensors[f"blk.{block}.{part}.weight"] = (len(shapes), *shapes[0])
+    file = file or f"twins/{family}.gguf"
+    path = out / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path), arch=arch)
+    w.add_name(f"{family}-twin")
+    if arch in TWIN_ARCH.values():
+        twin_metadata(w, arch, c)
+    else:
+        # an architecture nnlint does not know: the base keys, a sliding window, no vocab_size
+        twin_metadata(w, "base", c)
+        w.add_sliding_window(c["sliding_window"])
+    for tname, shape in tensors.items():
+        w.add_tensor(tname, np.zeros(shape, dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return {"family": family, "arch": arch, "file": file,
+            "elements": int(sum(np.prod(s) for s in tensors.values())), "tensors": len(tensors)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -164,8 +265,13 @@ def main():
                                "count is its elements total",
         "types": types,
         "files": [describe(f1, Q4_K_M), describe(f2, all_types)],
+        "twins": [twin(f, args.out) for f in TWIN_ARCH],
+        # mistral's tensors and config under an architecture name llama.cpp does not have
+        "unknown_arch": twin("mistral", args.out, arch="zorro", file="twins/unknown-arch.gguf"),
     }
     (args.out / "expected.json").write_text(jsonfmt.dumps(exp, width=230))
+    for t in exp["twins"]:
+        print(f"{t['file']}: {t['arch']}, {t['tensors']} tensors, {t['elements']} elements")
     for f in exp["files"]:
         print(f"{f['file']}: {f['tensor_count']} tensors, {f['elements']} elements, {f['tensor_bytes']} tensor bytes, "
               f"file {f['file_bytes']} B")

@@ -222,7 +222,10 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
         let ts = &rows[&name];
         let op = if block_index(&name).is_some() {
             "Block".into()
-        } else if name.contains("embed") || name.contains("wte") || name.contains("wpe") {
+        } else if ["embed", "embd", "wte", "wpe"]
+            .iter()
+            .any(|e| name.contains(e))
+        {
             "Embedding".into()
         } else if name.contains("norm") || name.contains("ln_f") {
             "Norm".into()
@@ -599,13 +602,17 @@ fn linear_params(a: &Arch, layers: &[Layer]) -> (u64, u64) {
 }
 
 /// Compares the headers with the config: the embedding's shape and the block count.
-fn consistency(a: &Arch, layers: &[Layer], file: &str) -> Vec<String> {
+fn consistency(a: &Arch, layers: &[Layer], file: &str, format: Format) -> Vec<String> {
     let mut w = Vec::new();
     let blocks = layers.iter().filter_map(|l| block_index(&l.name)).max();
+    let (source, key) = match format {
+        Format::Gguf => ("the GGUF metadata", "block_count"),
+        _ => ("config.json", "num_hidden_layers"),
+    };
     if let Some(max) = blocks {
         if max + 1 != a.layers {
             w.push(format!(
-                "{file}: config.json says {} layers (num_hidden_layers) but the weights hold {} blocks",
+                "{file}: {source} says {} layers ({key}) but the weights hold {} blocks",
                 a.layers,
                 max + 1
             ));
@@ -661,6 +668,7 @@ pub fn analyze_checkpoint(
         train,
         &cfg_file,
         &mut warnings,
+        Vec::new(),
         ck.config
             .get("model_type")
             .and_then(|m| m.as_str())
@@ -683,7 +691,7 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
         })
         .collect();
     let (layers, totals) = layers_of(&tensors, 4, None);
-    let arch = gguf_arch(g);
+    let (arch, notes) = gguf_arch(g);
     let quant = g
         .metadata
         .get("general.file_type")
@@ -707,61 +715,199 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
         train,
         &file,
         &mut warnings,
+        notes,
         mt,
     )
 }
 
-/// The architecture from GGUF metadata (llama-style decoders: the keys llama.cpp reads).
-fn gguf_arch(g: &Gguf) -> Option<Arch> {
+/// The Hugging Face `model_type` of a llama.cpp architecture (`general.architecture`) whose
+/// tensors and hyper-parameters match that family's; `None` for the others.
+fn hf_model_type(gguf_arch: &str) -> Option<&'static str> {
+    Some(match gguf_arch {
+        "llama" => "llama",
+        "qwen2" => "qwen2",
+        "qwen3" => "qwen3",
+        "qwen2moe" => "qwen2_moe",
+        "gemma" => "gemma",
+        "gemma2" => "gemma2",
+        "gemma3" => "gemma3_text",
+        "phi3" => "phi3",
+        "gpt2" => "gpt2",
+        "gptneox" => "gpt_neox",
+        "bert" => "bert",
+        _ => return None,
+    })
+}
+
+/// The architecture from GGUF metadata: the keys llama.cpp reads (`{arch}.block_count`,
+/// `{arch}.attention.head_count`...), read as the config of the matching Hugging Face family
+/// (whose rules then say, for instance, which Gemma layers slide). Shapes the metadata leaves out
+/// (vocabulary, FFN width) are read off the tensors. The notes say what is estimated and why.
+fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
+    let mut notes = Vec::new();
+    let name = g
+        .metadata
+        .get("general.architecture")
+        .and_then(|m| m.as_str())
+        .unwrap_or("");
     let get = |k: &str| g.arch_key(k).and_then(|m| m.as_u64());
-    let hidden = get("embedding_length")?;
-    let heads = get("attention.head_count")?;
-    let layers = get("block_count")?;
-    let kv_heads = get("attention.head_count_kv").unwrap_or(heads);
-    let head_dim = get("attention.key_length").unwrap_or(hidden / heads.max(1));
+    // the outermost dimension (the loader lists them outermost first, as PyTorch does): a
+    // matrix's output width, or the embedding's vocabulary
+    let rows = |tensor: &str| {
+        g.tensors
+            .iter()
+            .find(|t| t.name == tensor && t.shape.len() == 2)
+            .and_then(|t| t.shape.first().copied())
+    };
+    let (Some(hidden), Some(heads), Some(layers)) = (
+        get("embedding_length"),
+        get("attention.head_count"),
+        get("block_count"),
+    ) else {
+        notes.push(format!(
+            "the GGUF metadata lacks {name}.embedding_length, .attention.head_count or .block_count: parameters are from the tensor headers; the KV cache, activations and training memory need them"
+        ));
+        return (None, notes);
+    };
     let vocab = get("vocab_size")
         .or_else(|| match g.metadata.get("tokenizer.ggml.tokens") {
             Some(crate::load::gguf::Meta::Array(n, _)) => Some(*n),
             _ => None,
         })
-        .unwrap_or(0);
-    let window = get("attention.sliding_window");
-    let cfg = serde_json::json!({
-        "model_type": "llama",
+        .or_else(|| rows("token_embd.weight"));
+    let Some(vocab) = vocab else {
+        notes.push(
+            "the GGUF file gives no vocabulary size (no vocab_size, tokenizer.ggml.tokens or token_embd.weight): the KV cache, activations and training memory need it".into(),
+        );
+        return (None, notes);
+    };
+    let intermediate = get("feed_forward_length")
+        .or_else(|| rows("blk.0.ffn_up.weight"))
+        .unwrap_or(4 * hidden);
+    let mt = hf_model_type(name);
+    let mut cfg = serde_json::json!({
+        "model_type": mt.unwrap_or("llama"),
         "hidden_size": hidden,
+        "n_embd": hidden,
         "num_hidden_layers": layers,
         "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "head_dim": head_dim,
-        "intermediate_size": get("feed_forward_length").unwrap_or(4 * hidden),
-        "vocab_size": vocab.max(1),
+        "num_key_value_heads": get("attention.head_count_kv").unwrap_or(heads),
+        "intermediate_size": intermediate,
+        "n_inner": intermediate,
+        "vocab_size": vocab,
         "max_position_embeddings": get("context_length").unwrap_or(0),
+        "tie_word_embeddings": !g.tensors.iter().any(|t| t.name == "output.weight"),
     });
-    let mut a = arch::from_config(&cfg).ok().flatten()?;
-    a.model_type = g
-        .metadata
-        .get("general.architecture")
-        .and_then(|m| m.as_str())
-        .unwrap_or("llama")
-        .to_string();
-    if let Some(w) = window {
-        a.sliding = vec![Some(w); layers as usize];
+    let set = |cfg: &mut serde_json::Value, k: &str, v: serde_json::Value| {
+        if let Some(m) = cfg.as_object_mut() {
+            m.insert(k.to_string(), v);
+        }
+    };
+    if let Some(d) = get("attention.key_length") {
+        set(&mut cfg, "head_dim", d.into());
+    }
+    if let (Some(r), Some(d)) = (
+        get("rope.dimension_count"),
+        get("attention.key_length").or((heads > 0).then(|| hidden / heads)),
+    ) {
+        if d > 0 && r < d {
+            set(
+                &mut cfg,
+                "partial_rotary_factor",
+                (r as f64 / d as f64).into(),
+            );
+        }
+    }
+    // llama.cpp slides only Gemma 2's even layers and five of every six of Gemma 3's; it reads
+    // and ignores the window of the other architectures above (Phi-3's included)
+    let window = get("attention.sliding_window").filter(|&w| w > 0);
+    match (mt, window) {
+        (Some("gemma2" | "gemma3_text"), Some(w)) => {
+            set(&mut cfg, "sliding_window", w.into());
+            match g.arch_key("attention.sliding_window_pattern") {
+                // newer files: a period, or per layer whether it slides
+                Some(crate::load::gguf::Meta::Array(n, flags)) if *n == layers => {
+                    let types: Vec<&str> = flags
+                        .iter()
+                        .map(|&f| {
+                            if f != 0.0 {
+                                "sliding_attention"
+                            } else {
+                                "full_attention"
+                            }
+                        })
+                        .collect();
+                    if types.len() as u64 == layers {
+                        set(&mut cfg, "layer_types", types.into());
+                    }
+                }
+                Some(m) => {
+                    if let Some(p) = m.as_u64() {
+                        set(&mut cfg, "sliding_window_pattern", p.into());
+                    }
+                }
+                None => {}
+            }
+        }
+        (None, Some(w)) => notes.push(format!(
+            "the file declares a {w}-token sliding window, but nnlint does not know which layers of a '{name}' model use it: the KV cache assumes full attention everywhere (an upper bound)"
+        )),
+        _ => {}
+    }
+    for k in ["attn_logit_softcapping", "final_logit_softcapping"] {
+        if let Some(v) = g.arch_key(k).and_then(|m| m.as_f64()) {
+            set(&mut cfg, k, v.into());
+        }
     }
     if let (Some(e), Some(k)) = (get("expert_count"), get("expert_used_count")) {
         if e > 0 {
-            a.moe = Some(arch::Moe {
-                experts: e,
-                top_k: k.min(e),
-                expert_intermediate: get("expert_feed_forward_length").unwrap_or(a.intermediate),
-                shared_intermediate: 0,
-                norm_topk: true,
-                router_linear: true,
-            });
+            set(&mut cfg, "num_local_experts", e.into());
+            set(&mut cfg, "num_experts", e.into());
+            set(&mut cfg, "num_experts_per_tok", k.into());
+            set(
+                &mut cfg,
+                "moe_intermediate_size",
+                get("expert_feed_forward_length")
+                    .unwrap_or(intermediate)
+                    .into(),
+            );
+            if let Some(s) = get("expert_shared_feed_forward_length") {
+                set(&mut cfg, "shared_expert_intermediate_size", s.into());
+            }
+            // llama.cpp's llama architecture with experts is Mixtral (and so is the estimate of
+            // an architecture nnlint does not know)
+            if mt.is_none_or(|m| m == "llama") {
+                set(&mut cfg, "model_type", "mixtral".into());
+            }
         }
     }
-    a.tied = !g.tensors.iter().any(|t| t.name == "output.weight");
-    Some(a)
+    if mt.is_none() {
+        notes.push(format!(
+            "GGUF architecture '{name}' is modelled as a llama-style decoder (nnlint models {}): the parameters are exact, the activations and training memory are estimates",
+            GGUF_ARCHS
+        ));
+    }
+    match arch::from_config(&cfg) {
+        Ok(Some(mut a)) => {
+            if !name.is_empty() {
+                a.model_type = name.to_string();
+            }
+            (Some(a), notes)
+        }
+        Ok(None) => (None, notes),
+        Err(e) => {
+            notes.push(format!(
+                "the GGUF metadata does not describe a model nnlint can size ({}): parameters are from the tensor headers",
+                e.0
+            ));
+            (None, notes)
+        }
+    }
 }
+
+/// The llama.cpp architectures read as their Hugging Face family ([`hf_model_type`]).
+const GGUF_ARCHS: &str =
+    "llama, qwen2, qwen3, qwen2moe, gemma, gemma2, gemma3, phi3, gpt2, gptneox, bert";
 
 #[allow(clippy::too_many_arguments)]
 fn finish(
@@ -776,19 +922,25 @@ fn finish(
     train: Option<&TrainConfig>,
     file: &str,
     warnings: &mut Vec<String>,
+    mut notes: Vec<String>,
     model_type: Option<String>,
 ) -> Result<MemReport> {
-    let mut notes = Vec::new();
     let Some(a) = arch else {
-        notes.push(format!(
-            "model_type {} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
-            model_type.as_deref().unwrap_or("(none)"),
-            arch::KNOWN.join(", ")
-        ));
+        // a GGUF file's notes already say why there is no architecture
+        if notes.is_empty() {
+            notes.push(format!(
+                "model_type {} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
+                model_type.as_deref().unwrap_or("(none)"),
+                arch::KNOWN.join(", ")
+            ));
+        }
         if train.is_some() {
             return Err(Error::refused(
                 file,
-                "--train needs the architecture, and nnlint does not model this model_type",
+                format!(
+                    "--train needs the architecture: {}",
+                    notes.last().map_or("", String::as_str)
+                ),
             ));
         }
         return Ok(report(
@@ -803,7 +955,7 @@ fn finish(
             o,
         ));
     };
-    warnings.extend(consistency(&a, &layers, file));
+    warnings.extend(consistency(&a, &layers, file, format));
     let mut o = o.clone();
     if o.seq == 0 {
         o.seq = if a.image.is_some() {
@@ -970,6 +1122,15 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gguf_architectures_map_to_families_nnlint_models() {
+        for name in GGUF_ARCHS.split(", ") {
+            let mt = hf_model_type(name).unwrap_or_else(|| panic!("{name} is not mapped"));
+            assert!(arch::KNOWN.contains(&mt), "{name} -> {mt}");
+        }
+        assert_eq!(hf_model_type("mamba"), None);
+    }
 
     #[test]
     fn packed_layouts_count_logical_parameters() {
