@@ -38,7 +38,7 @@ find "$root/testdata" -path "$root/testdata/.venv" -prune -o -type f -name '*.sa
     while IFS= read -r -d '' f; do cp "$f" "$seeds/safetensors/$(echo "$f" | cksum | cut -d' ' -f1).st"; done
 
 # llm_headers: a first byte picks the kind (even: GGUF, odd: config.json)
-for f in "$root"/testdata/llm/gguf/*.gguf; do
+for f in "$root"/testdata/llm/gguf/*.gguf "$root"/testdata/llm/gguf/twins/*.gguf; do
     { printf '\x00'; cat "$f"; } > "$seeds/llm/$(basename "$f").seed"
 done
 for f in "$root"/testdata/llm/*/config.json "$root"/testdata/llm/quantized/*/config.json; do
