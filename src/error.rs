@@ -35,6 +35,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// Names `path` in a usage error about that model (an estimate that overflows at the asked
+    /// batch, say), so that its one line names the file like every other error; others unchanged.
+    pub fn in_file(self, path: impl Into<PathBuf>) -> Self {
+        match self {
+            Error::Usage(message) => Error::Refused {
+                path: path.into(),
+                message,
+            },
+            e => e,
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

@@ -426,6 +426,80 @@ fn gguf_of_an_unknown_architecture_says_what_is_estimated() {
 }
 
 #[test]
+fn configs_at_the_limits_get_an_answer_or_one_line_never_a_panic() {
+    // every width at arch::MAX_FIELD (2^24), 4096 blocks, 2^40 positions and windows, absurd
+    // floats: each family either answers or refuses in one line naming the folder (exit 2)
+    let m = 1u64 << 24;
+    let dir = tempfile::tempdir().unwrap();
+    for mt in [
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "mixtral",
+        "qwen2_moe",
+        "gpt2",
+        "gpt_neox",
+        "bert",
+        "roberta",
+        "vit",
+    ] {
+        let d = dir.path().join(mt);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::copy(
+            testdata("llama/model.safetensors"),
+            d.join("model.safetensors"),
+        )
+        .unwrap();
+        let cfg = serde_json::json!({
+            "model_type": mt, "hidden_size": m, "n_embd": m, "num_hidden_layers": 4096,
+            "n_layer": 4096, "num_attention_heads": 4096, "n_head": 4096,
+            "num_key_value_heads": 4096, "head_dim": 4096, "intermediate_size": m, "n_inner": m,
+            "vocab_size": m, "max_position_embeddings": 1u64 << 40, "n_positions": 1u64 << 40,
+            "sliding_window": 1u64 << 40, "use_sliding_window": true,
+            "sliding_window_pattern": 1u64 << 40, "num_local_experts": m, "num_experts": m,
+            "num_experts_per_tok": m, "moe_intermediate_size": m,
+            "shared_expert_intermediate_size": m, "image_size": 4096, "patch_size": 1,
+            "num_channels": 1, "num_labels": m, "partial_rotary_factor": 1e30,
+            "attn_logit_softcapping": 1e300, "final_logit_softcapping": 1e300,
+        });
+        std::fs::write(d.join("config.json"), cfg.to_string()).unwrap();
+        let p = d.to_str().unwrap();
+        for args in [
+            vec!["mem", p],
+            vec!["mem", p, "--train", "--lora", "8"],
+            vec!["mem", p, "--seq", "1099511627776", "--batch", "4294967295"],
+            vec!["fit", p, "--gpu", "A100-80GB"],
+        ] {
+            let (code, out, err) = nnlint(&args);
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            if code != 0 {
+                assert_eq!(code, 2, "{args:?}: {out}{err}");
+                assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+                assert!(err.contains(p), "{args:?}: {err}");
+            }
+        }
+    }
+    // one past a limit is refused, naming the field
+    let d = dir.path().join("llama");
+    std::fs::write(
+        d.join("config.json"),
+        r#"{"model_type":"llama","hidden_size":18446744073709551615,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1}"#,
+    )
+    .unwrap();
+    let (code, _, err) = nnlint(&["mem", d.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("'hidden_size'") && err.contains("at most 16777216"),
+        "{err}"
+    );
+}
+
+#[test]
 fn broken_checkpoints_get_one_line_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -136,15 +136,36 @@ fn get<'a>(c: &'a Value, names: &[&str]) -> Option<&'a Value> {
         .find_map(|n| c.get(*n).filter(|v| !v.is_null()))
 }
 
+/// The largest width, head count, expert count or vocabulary a config may give: 2^24 is 64× the
+/// widest released model's FFN and 64× the largest vocabulary, and keeps the estimates' products
+/// (vocab × hidden, layers × experts × hidden × FFN) inside 64 bits.
+pub const MAX_FIELD: u64 = 1 << 24;
+
+/// The largest context length or sliding window a config may give (2^40 tokens).
+pub const MAX_POSITIONS: u64 = 1 << 40;
+
 fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
+    let limit = if names
+        .iter()
+        .any(|n| n.contains("position") || n.contains("sliding_window"))
+    {
+        MAX_POSITIONS
+    } else {
+        MAX_FIELD
+    };
     match get(c, names) {
         None => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-            ConfigError(format!(
+        Some(v) => match v.as_u64() {
+            Some(n) if n <= limit => Ok(Some(n)),
+            Some(n) => Err(ConfigError(format!(
+                "field '{}' is {n}: more than nnlint models (at most {limit})",
+                names[0]
+            ))),
+            None => Err(ConfigError(format!(
                 "field '{}' is {v}, not a non-negative integer",
                 names[0]
-            ))
-        }),
+            ))),
+        },
     }
 }
 
@@ -258,6 +279,17 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         )));
     }
     let head_dim = uint(c, &["head_dim"])?.unwrap_or(hidden / heads);
+    // the projections' widths are bounded like the fields
+    for (what, heads) in [
+        ("num_attention_heads", heads),
+        ("num_key_value_heads", kv_heads),
+    ] {
+        if heads.saturating_mul(head_dim) > MAX_FIELD {
+            return Err(ConfigError(format!(
+                "{what} {heads} × head_dim {head_dim} is more than nnlint models (at most {MAX_FIELD})"
+            )));
+        }
+    }
     let intermediate = match family {
         Family::Gpt2 => uint(c, &["n_inner"])?.unwrap_or(4 * hidden),
         _ => uint(c, &["intermediate_size"])?.unwrap_or(4 * hidden),
@@ -316,7 +348,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
     };
     let rotary_dim = match family {
         Family::Decoder | Family::GptNeox => {
-            ((head_dim as f64) * rotary_factor(c)).round() as u64 / 2 * 2
+            ((head_dim as f64) * rotary_factor(c).clamp(0.0, 1.0)).round() as u64 / 2 * 2
         }
         _ => 0,
     };
@@ -328,12 +360,18 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
                 .map(|m| m.len() as u64)
                 .or(uint(c, &["num_labels"])?)
                 .unwrap_or(2);
-            Some((
-                need(c, &["image_size"])?,
-                need(c, &["patch_size"])?,
-                uint(c, &["num_channels"])?.unwrap_or(3),
-                labels,
-            ))
+            let (size, patch) = (need(c, &["image_size"])?, need(c, &["patch_size"])?);
+            let channels = uint(c, &["num_channels"])?.unwrap_or(3);
+            // a patch's pixels, and the patches of an image, are widths too
+            let patches = (size / patch).saturating_mul(size / patch);
+            if channels.saturating_mul(patch).saturating_mul(patch) > MAX_FIELD
+                || patches > MAX_FIELD
+            {
+                return Err(ConfigError(format!(
+                    "image_size {size}, patch_size {patch} and num_channels {channels} make more patches or pixels per patch than nnlint models (at most {MAX_FIELD})"
+                )));
+            }
+            Some((size, patch, channels, labels.min(MAX_FIELD)))
         }
         _ => None,
     };

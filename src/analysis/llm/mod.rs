@@ -306,8 +306,8 @@ fn macs_per_token(a: &Arch, active_linear: u64, seq: u64) -> u64 {
     let attn: u64 = a
         .sliding
         .iter()
-        .map(|w| 2 * a.q_dim() * w.map_or(seq, |w| seq.min(w)))
-        .sum();
+        .map(|w| (2 * a.q_dim()).saturating_mul(w.map_or(seq, |w| seq.min(w))))
+        .fold(0u64, u64::saturating_add);
     active_linear.saturating_add(attn)
 }
 
@@ -315,7 +315,11 @@ fn macs_per_token(a: &Arch, active_linear: u64, seq: u64) -> u64 {
 fn active_params(a: &Arch, total: u64) -> Option<u64> {
     let m = a.moe.as_ref()?;
     let per_expert = 3 * a.hidden * m.expert_intermediate;
-    Some(total.saturating_sub(a.layers * (m.experts - m.top_k) * per_expert))
+    let unrouted = a
+        .layers
+        .saturating_mul(m.experts - m.top_k)
+        .saturating_mul(per_expert);
+    Some(total.saturating_sub(unrouted))
 }
 
 /// Intermediate tensors of the largest layer in a prefill of `tokens` tokens.
@@ -674,6 +678,7 @@ pub fn analyze_checkpoint(
             .and_then(|m| m.as_str())
             .map(str::to_string),
     )
+    .map_err(|e| e.in_file(&ck.dir))
 }
 
 /// Analyses a GGUF file from its metadata.
@@ -718,6 +723,7 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
         notes,
         mt,
     )
+    .map_err(|e| e.in_file(&g.path))
 }
 
 /// The Hugging Face `model_type` of a llama.cpp architecture (`general.architecture`) whose
@@ -783,7 +789,7 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
     };
     let intermediate = get("feed_forward_length")
         .or_else(|| rows("blk.0.ffn_up.weight"))
-        .unwrap_or(4 * hidden);
+        .unwrap_or(hidden.saturating_mul(4));
     let mt = hf_model_type(name);
     let mut cfg = serde_json::json!({
         "model_type": mt.unwrap_or("llama"),

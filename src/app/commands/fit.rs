@@ -85,7 +85,8 @@ fn fit_llm(args: &FitArgs, loaded: load::Loaded, gpus: u32) -> Result<Outcome> {
         ));
     };
     let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
-    let mut f = analysis::llm::fit::fit(m, args.gpu, gpus, seq, args.lora.unwrap_or(16))?;
+    let mut f = analysis::llm::fit::fit(m, args.gpu, gpus, seq, args.lora.unwrap_or(16))
+        .map_err(|e| e.in_file(&args.model))?;
     if args.inference {
         f.plans.truncate(1);
     }
