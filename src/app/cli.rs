@@ -364,10 +364,18 @@ fn parse_dim(s: &str) -> Result<(String, i64), String> {
     let (name, value) = s
         .split_once('=')
         .ok_or_else(|| format!("expected NAME=V, got '{s}'"))?;
-    let v: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{value}' is not an integer"))?;
+    let v: i64 = value.trim().parse().map_err(|e: std::num::ParseIntError| {
+        use std::num::IntErrorKind::{NegOverflow, PosOverflow};
+        match e.kind() {
+            PosOverflow | NegOverflow => {
+                format!(
+                    "'{value}' is too large for a dimension (at most {})",
+                    i64::MAX
+                )
+            }
+            _ => format!("'{value}' is not an integer"),
+        }
+    })?;
     if v < 0 {
         return Err(format!("dimension {name} cannot be negative"));
     }
@@ -602,6 +610,20 @@ impl TrainArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn dim_bindings_say_what_is_wrong_with_the_value() {
+        assert_eq!(parse_dim("batch=8"), Ok(("batch".into(), 8)));
+        assert_eq!(
+            parse_dim("batch=18446744073709551615").unwrap_err(),
+            format!(
+                "'18446744073709551615' is too large for a dimension (at most {})",
+                i64::MAX
+            )
+        );
+        assert_eq!(parse_dim("batch=x").unwrap_err(), "'x' is not an integer");
+        assert!(parse_dim("batch=-1").unwrap_err().contains("negative"));
+    }
 
     #[test]
     fn the_command_line_is_consistent() {
