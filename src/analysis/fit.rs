@@ -217,10 +217,10 @@ fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) ->
     let b = req.at(batch);
     let inf = shape::infer(model, &b)?;
     // a batch whose sizes leave 64-bit arithmetic fits no GPU
-    if !inf.overflow.is_empty() || training::check_range(&model.graph, &inf, cfg).is_err() {
+    if !inf.overflow.is_empty() {
         return Ok(u64::MAX);
     }
-    Ok(training::estimate(&model.graph, &inf, cfg).total_bytes)
+    Ok(training::checked_estimate(&model.graph, &inf, cfg).map_or(u64::MAX, |t| t.total_bytes))
 }
 
 fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result<u64> {

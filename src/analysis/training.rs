@@ -442,6 +442,27 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) ->
 /// product (input bytes x prefetch x workers x pinned copies), and the step's batch product.
 /// Bounds them in u128 with a generous factor and says which is too large.
 pub fn check_range(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Result<(), String> {
+    let saved = saved::saved_tensors(graph, &inf.facts, &inf.ops, cfg.precision, cfg.device);
+    check_range_with(graph, inf, cfg, &saved)
+}
+
+/// [`check_range`], then [`estimate`], walking the saved tensors once.
+pub fn checked_estimate(
+    graph: &Graph,
+    inf: &Inference,
+    cfg: &TrainConfig,
+) -> Result<Training, String> {
+    let saved = saved::saved_tensors(graph, &inf.facts, &inf.ops, cfg.precision, cfg.device);
+    check_range_with(graph, inf, cfg, &saved)?;
+    Ok(estimate_with(graph, inf, cfg, saved))
+}
+
+fn check_range_with(
+    graph: &Graph,
+    inf: &Inference,
+    cfg: &TrainConfig,
+    saved: &Saved,
+) -> Result<(), String> {
     const LIMIT: u128 = (u64::MAX / 64) as u128;
     // from the element count, in u128: a byte size past 64 bits is what this guard is for
     let bytes = |v: usize| -> u128 {
@@ -464,7 +485,6 @@ pub fn check_range(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Result<
         * u128::from(cfg.gpus.max(1));
     // what backward keeps can exceed the activations: a zero-size input with 2^63 channels
     // leaves BatchNorm's per-channel statistics that large (the sum saturates at u64::MAX)
-    let saved = saved::saved_tensors(graph, &inf.facts, &inf.ops, cfg.precision, cfg.device);
     if u128::from(saved.total) > LIMIT {
         let (n, bytes) = (0..graph.nodes.len())
             .map(|n| (n, saved.per_node.get(n).copied().unwrap_or(0)))
@@ -508,9 +528,13 @@ pub fn check_range(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Result<
 
 /// The training step's memory; callers first check [`check_range`] on hostile settings.
 pub fn estimate(graph: &Graph, inf: &Inference, cfg: &TrainConfig) -> Training {
+    let saved = saved::saved_tensors(graph, &inf.facts, &inf.ops, cfg.precision, cfg.device);
+    estimate_with(graph, inf, cfg, saved)
+}
+
+fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved) -> Training {
     let (facts, batch) = (&inf.facts[..], inf.batch);
     let mut notes = Vec::new();
-    let saved = saved::saved_tensors(graph, facts, &inf.ops, cfg.precision, cfg.device);
     // what the estimate could not count: it is then a lower bound
     let mut unknown = Vec::new();
     if !saved.unmodelled.is_empty() {
