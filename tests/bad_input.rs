@@ -1336,3 +1336,34 @@ fn verify_refuses_tensors_of_more_than_8_dimensions() {
     let text = format!("{}{err}", common::stdout(&out));
     assert!(text.contains("at most 8"), "{text}");
 }
+
+#[test]
+fn fixed_overheads_past_a_pebibyte_are_refused() {
+    // `--overhead-context 18446744073709551615B` overflowed the peak's sum (a panic)
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models/torch/minicnn.onnx");
+    let m = model.to_str().unwrap();
+    for args in [
+        vec![
+            "mem",
+            m,
+            "--train",
+            "--overhead-context",
+            "18446744073709551615B",
+        ],
+        vec!["mem", m, "--train", "--overhead-workspace", "2048TiB"],
+        vec![
+            "fit",
+            m,
+            "--gpu",
+            "A100-80GB",
+            "--overhead-context",
+            "18446744073709551615B",
+        ],
+    ] {
+        let out = common::nnlint(&args);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("more than 1 PiB"), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

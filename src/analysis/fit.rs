@@ -244,14 +244,17 @@ fn serve_lower_bound(model: &Model, req: &FitRequest, batch: u64) -> Result<bool
 /// Memory to serve a model: its stored tensors and inference peak (halved with half-precision
 /// weights), plus the overhead. `None` when the peak is unknown.
 pub fn serving_bytes(t: &super::Totals, overhead: &training::Overhead, half: bool) -> Option<u64> {
-    let weights = t.param_bytes + t.buffer_bytes + t.constant_bytes;
+    let weights = t
+        .param_bytes
+        .checked_add(t.buffer_bytes)?
+        .checked_add(t.constant_bytes)?;
     let acts = t.inference_peak_bytes?;
     let allocated = if half {
-        weights / 2 + acts / 2
+        (weights / 2).checked_add(acts / 2)?
     } else {
-        weights + acts
+        weights.checked_add(acts)?
     };
-    Some(allocated + overhead.bytes(allocated))
+    allocated.checked_add(overhead.bytes(allocated))
 }
 
 /// The largest micro-batch whose training peak under `cfg` fits in `budget` bytes (0: none).

@@ -145,7 +145,10 @@ pub struct Overhead {
 impl Overhead {
     /// The overhead on top of `allocated` bytes: context, workspace and allocator slack.
     pub fn bytes(&self, allocated: u64) -> u64 {
-        self.cuda_context + self.workspace + (allocated as f64 * self.fragmentation) as u64
+        // saturating: the settings bound the constants (1 PiB) and the fraction (10)
+        self.cuda_context
+            .saturating_add(self.workspace)
+            .saturating_add((allocated as f64 * self.fragmentation) as u64)
     }
 }
 
@@ -463,7 +466,9 @@ fn check_range_with(
     cfg: &TrainConfig,
     saved: &Saved,
 ) -> Result<(), String> {
-    const LIMIT: u128 = (u64::MAX / 64) as u128;
+    // each term of the peak at most LIMIT: their sum and the overhead (up to 10× the peak, plus
+    // 2 PiB) stay below u64::MAX
+    const LIMIT: u128 = (u64::MAX / 256) as u128;
     // from the element count, in u128: a byte size past 64 bits is what this guard is for
     let bytes = |v: usize| -> u128 {
         let f = &inf.facts[v];

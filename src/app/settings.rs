@@ -14,6 +14,9 @@ use crate::analysis::Bindings;
 use crate::error::{Error, Result};
 use crate::rules::Selection;
 
+/// The largest fixed overhead (`--overhead-context`, `--overhead-workspace`): 1 PiB.
+const MAX_OVERHEAD: u64 = 1 << 50;
+
 /// What a command passes in: its raw arguments, each `None`/empty when it has no such option.
 #[derive(Default)]
 pub struct Inputs<'a> {
@@ -125,6 +128,15 @@ fn train_config(
         return Err(Error::Usage(
             "--gpus and --accumulate must be at least 1".into(),
         ));
+    }
+    // a fixed overhead past a pebibyte is a typo, and would overflow the peak's sum
+    for (flag, v) in [
+        ("--overhead-context", p.overhead_context),
+        ("--overhead-workspace", p.overhead_workspace),
+    ] {
+        if let Some(v) = v.filter(|&v| v > MAX_OVERHEAD) {
+            return Err(Error::Usage(format!("{flag} {v} B is more than 1 PiB")));
+        }
     }
     Ok(TrainConfig {
         optimizer,

@@ -514,7 +514,7 @@ pub fn training_step(
         saved_buffer_bytes: 0,
         parallel_bytes: parallel,
         overhead_bytes: overhead,
-        total_bytes: allocated + overhead,
+        total_bytes: checked("the training step", allocated.checked_add(overhead))?,
         peak: training::PeakBreakdown {
             phase: "backward".into(),
             weights_bytes: w_gpu,
@@ -587,7 +587,7 @@ pub fn inference(
         activation_workspace_bytes: ws,
         logits_bytes: logits,
         overhead_bytes: oh,
-        total_bytes: allocated + oh,
+        total_bytes: checked("the serving peak", allocated.checked_add(oh))?,
         macs_per_token: macs_per_token(a, linear_active, o.seq),
     })
 }
