@@ -23,6 +23,8 @@ const FAMILIES: &[&str] = &[
     "qwen2_moe",
     "bert",
     "roberta",
+    "bert_model",
+    "bert_seqcls",
     "vit",
 ];
 

@@ -439,6 +439,8 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
         .map_err(|m| crate::Error::graph(&model.path, m))?;
     let mut notes = Vec::new();
     let mut results = Vec::new();
+    // what the estimates could not count (their `unknown`), once each
+    let mut unknown: Vec<String> = Vec::new();
     if req.inference {
         for (name, half) in [("serve fp32", false), ("serve fp16/bf16 weights", true)] {
             let max = largest_batch(|b| Ok(serve_peak(model, req, half, b)? <= req.gpu.bytes))?;
@@ -485,6 +487,11 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
                 },
             );
             let fits = sched.at.is_some();
+            for u in &est.unknown {
+                if !unknown.contains(u) {
+                    unknown.push(u.clone());
+                }
+            }
             results.push(PlanResult {
                 name: plan.name,
                 precision: cfg.precision,
@@ -533,10 +540,14 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
         suggest(model, req)?
     };
     if results.iter().any(|r| r.lower_bound) {
-        notes.push(
-            "the peaks are lower bounds (nnlint could not account for some layers: see `nnlint mem`): a plan that fits here may not"
-                .to_string(),
-        );
+        notes.push(if unknown.is_empty() {
+            "the peaks are lower bounds and the batches upper bounds (nnlint could not account for some layers: see `nnlint mem`): a plan that fits here may not".to_string()
+        } else {
+            format!(
+                "the peaks are lower bounds and the batches upper bounds: a plan that fits here may not. Not counted: {}",
+                unknown.join("; ")
+            )
+        });
     }
     if !req.gpu.bf16 && !req.inference {
         notes.push(format!(

@@ -1,6 +1,7 @@
 //! Stage 3, analysis: shapes, per-layer costs, stored-tensor roles and the inference peak, gathered into a
 //! [`MemReport`] that every output format renders.
 
+pub mod export_mode;
 pub mod fact;
 pub mod fit;
 pub mod llm;

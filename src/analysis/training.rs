@@ -542,6 +542,9 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     let mut notes = Vec::new();
     // what the estimate could not count: it is then a lower bound
     let mut unknown = Vec::new();
+    let mode = super::export_mode::inference_export(graph, facts);
+    unknown.extend(mode.unknown);
+    notes.extend(mode.note);
     if !saved.unmodelled.is_empty() {
         let mut ops: Vec<&str> = saved
             .unmodelled

@@ -426,18 +426,19 @@ pub struct LlmArgs {
     #[arg(long, value_name = "RANK", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
     pub lora: Option<u64>,
     /// Modules that get adapters: names (q_proj,v_proj; the family's own names work too) or
-    /// all-linear.
-    #[arg(
-        long,
-        value_name = "MODULES",
-        default_value = "q_proj,v_proj",
-        help_heading = "Language models"
-    )]
-    pub lora_targets: String,
-    /// QLoRA: a 4-bit NF4 base (double quantization, bf16 compute) with LoRA adapters on every
-    /// linear layer (rank --lora, default 16; implies --train).
+    /// all-linear. A list no linear layer of the model matches is refused, as peft refuses it
+    /// [default: q_proj,v_proj; all-linear with --qlora].
+    #[arg(long, value_name = "MODULES", help_heading = "Language models")]
+    pub lora_targets: Option<String>,
+    /// QLoRA: a 4-bit NF4 base (double quantization, bf16 compute) with LoRA adapters (rank
+    /// --lora, default 16; on every linear layer unless --lora-targets says otherwise; implies
+    /// --train).
     #[arg(long, help_heading = "Language models")]
     pub qlora: bool,
+    /// Serving: count the logits of every prefilled position (a `forward()` without
+    /// `logits_to_keep`), not only the last one that generation keeps.
+    #[arg(long, help_heading = "Language models")]
+    pub all_logits: bool,
 }
 
 impl LlmArgs {
@@ -450,6 +451,8 @@ impl LlmArgs {
             ("--attn", self.attn != Attn::Sdpa),
             ("--lora", self.lora.is_some()),
             ("--qlora", self.qlora),
+            ("--lora-targets", self.lora_targets.is_some()),
+            ("--all-logits", self.all_logits),
         ] {
             if on {
                 out.push(flag);
@@ -461,11 +464,16 @@ impl LlmArgs {
     /// The analysis options.
     pub fn options(&self) -> crate::analysis::llm::LlmOptions {
         use crate::analysis::llm::forward::{Lora, Targets};
-        let targets = if self.lora_targets.eq_ignore_ascii_case("all-linear") || self.qlora {
+        let given = self.lora_targets.as_deref().unwrap_or(if self.qlora {
+            "all-linear"
+        } else {
+            "q_proj,v_proj"
+        });
+        let targets = if given.eq_ignore_ascii_case("all-linear") {
             Targets::AllLinear
         } else {
             Targets::Named(
-                self.lora_targets
+                given
                     .split(',')
                     .map(|s| s.trim().to_string())
                     .filter(|s| !s.is_empty())
@@ -482,6 +490,7 @@ impl LlmArgs {
                 targets,
             }),
             qlora: self.qlora,
+            all_logits: self.all_logits,
         }
     }
 }

@@ -22,6 +22,10 @@ pub struct Graph {
     /// Runtime inputs (initializers listed as inputs are not here).
     pub inputs: Vec<ValueId>,
     pub outputs: Vec<ValueId>,
+    /// The first outputs of nodes whose exporter metadata says an inference-mode BatchNorm was
+    /// fused into them (PyTorch's dynamo exporter: `FuseBatchNormIntoConv`,
+    /// `_native_batch_norm_legit_no_training`); see `analysis::export_mode`.
+    pub fused_eval_norms: Vec<String>,
 }
 
 /// A named tensor flowing through the graph.
@@ -212,6 +216,12 @@ impl GraphBuilder {
     ///
     /// Errors (as a message; the caller names the file): a value with two producers, a node input
     /// that nothing defines (in the main graph), a cycle.
+    /// Records that the node making `output` holds an inference-mode BatchNorm its exporter
+    /// fused into it.
+    pub fn mark_fused_norm(&mut self, output: &str) {
+        self.graph.fused_eval_norms.push(output.to_string());
+    }
+
     pub fn finish(mut self) -> Result<Graph, String> {
         let g = &mut self.graph;
         // Unnamed nodes get a name from their position, so that every row and error can refer to one.

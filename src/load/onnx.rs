@@ -302,6 +302,11 @@ impl Context<'_> {
                 .iter()
                 .map(|a| self.attribute(a, &op_type))
                 .collect::<Result<Vec<_>>>()?;
+            if op_type != "BatchNormalization" && fused_eval_norm(&n.metadata_props) {
+                if let Some(out) = n.output.first() {
+                    b.mark_fused_norm(out);
+                }
+            }
             b.add_node(
                 n.name.clone().unwrap_or_default(),
                 op_type,
@@ -731,4 +736,18 @@ fn typed_data(tp: &pb::TensorProto, dtype: DType) -> Option<(TypedData, usize)> 
         }
         _ => None,
     }
+}
+
+/// Whether a node's metadata (PyTorch's dynamo exporter and the onnxscript optimizer write it)
+/// says an inference-mode BatchNorm was fused into it.
+fn fused_eval_norm(props: &[pb::StringStringEntryProto]) -> bool {
+    props.iter().any(|p| {
+        let (k, v) = (
+            p.key.as_deref().unwrap_or(""),
+            p.value.as_deref().unwrap_or(""),
+        );
+        (k == "pkg.onnxscript.rewriter.rule_name" && v.contains("FuseBatchNorm"))
+            || ((k == "namespace" || k == "pkg.torch.onnx.class_hierarchy")
+                && v.contains("_native_batch_norm_legit_no_training"))
+    })
 }

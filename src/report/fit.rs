@@ -38,7 +38,9 @@ pub fn render(r: &FitReport, width: Option<usize>) -> String {
                     "-".into()
                 },
                 p.name.clone(),
-                if p.fits {
+                if p.fits && p.lower_bound {
+                    format!("≤ {}", count(p.max_micro_batch))
+                } else if p.fits {
                     count(p.max_micro_batch)
                 } else {
                     "does not fit".into()

@@ -408,7 +408,11 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
         (
             "logits".into(),
             bytes(i.logits_bytes),
-            "every prefilled position (generate keeps the last only)".into(),
+            if i.all_logits {
+                "every prefilled position (forward() without logits_to_keep)".into()
+            } else {
+                "the last position of each sequence and its fp32 copy for sampling, as generate and vLLM keep them (--all-logits: every position)".into()
+            },
         ),
         (
             "workspace".into(),

@@ -50,9 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jsonfmt  # noqa: E402
 from transformers import (  # noqa: E402
     AutoConfig,
+    AutoModel,
     AutoModelForCausalLM,
     AutoModelForImageClassification,
     AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
 )
 
 transformers.logging.set_verbosity_error()
@@ -157,6 +159,19 @@ FAMILIES: dict[str, dict] = {
                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                 pad_token_id=1, bos_token_id=0, eos_token_id=2),
                     why="encoder, RobertaForMaskedLM, positions offset by padding_idx+1 (66 = 64 + 2)"),
+    "bert_model": dict(model_type="bert", head="bare", dtype="float32",
+                       config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
+                                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0),
+                       why="encoder, BertModel: no head, the pooler (dense + tanh on [CLS]); "
+                           "loss = last_hidden_state.sum() + pooler_output.sum()"),
+    "bert_seqcls": dict(model_type="bert", head="seqcls", dtype="float32",
+                        config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
+                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=0,
+                                    num_labels=3),
+                        why="encoder, BertForSequenceClassification: pooler + classifier (3 labels), "
+                            "cross_entropy"),
     "vit": dict(model_type="vit", head="image", dtype="float32",
                 config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                             image_size=16, patch_size=4, num_channels=3, hidden_dropout_prob=0.0,
@@ -164,7 +179,8 @@ FAMILIES: dict[str, dict] = {
                 why="ViTForImageClassification, 16x16 image, patch 4: 16 patches + [CLS] = 17 tokens"),
 }
 
-HEADS = {"causal": AutoModelForCausalLM, "mlm": AutoModelForMaskedLM, "image": AutoModelForImageClassification}
+HEADS = {"causal": AutoModelForCausalLM, "mlm": AutoModelForMaskedLM, "image": AutoModelForImageClassification,
+         "bare": AutoModel, "seqcls": AutoModelForSequenceClassification}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SHARDED_FAMILY = "llama"
 SHARD_SIZE = "20KB"
@@ -291,6 +307,10 @@ def make_inputs(spec, cfg, B, S, seed=1):
         labels = torch.randint(0, cfg.num_labels, (B,), generator=g)
         return {"pixel_values": px, "labels": labels}
     ids = torch.randint(3, cfg.vocab_size, (B, S), generator=g)  # no pad/bos/eos ids
+    if spec["head"] == "bare":
+        return {"input_ids": ids}
+    if spec["head"] == "seqcls":
+        return {"input_ids": ids, "labels": torch.randint(0, cfg.num_labels, (B,), generator=g)}
     return {"input_ids": ids, "labels": ids.clone()}
 
 
@@ -663,7 +683,13 @@ def measure_scenario(folder, spec, cfg, sc_name, sc, B, S, detail=False, with_op
     with AllocTrace() as fwd:
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack), tracker, ac:
             out = model(**kwargs)
-            loss = out.loss
+            if spec["head"] == "bare":
+                # a bare model has no loss: the sums keep nothing for backward
+                loss = out.last_hidden_state.sum()
+                if getattr(out, "pooler_output", None) is not None:
+                    loss = loss + out.pooler_output.sum()
+            else:
+                loss = out.loss
         del out
 
     # attribution to backward nodes (not under checkpointing: unpacking there would trigger recomputation)
@@ -822,6 +848,10 @@ def measure_training(folder, spec, cfg, scenarios, sdpa_error=None):
                        if spec["head"] == "causal" else
                        "masked-LM head (BertForMaskedLM-style) cross_entropy with labels = input_ids at every "
                        "position" if spec["head"] == "mlm" else
+                       "no head (BertModel): loss = last_hidden_state.sum() + pooler_output.sum(), which saves "
+                       "nothing" if spec["head"] == "bare" else
+                       "BertForSequenceClassification cross_entropy on the pooled [CLS] logits, 3 labels"
+                       if spec["head"] == "seqcls" else
                        "ViTForImageClassification cross_entropy on the [CLS] logits, 10 labels"),
            "inputs": ("input_ids int64 [B,S] uniform in [3, vocab), labels a separate copy; no attention_mask "
                       "(all tokens valid; HF then uses is_causal / no mask where it can) except in *_padded, "

@@ -41,6 +41,110 @@ pub enum Act {
     GeluNew,
 }
 
+/// What sits on top of the blocks: it decides the logits, their MACs and what training keeps.
+/// From `architectures` in config.json, else from the tensors present ([`Head::from_tensors`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Head {
+    /// A language-model head over every position (`*ForCausalLM`, `GPT2LMHeadModel`).
+    CausalLm,
+    /// BERT's masked-LM head: dense, activation, LayerNorm and the decoder over every position.
+    MaskedLm,
+    /// A classifier with `labels` outputs: on the pooled [CLS] token (BERT, ViT) or on every
+    /// position then gathered at the last token (decoders' `*ForSequenceClassification`).
+    Classifier { labels: u64 },
+    /// The bare model (`BertModel`, `LlamaModel`, `GPT2Model`): its outputs are the last hidden
+    /// state (and BERT's pooler output); the head and loss a user adds are not counted.
+    None,
+    /// A head nnlint does not model (`architectures` names it): like `None`, said so.
+    Other { class: String },
+}
+
+impl Head {
+    /// The head an `architectures` entry names, `None` for a class of another kind.
+    fn from_class(class: &str, labels: u64) -> Head {
+        let ends = |s: &str| class.ends_with(s);
+        if ends("ForCausalLM") || ends("LMHeadModel") || ends("ForConditionalGeneration") {
+            Head::CausalLm
+        } else if ends("ForMaskedLM") || ends("ForPreTraining") {
+            Head::MaskedLm
+        } else if ends("ForSequenceClassification") || ends("ForImageClassification") {
+            Head::Classifier { labels }
+        } else if ends("Model") {
+            Head::None
+        } else {
+            Head::Other {
+                class: class.to_string(),
+            }
+        }
+    }
+
+    /// The head the tensor names show (for a config without `architectures`): `None` when they
+    /// show none the family could have.
+    pub fn from_tensors<'a>(
+        family: Family,
+        names: impl Iterator<Item = &'a str> + Clone,
+        labels: u64,
+    ) -> Option<Head> {
+        let has = |suffix: &str| {
+            names
+                .clone()
+                .any(|n| n == suffix || n.ends_with(&format!(".{suffix}")))
+        };
+        if has("cls.predictions.bias")
+            || has("cls.predictions.transform.dense.weight")
+            || has("lm_head.dense.weight")
+        {
+            return Some(Head::MaskedLm);
+        }
+        if has("lm_head.weight") || has("embed_out.weight") || has("output.weight") {
+            return Some(Head::CausalLm);
+        }
+        if has("classifier.weight") || has("score.weight") {
+            return Some(Head::Classifier { labels });
+        }
+        match family {
+            // an encoder without head tensors is the bare model; a tied decoder's head has no
+            // tensor of its own, so its tensors cannot tell
+            Family::Bert | Family::Vit => Some(Head::None),
+            _ => None,
+        }
+    }
+
+    /// Refines a head guessed from the family (no `architectures` in config.json) with the
+    /// tensors present, and the pooler with `pooler.dense.weight`.
+    pub fn refine<'a>(a: &mut Arch, names: impl Iterator<Item = &'a str> + Clone) {
+        if !a.head_from_config {
+            let labels = match a.head {
+                Head::Classifier { labels } => labels,
+                _ => a.image.map_or(2, |i| i.3),
+            };
+            if let Some(h) = Head::from_tensors(a.family, names.clone(), labels) {
+                a.head = h;
+            }
+        }
+        if matches!(a.family, Family::Bert | Family::Vit) {
+            a.pooler = names.clone().any(|n| n.ends_with("pooler.dense.weight"));
+        }
+    }
+
+    /// Whether the head produces vocabulary-sized logits at every position.
+    pub fn is_lm(&self) -> bool {
+        matches!(self, Head::CausalLm | Head::MaskedLm)
+    }
+
+    /// Words for notes and tables.
+    pub fn describe(&self) -> String {
+        match self {
+            Head::CausalLm => "causal-LM head".into(),
+            Head::MaskedLm => "masked-LM head".into(),
+            Head::Classifier { labels } => format!("classifier head ({labels} labels)"),
+            Head::None => "no head (the bare model)".into(),
+            Head::Other { class } => format!("the head of {class}, which nnlint does not model"),
+        }
+    }
+}
+
 /// Mixture-of-experts blocks.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Moe {
@@ -104,6 +208,18 @@ pub struct Arch {
     pub dtype: Option<DType>,
     /// ViT: image side, patch side, channels and classes.
     pub image: Option<(u64, u64, u64, u64)>,
+    /// What sits on the blocks (`architectures`, refined by the tensors present).
+    pub head: Head,
+    /// The class `architectures` names (`BertModel`, `LlamaForCausalLM`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// BERT's pooler (dense + tanh on the [CLS] token): `BertModel` and the classifiers have
+    /// it, the masked-LM model does not.
+    pub pooler: bool,
+    /// Whether `head` was read from `architectures` (else from the family's usual head, until
+    /// the tensors refine it).
+    #[serde(skip)]
+    pub head_from_config: bool,
 }
 
 impl Arch {
@@ -375,7 +491,43 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         }
         _ => None,
     };
+    let labels = c
+        .get("id2label")
+        .and_then(Value::as_object)
+        .map(|m| m.len() as u64)
+        .or(uint(c, &["num_labels"])?)
+        .unwrap_or(2)
+        .min(MAX_FIELD);
+    // the class saved with the checkpoint; a multimodal wrapper's class names the wrapper, whose
+    // language model has the causal-LM head
+    let class = config
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str);
+    let (head, head_from_config) = match class {
+        Some(class) => (Head::from_class(class, labels), true),
+        None => (
+            match family {
+                Family::Bert => Head::MaskedLm,
+                Family::Vit => Head::Classifier { labels },
+                _ => Head::CausalLm,
+            },
+            false,
+        ),
+    };
+    // BertModel, ViTModel and BERT's classifiers have the pooler (dense + tanh on [CLS]); the
+    // LM heads and ViT's classifier are built with add_pooling_layer=False
+    let pooler = match family {
+        Family::Bert => !head.is_lm(),
+        Family::Vit => head == Head::None,
+        _ => false,
+    };
     Ok(Some(Arch {
+        head,
+        class: class.map(str::to_string),
+        pooler,
+        head_from_config,
         family,
         layers,
         hidden,

@@ -21,6 +21,9 @@ pub struct LlmPlan {
     /// The estimated peak at batch 1 × seq.
     pub peak_bytes_at_batch_1: Option<u64>,
     pub trainable_params: Option<u64>,
+    /// Whether the peak is a lower bound (and the batches upper bounds): something the step
+    /// holds could not be counted (the notes say what).
+    pub lower_bound: bool,
 }
 
 /// The answer for one card.
@@ -37,6 +40,8 @@ pub struct LlmFit {
 }
 
 const MAX_BATCH: u64 = 1 << 16;
+
+const EIGHT_BIT: &str = "bitsandbytes 8-bit optimizer state";
 
 /// The largest `x` in 1..=hi with `fits(x)`, assuming it is monotone (0 when none).
 fn largest(hi: u64, fits: impl Fn(u64) -> bool) -> u64 {
@@ -58,23 +63,54 @@ fn largest(hi: u64, fits: impl Fn(u64) -> bool) -> u64 {
     lo
 }
 
+/// What `fit` is asked besides the card: the command line's training settings (device, overhead,
+/// GPUs, and the optimizer when one is given: every plan then uses it), the serving options and
+/// the LoRA rank.
+#[derive(Clone, Debug)]
+pub struct FitOptions {
+    pub base: TrainConfig,
+    pub optimizer: Option<Optimizer>,
+    /// `seq`, `attn`, `kv_dtype`, `all_logits`; the batch is searched.
+    pub llm: LlmOptions,
+    pub lora_rank: u64,
+}
+
 /// Runs `fit` for a loaded checkpoint.
-pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Result<LlmFit> {
+pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
     let cap = gpu.bytes;
+    let (seq, gpus, lora_rank) = (f.llm.seq, f.base.gpus, f.lora_rank);
     let serve = |b: u64, s: u64| -> Option<u64> {
         let o = LlmOptions {
             batch: b,
             seq: s,
-            ..LlmOptions::default()
+            lora: None,
+            qlora: false,
+            ..f.llm.clone()
         };
-        inference(&m.arch, m.param_bytes, m.active_linear, m.elem, &o)
-            .ok()
-            .map(|i| i.total_bytes)
+        inference(
+            &m.arch,
+            m.param_bytes,
+            m.active_linear,
+            m.elem,
+            &o,
+            &f.base.overhead,
+        )
+        .ok()
+        .map(|i| i.total_bytes)
     };
     let base = TrainConfig {
-        device: Device::Cuda,
         gpus: 1,
-        ..TrainConfig::default()
+        shard: Shard::None,
+        accumulate: 1,
+        ..f.base
+    };
+    // a given optimizer replaces every plan's own
+    let opt = |o: Optimizer| f.optimizer.unwrap_or(o);
+    let opt_name = |o: Optimizer| match opt(o) {
+        Optimizer::Adamw => "AdamW".to_string(),
+        Optimizer::Adamw8bit => "8-bit AdamW".to_string(),
+        Optimizer::PagedAdamw8bit => "paged 8-bit AdamW".to_string(),
+        other => other.name().to_string(),
     };
     let lora = |targets: Targets| Lora {
         rank: lora_rank,
@@ -89,13 +125,13 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
     }
     let bf16 = TrainConfig {
         precision: Precision::Bf16,
-        optimizer: Optimizer::Adamw,
+        optimizer: opt(Optimizer::Adamw),
         ..base
     };
     let ckpt = Checkpoint::Every(1);
     let mut plans = vec![
         P {
-            name: "full fine-tune, bf16, AdamW".into(),
+            name: format!("full fine-tune, bf16, {}", opt_name(Optimizer::Adamw)),
             cost: "pure bf16 weights and optimizer state (no fp32 master copy)",
             cfg: bf16,
             lora: None,
@@ -123,11 +159,14 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
             qlora: false,
         },
         P {
-            name: "full, bf16 + checkpointing + 8-bit AdamW".into(),
-            cost: "bitsandbytes 8-bit optimizer state",
+            name: format!(
+                "full, bf16 + checkpointing + {}",
+                opt_name(Optimizer::Adamw8bit)
+            ),
+            cost: EIGHT_BIT,
             cfg: TrainConfig {
                 checkpoint: ckpt,
-                optimizer: Optimizer::Adamw8bit,
+                optimizer: opt(Optimizer::Adamw8bit),
                 ..bf16
             },
             lora: None,
@@ -138,6 +177,7 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
             cost: "adapters only: a frozen base (quality below full fine-tuning on some tasks)",
             cfg: TrainConfig {
                 precision: Precision::Bf16,
+                optimizer: opt(Optimizer::Adamw),
                 ..base
             },
             lora: Some(lora(Targets::Named(vec!["q_proj".into(), "v_proj".into()]))),
@@ -149,18 +189,22 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
             cfg: TrainConfig {
                 precision: Precision::Bf16,
                 checkpoint: ckpt,
+                optimizer: opt(Optimizer::Adamw),
                 ..base
             },
             lora: Some(lora(Targets::AllLinear)),
             qlora: false,
         },
         P {
-            name: format!("QLoRA r={lora_rank} + checkpointing + paged 8-bit AdamW"),
+            name: format!(
+                "QLoRA r={lora_rank} + checkpointing + {}",
+                opt_name(Optimizer::PagedAdamw8bit)
+            ),
             cost: "a 4-bit NF4 base: dequantization slows each step; small quality loss",
             cfg: TrainConfig {
                 precision: Precision::Bf16,
                 checkpoint: ckpt,
-                optimizer: Optimizer::PagedAdamw8bit,
+                optimizer: opt(Optimizer::PagedAdamw8bit),
                 ..base
             },
             lora: Some(lora(Targets::AllLinear)),
@@ -181,41 +225,61 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
             qlora: false,
         });
     }
+    if f.optimizer.is_some() {
+        // the 8-bit plan differs from the checkpointed one by its optimizer only
+        plans.retain(|p| p.cost != EIGHT_BIT);
+    }
+    let mut notes = Vec::new();
     let mut out = Vec::new();
     let max_seq = seq.max(1);
+    // a sequence past the positions the model has cannot run (learned positions) or was not
+    // trained for (rotary): the search stops there
+    let serve_seq = if m.arch.max_positions > 0 {
+        m.arch.max_positions
+    } else {
+        max_seq
+    };
     out.push(LlmPlan {
         plan: "serve (weights as stored, KV cache in their dtype)".into(),
         cost: "inference only".into(),
         max_batch: largest(MAX_BATCH, |b| serve(b, seq).is_some_and(|t| t <= cap)),
-        max_seq_at_batch_1: largest(max_seq.max(m.arch.max_positions), |s| {
-            serve(1, s).is_some_and(|t| t <= cap)
-        }),
+        max_seq_at_batch_1: largest(serve_seq, |s| serve(1, s).is_some_and(|t| t <= cap)),
         peak_bytes_at_batch_1: serve(1, seq),
         trainable_params: None,
+        lower_bound: false,
     });
     let mut trained = Vec::new();
     for p in plans {
-        let peak = |b: u64, s: u64| -> Option<(u64, u64)> {
+        let peak = |b: u64, s: u64| -> Option<(u64, u64, Vec<String>)> {
             let o = LlmOptions {
                 batch: b,
                 seq: s,
                 lora: p.lora.clone(),
                 qlora: p.qlora,
-                ..LlmOptions::default()
+                ..f.llm.clone()
             };
             training_step(&m.arch, m.params, m.block_linear, &p.cfg, &o)
                 .ok()
-                .map(|(t, tp)| (t.total_bytes, tp))
+                .map(|(t, tp)| (t.total_bytes, tp, t.unknown))
         };
-        let fits = |b: u64, s: u64| peak(b, s).is_some_and(|(t, _)| t <= cap);
+        let fits = |b: u64, s: u64| peak(b, s).is_some_and(|(t, _, _)| t <= cap);
         let at1 = peak(1, seq);
+        let unknown = at1.as_ref().map(|x| x.2.clone()).unwrap_or_default();
+        for u in &unknown {
+            let n =
+                format!("the training peaks are lower bounds and their batches upper bounds: {u}");
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
         trained.push(LlmPlan {
             plan: p.name,
             cost: p.cost.into(),
             max_batch: largest(MAX_BATCH, |b| fits(b, seq)),
             max_seq_at_batch_1: largest(max_seq, |s| fits(1, s)),
-            peak_bytes_at_batch_1: at1.map(|x| x.0),
-            trainable_params: at1.map(|x| x.1),
+            peak_bytes_at_batch_1: at1.as_ref().map(|x| x.0),
+            trainable_params: at1.as_ref().map(|x| x.1),
+            lower_bound: !unknown.is_empty(),
         });
     }
     trained.sort_by(|a, b| {
@@ -224,6 +288,30 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
             .then(a.peak_bytes_at_batch_1.cmp(&b.peak_bytes_at_batch_1))
     });
     out.extend(trained);
+    let o = &f.base.overhead;
+    notes.insert(
+        0,
+        format!(
+            "peaks include the CUDA context ({}), workspace ({}) and {:.0}% allocator slack (docs/training-memory.md)",
+            crate::util::units::bytes(o.cuda_context),
+            crate::util::units::bytes(o.workspace),
+            o.fragmentation * 100.0
+        ),
+    );
+    notes.insert(
+        1,
+        format!(
+            "training peaks are one step's: weights, gradients, optimizer state, saved activations (PyTorch's CPU kernels, measured{}) and the fp32 gradient of the logits",
+            if f.base.device == Device::Cuda {
+                "; on CUDA autocast also keeps fp32 copies around norms and softmax"
+            } else {
+                ""
+            }
+        ),
+    );
+    if let Some(o) = f.optimizer {
+        notes.push(format!("every training plan uses --optimizer {}", o.name()));
+    }
     Ok(LlmFit {
         model: m.name.clone(),
         gpu,
@@ -231,10 +319,7 @@ pub fn fit(m: &LlmModel, gpu: Gpu, gpus: u32, seq: u64, lora_rank: u64) -> Resul
         seq,
         params: m.params,
         plans: out,
-        notes: vec![
-            "peaks include the CUDA context, workspace and 5% allocator slack (docs/training-memory.md)".into(),
-            "training peaks are one step's: weights, gradients, optimizer state, saved activations (PyTorch's CPU kernels, measured) and the fp32 gradient of the logits".into(),
-        ],
+        notes,
     })
 }
 
@@ -278,7 +363,13 @@ pub fn render(f: &LlmFit) -> String {
             } else {
                 p.max_seq_at_batch_1.to_string()
             },
-            p.peak_bytes_at_batch_1.map_or("?".into(), bytes),
+            p.peak_bytes_at_batch_1.map_or("?".into(), |b| {
+                if p.lower_bound {
+                    format!("≥ {}", bytes(b))
+                } else {
+                    bytes(b)
+                }
+            }),
             p.trainable_params.map_or("-".into(), |n| n.to_string()),
             p.cost.clone(),
         ]);

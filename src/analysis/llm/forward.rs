@@ -3,9 +3,10 @@
 //! [`super::tape`]: frozen layers under LoRA, autocast, attention implementations and gradient
 //! checkpointing change the ops' inputs, not the formulas.
 
-use super::arch::{Act, Arch, Family, Norm};
+use super::arch::{Act, Arch, Family, Head, Norm};
 use super::tape::{SavedBytes, Tape, X};
 use crate::ir::DType;
+use std::collections::BTreeSet;
 
 crate::named_enum! {
     /// Attention kernels, as `attn_implementation` names them.
@@ -102,6 +103,10 @@ pub struct Outcome {
     /// The gradient of the logits (fp32) that backward starts from, in bytes.
     pub logits_grad_bytes: u64,
     pub overflow: bool,
+    /// Named LoRA targets no linear layer of the model matched (peft refuses when none does).
+    pub unmatched_targets: Vec<String>,
+    /// The names the model's linear layers answer to (for the message about unmatched targets).
+    pub linear_names: Vec<String>,
     /// The saved storages (bytes, dtype), for diagnostics.
     pub list: Vec<(u64, DType)>,
 }
@@ -116,6 +121,9 @@ struct Run<'a> {
     w: DType,
     full: bool,
     adapters: u64,
+    /// The linear layers' names (the family's and Llama's), and the LoRA targets that matched.
+    names: BTreeSet<String>,
+    matched: BTreeSet<String>,
 }
 
 /// Runs the forward of `a` under `s` and returns what it saves.
@@ -130,26 +138,29 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         w: s.numerics.weights,
         full: s.lora.is_none(),
         adapters: 0,
+        names: BTreeSet::new(),
+        matched: BTreeSet::new(),
     };
+    // the fp32 logits the loss starts backward from (0 without a head)
     let logits_rows = match a.family {
-        Family::Decoder | Family::Gpt2 | Family::GptNeox => {
-            r.causal_lm();
-            r.tokens.saturating_mul(a.vocab)
-        }
-        Family::Bert => {
-            r.bert();
-            r.tokens.saturating_mul(a.vocab)
-        }
-        Family::Vit => {
-            r.vit();
-            s.batch.saturating_mul(a.image.map_or(0, |i| i.3))
-        }
+        Family::Decoder | Family::Gpt2 | Family::GptNeox => r.causal_lm(),
+        Family::Bert => r.bert(),
+        Family::Vit => r.vit(),
     };
     Outcome {
         saved: r.t.saved(),
         adapter_params: r.adapters,
         logits_grad_bytes: logits_rows.saturating_mul(4),
         overflow: r.t.overflow,
+        unmatched_targets: match s.lora.as_ref().map(|l| &l.targets) {
+            Some(Targets::Named(names)) => names
+                .iter()
+                .filter(|t| !r.matched.contains(*t))
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        },
+        linear_names: r.names.iter().cloned().collect(),
         list: r.t.saved_list(),
     }
 }
@@ -160,18 +171,31 @@ impl Run<'_> {
         self.t.param(numel, self.w, full)
     }
 
-    fn lora_on(&self, name: &str, role: Role) -> bool {
+    /// Whether the linear layer `name` gets an adapter; records the names the targets can match
+    /// and the targets that matched.
+    fn lora_on(&mut self, name: &str, role: Role) -> bool {
         if role == Role::Router && self.a.moe.as_ref().is_some_and(|m| !m.router_linear) {
             return false;
         }
+        self.names.insert(name.to_string());
+        self.names
+            .extend(role.canonical().iter().map(|c| c.to_string()));
         match self.s.lora.as_ref().map(|l| &l.targets) {
             None => false,
             Some(Targets::AllLinear) => true,
-            Some(Targets::Named(names)) => names.iter().any(|t| {
-                t == name
-                    || name.ends_with(&format!(".{t}"))
-                    || role.canonical().contains(&t.as_str())
-            }),
+            Some(Targets::Named(names)) => {
+                let mut on = false;
+                for t in names {
+                    if t == name
+                        || name.ends_with(&format!(".{t}"))
+                        || role.canonical().contains(&t.as_str())
+                    {
+                        self.matched.insert(t.clone());
+                        on = true;
+                    }
+                }
+                on
+            }
         }
     }
 
@@ -181,10 +205,11 @@ impl Run<'_> {
         let rows = x.numel / inp.max(1);
         let w = self.param(inp.saturating_mul(out));
         let y = self.t.linear(x, w, rows.saturating_mul(out));
+        let on = self.lora_on(name, role);
         let Some(rank) = self.s.lora.as_ref().map(|l| l.rank) else {
             return y;
         };
-        if !self.lora_on(name, role) {
+        if !on {
             return y;
         }
         self.adapters += rank * (inp + out);
@@ -365,7 +390,7 @@ impl Run<'_> {
         out
     }
 
-    fn causal_lm(&mut self) {
+    fn causal_lm(&mut self) -> u64 {
         let a = self.a;
         let h = a.hidden;
         let tok = self.tokens;
@@ -396,6 +421,19 @@ impl Run<'_> {
             });
         }
         let x = self.norm(x, h);
+        match a.head {
+            Head::CausalLm | Head::MaskedLm => {}
+            Head::Classifier { labels } => {
+                // `score` over every position, gathered at each sequence's last token
+                let logits = self.linear(x, "score", Role::Other, h, labels);
+                let b = self.s.batch;
+                let pooled = self.t.plain(&[logits], b.saturating_mul(labels));
+                let target = self.t.input(b, DType::I64);
+                self.t.cross_entropy(pooled, target);
+                return b.saturating_mul(labels);
+            }
+            Head::None | Head::Other { .. } => return 0,
+        }
         let head = if a.tied {
             emb
         } else {
@@ -410,6 +448,7 @@ impl Run<'_> {
         let logits = self.t.to(logits, DType::F32);
         let target = self.t.new_act(tok, DType::I64, false); // the shifted labels
         self.t.cross_entropy(logits, target);
+        tok.saturating_mul(a.vocab)
     }
 
     fn decoder_block(&mut self, x: X, layer: usize, cs: Option<(X, X)>) -> X {
@@ -605,7 +644,7 @@ impl Run<'_> {
         }
     }
 
-    fn bert(&mut self) {
+    fn bert(&mut self) -> u64 {
         let a = self.a;
         let (h, tok, n) = (a.hidden, self.tokens, self.n);
         let ids = self.t.input(tok, DType::I64);
@@ -626,19 +665,51 @@ impl Run<'_> {
         for layer in 0..a.layers as usize {
             x = self.block(x, |r, x| r.encoder_block(x, layer, false));
         }
-        // the masked-LM head: dense, gelu, LayerNorm, decoder tied to the word embeddings
-        let t = self.linear(x, "transform.dense", Role::Other, h, h);
-        let g = self.t.keeps_input(t);
-        let g = self.norm(g, h);
-        let logits = self.t.linear(g, word, tok.saturating_mul(a.vocab));
-        let labels = self.t.input(tok, DType::I64);
-        self.t.cross_entropy(logits, labels);
+        match a.head {
+            Head::CausalLm | Head::MaskedLm => {
+                // the masked-LM head: dense, gelu, LayerNorm, decoder tied to the word embeddings
+                let t = self.linear(x, "transform.dense", Role::Other, h, h);
+                let g = self.t.keeps_input(t);
+                let g = self.norm(g, h);
+                let logits = self.t.linear(g, word, tok.saturating_mul(a.vocab));
+                let labels = self.t.input(tok, DType::I64);
+                self.t.cross_entropy(logits, labels);
+                tok.saturating_mul(a.vocab)
+            }
+            Head::Classifier { labels } => {
+                let p = self.pooler(x);
+                self.classify(p, labels)
+            }
+            Head::None | Head::Other { .. } => {
+                if a.pooler {
+                    self.pooler(x);
+                }
+                0
+            }
+        }
     }
 
-    fn vit(&mut self) {
+    /// BERT's and ViT's pooler: dense and tanh on the [CLS] token (a view of `x`).
+    fn pooler(&mut self, x: X) -> X {
+        let h = self.a.hidden;
+        let cls = self.t.view(x, self.s.batch.saturating_mul(h));
+        let d = self.linear(cls, "pooler.dense", Role::Other, h, h);
+        self.t.keeps_result(d, d.numel, d.dtype)
+    }
+
+    /// A classifier of `labels` outputs on one row per sequence, and its cross-entropy.
+    fn classify(&mut self, x: X, labels: u64) -> u64 {
+        let b = self.s.batch;
+        let logits = self.linear(x, "classifier", Role::Other, self.a.hidden, labels);
+        let target = self.t.input(b, DType::I64);
+        self.t.cross_entropy(logits, target);
+        b.saturating_mul(labels)
+    }
+
+    fn vit(&mut self) -> u64 {
         let a = self.a;
-        let Some((img, patch, ch, classes)) = a.image else {
-            return;
+        let Some((img, patch, ch, _)) = a.image else {
+            return 0;
         };
         let h = a.hidden;
         let b = self.s.batch;
@@ -654,9 +725,17 @@ impl Run<'_> {
             x = self.block(x, |r, x| r.encoder_block(x, layer, true));
         }
         let x = self.norm(x, h);
-        let cls = self.t.view(x, b.saturating_mul(h));
-        let logits = self.linear(cls, "classifier", Role::Other, h, classes);
-        let labels = self.t.input(b, DType::I64);
-        self.t.cross_entropy(logits, labels);
+        match a.head {
+            Head::Classifier { labels } => {
+                let cls = self.t.view(x, b.saturating_mul(h));
+                self.classify(cls, labels)
+            }
+            _ => {
+                if a.pooler {
+                    self.pooler(x);
+                }
+                0
+            }
+        }
     }
 }

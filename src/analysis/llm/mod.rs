@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::ir::{DType, Dim};
 use crate::load::gguf::Gguf;
 use crate::load::hf::Checkpoint;
-use arch::Arch;
+use arch::{Arch, Head};
 use forward::{Attn, Lora, Numerics, Step, Targets};
 
 /// What the LLM analysis is asked (the command line's LLM options).
@@ -30,6 +30,8 @@ pub struct LlmOptions {
     pub lora: Option<Lora>,
     /// QLoRA: the base's linear layers in 4-bit NF4 with double quantization.
     pub qlora: bool,
+    /// Serving: the logits of every prefilled position, not only the last one.
+    pub all_logits: bool,
 }
 
 impl Default for LlmOptions {
@@ -41,6 +43,7 @@ impl Default for LlmOptions {
             attn: Attn::Sdpa,
             lora: None,
             qlora: false,
+            all_logits: false,
         }
     }
 }
@@ -61,8 +64,12 @@ pub struct LlmInference {
     pub kv_dtype: String,
     /// Intermediate tensors of the largest layer in the prefill.
     pub activation_workspace_bytes: u64,
-    /// Logits of every prefilled position (`forward()`; `generate` keeps the last only).
+    /// The logits the runtime allocates: by default the last position of each sequence, in the
+    /// weights' dtype plus the fp32 copy sampling reads (`generate` with `logits_to_keep=1`,
+    /// vLLM); with `--all-logits` every prefilled position (`forward()`).
     pub logits_bytes: u64,
+    /// Whether `logits_bytes` covers every prefilled position.
+    pub all_logits: bool,
     pub overhead_bytes: u64,
     /// Weights + KV cache + the larger of workspace and logits + overhead.
     pub total_bytes: u64,
@@ -208,8 +215,9 @@ fn dtype_name(d: DType) -> String {
     format!("{d}").to_lowercase()
 }
 
-/// Layers and totals from stored tensors.
-fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Totals) {
+/// Layers and totals from stored tensors, and per layer the parameters of its matrices (rank 2 or
+/// more: what multiplies activations; biases and norm weights add no MACs and stay unquantized).
+fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Totals, Vec<u64>) {
     let mut rows: BTreeMap<String, Vec<&T>> = BTreeMap::new();
     for t in tensors {
         rows.entry(row_of(t.name)).or_default().push(t);
@@ -218,7 +226,9 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
     names.sort_by_cached_key(|n| natural(n));
     let mut totals = Totals::default();
     let mut layers = Vec::new();
+    let mut matrices = Vec::new();
     for name in names {
+        let mut matrix = 0u64;
         let ts = &rows[&name];
         let op = if block_index(&name).is_some() {
             "Block".into()
@@ -242,6 +252,10 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
                 Stored::Param(n) => {
                     l.params = l.params.saturating_add(n);
                     l.param_bytes = l.param_bytes.saturating_add(t.bytes);
+                    // packed quantized layouts store matrices with a rank of 2 as well
+                    if t.shape.len() >= 2 {
+                        matrix = matrix.saturating_add(n);
+                    }
                 }
                 Stored::QuantState => l.param_bytes = l.param_bytes.saturating_add(t.bytes),
                 Stored::Buffer => {
@@ -260,8 +274,9 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
         totals.buffers = totals.buffers.saturating_add(l.buffers);
         totals.buffer_bytes = totals.buffer_bytes.saturating_add(l.buffer_bytes);
         layers.push(l);
+        matrices.push(matrix);
     }
-    (layers, totals)
+    (layers, totals, matrices)
 }
 
 fn checked(what: &str, v: Option<u64>) -> Result<u64> {
@@ -418,8 +433,38 @@ pub fn training_step(
             o.batch, o.seq
         )));
     }
+    if let Some(Targets::Named(names)) = lora.as_ref().map(|l| &l.targets) {
+        let unmatched = &run.unmatched_targets;
+        if unmatched.len() == names.len() {
+            // peft: "Target modules {...} not found in the base model"
+            return Err(Error::Usage(format!(
+                "--lora-targets {}: no linear layer of this {} model has that name (peft refuses it); its linear layers answer to {}, or all-linear",
+                names.join(","),
+                a.model_type,
+                run.linear_names.join(", ")
+            )));
+        }
+    }
     let per_param = training::state_bytes(c);
     let mut notes = Vec::new();
+    if !run.unmatched_targets.is_empty() {
+        notes.push(format!(
+            "--lora-targets: {} matched no linear layer and got no adapter (peft ignores them too); the layers answer to {}",
+            run.unmatched_targets.join(", "),
+            run.linear_names.join(", ")
+        ));
+    }
+    let mut unknown = Vec::new();
+    match &a.head {
+        Head::None => unknown.push(format!(
+            "{} has no head: the head, the loss and their saved tensors that you add are not counted (with a loss that sums the outputs the count is exact)",
+            a.class.as_deref().unwrap_or("the model")
+        )),
+        Head::Other { class } => unknown.push(format!(
+            "{class}: nnlint does not model this head; the blocks are counted, the head and its loss are not"
+        )),
+        _ => {}
+    }
     let elem = nm.weights.bytes_for(1).unwrap_or(4);
     let (weights, grads, opt, trainable) = match &lora {
         None => (
@@ -455,7 +500,7 @@ pub fn training_step(
                 }
             ));
             if a.moe.is_some() && l.targets == Targets::AllLinear {
-                notes.push("all-linear on an MoE model: peft also wraps the experts' fused parameters and keeps W + BA for every expert; nnlint counts adapters on linear layers only (the saved activations are a lower bound)".into());
+                unknown.push("all-linear on an MoE model: peft also wraps the experts' fused parameters and keeps W + BA for every expert; nnlint counts adapters on linear layers only".into());
             }
             (
                 base.saturating_add(trainable * 4),
@@ -530,14 +575,29 @@ pub fn training_step(
         communication_bytes: 0,
         host_bytes: 0,
         per_node: Vec::new(),
-        lower_bound: a.moe.is_some()
-            && lora
-                .as_ref()
-                .is_some_and(|l| l.targets == Targets::AllLinear),
-        unknown: Vec::new(),
+        lower_bound: !unknown.is_empty(),
+        unknown,
         notes,
     };
     Ok((t, trainable))
+}
+
+/// The logits a serving runtime allocates for `batch` sequences of `n` tokens. Generation
+/// computes the head on the last position only (transformers' `generate` passes
+/// `logits_to_keep=1` and copies those logits to fp32 for sampling; vLLM gathers the sampled
+/// positions before the head and samples in fp32); `all` asks for `forward()` over every
+/// position, in the weights' dtype. A classifier's logits are `labels` wide; a bare model has none.
+fn logits_bytes(a: &Arch, batch: u64, n: u64, elem: u64, all: bool) -> Option<u64> {
+    let width = match a.head {
+        Head::CausalLm | Head::MaskedLm => a.vocab.max(1),
+        Head::Classifier { labels } => labels,
+        Head::None | Head::Other { .. } => 0,
+    };
+    if all || !a.head.is_lm() {
+        batch.checked_mul(n)?.checked_mul(width)?.checked_mul(elem)
+    } else {
+        batch.checked_mul(width)?.checked_mul(elem.checked_add(4)?)
+    }
 }
 
 /// Inference memory at `o.batch` × `o.seq`.
@@ -547,6 +607,7 @@ pub fn inference(
     linear_active: u64,
     elem: u64,
     o: &LlmOptions,
+    overhead: &training::Overhead,
 ) -> Result<LlmInference> {
     let kv_elem = o.kv_dtype.and_then(|d| d.bytes_for(1)).unwrap_or(elem);
     let (kv, kv_decode, per_token) = kv_cache(a, o.batch, o.seq, kv_elem).ok_or_else(|| {
@@ -559,12 +620,8 @@ pub fn inference(
     let ws = workspace(a, o.batch, n, elem, o.attn);
     let logits = checked(
         "the logits",
-        o.batch
-            .checked_mul(n)
-            .and_then(|t| t.checked_mul(a.vocab.max(1)))
-            .and_then(|x| x.checked_mul(elem)),
+        logits_bytes(a, o.batch, n, elem, o.all_logits),
     )?;
-    let overhead = training::Overhead::default();
     let allocated = checked(
         "the inference peak",
         weights_bytes
@@ -586,23 +643,56 @@ pub fn inference(
         })),
         activation_workspace_bytes: ws,
         logits_bytes: logits,
+        all_logits: o.all_logits,
         overhead_bytes: oh,
         total_bytes: checked("the serving peak", allocated.checked_add(oh))?,
         macs_per_token: macs_per_token(a, linear_active, o.seq),
     })
 }
 
+/// A linear layer of the head other than the vocabulary projection, by its row's name: the rows
+/// it runs on (one per sequence on the pooled [CLS] token, else every token) and its shape.
+fn head_linear(a: &Arch, row: &str, batch: u64, tokens: u64) -> Option<(u64, u64, u64)> {
+    let last = |s: &str| row == s || row.ends_with(&format!(".{s}"));
+    let h = a.hidden;
+    let labels = match a.head {
+        arch::Head::Classifier { labels } => labels,
+        _ => 0,
+    };
+    if last("pooler.dense") || last("classifier.dense") {
+        Some((batch, h, h))
+    } else if last("predictions.transform.dense") || last("lm_head.dense") {
+        Some((tokens, h, h))
+    } else if (last("classifier") || last("classifier.out_proj")) && labels > 0 {
+        Some((batch, h, labels))
+    } else if last("score") && labels > 0 {
+        // every position is scored, then the last token of each sequence gathered
+        Some((tokens, h, labels))
+    } else {
+        None
+    }
+}
+
+/// Parameters of an LM head stored apart from the embeddings (0 when tied or without one).
+fn untied_head(a: &Arch) -> u64 {
+    if a.tied || !a.head.is_lm() {
+        0
+    } else {
+        a.vocab.saturating_mul(a.hidden)
+    }
+}
+
 /// Parameters of the linear layers inside the blocks (what LoRA targets and QLoRA quantizes),
 /// and those a token passes through.
-fn linear_params(a: &Arch, layers: &[Layer]) -> (u64, u64) {
+fn linear_params(a: &Arch, layers: &[Layer], matrices: &[u64]) -> (u64, u64) {
     let block: u64 = layers
         .iter()
-        .filter(|l| block_index(&l.name).is_some())
-        .map(|l| l.params)
+        .zip(matrices)
+        .filter(|(l, _)| block_index(&l.name).is_some())
+        .map(|(_, &m)| m)
         .sum();
-    let head = if a.tied { 0 } else { a.vocab * a.hidden };
     let active = active_params(a, block).unwrap_or(block);
-    (block, active.saturating_add(head))
+    (block, active.saturating_add(untied_head(a)))
 }
 
 /// Compares the headers with the config: the embedding's shape and the block count.
@@ -632,7 +722,11 @@ pub fn analyze_checkpoint(
     train: Option<&TrainConfig>,
 ) -> Result<MemReport> {
     let cfg_file = ck.config_path.display().to_string();
-    let arch = arch::from_config(&ck.config).map_err(|e| Error::malformed(&ck.config_path, e.0))?;
+    let mut arch =
+        arch::from_config(&ck.config).map_err(|e| Error::malformed(&ck.config_path, e.0))?;
+    if let Some(a) = arch.as_mut() {
+        Head::refine(a, ck.weights.tensors.iter().map(|t| t.name.as_str()));
+    }
     let (method, bits) = quant_method(&ck.config);
     let tensors: Vec<T> = ck
         .weights
@@ -646,7 +740,7 @@ pub fn analyze_checkpoint(
             bytes: t.bytes(),
         })
         .collect();
-    let (layers, totals) = layers_of(&tensors, bits, method.as_deref());
+    let (layers, totals, matrices) = layers_of(&tensors, bits, method.as_deref());
     let elem = arch
         .as_ref()
         .and_then(|a| a.dtype)
@@ -665,6 +759,7 @@ pub fn analyze_checkpoint(
         Format::Checkpoint,
         arch,
         layers,
+        matrices,
         totals,
         elem,
         method,
@@ -695,8 +790,11 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
             bytes: t.bytes,
         })
         .collect();
-    let (layers, totals) = layers_of(&tensors, 4, None);
-    let (arch, notes) = gguf_arch(g);
+    let (layers, totals, matrices) = layers_of(&tensors, 4, None);
+    let (mut arch, notes) = gguf_arch(g);
+    if let Some(a) = arch.as_mut() {
+        Head::refine(a, g.tensors.iter().map(|t| t.name.as_str()));
+    }
     let quant = g
         .metadata
         .get("general.file_type")
@@ -713,6 +811,7 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
         Format::Gguf,
         arch,
         layers,
+        matrices,
         totals,
         2,
         quant,
@@ -921,6 +1020,7 @@ fn finish(
     format: Format,
     arch: Option<Arch>,
     mut layers: Vec<Layer>,
+    matrices: Vec<u64>,
     totals: Totals,
     elem: u64,
     quantization: Option<String>,
@@ -963,11 +1063,17 @@ fn finish(
     };
     warnings.extend(consistency(&a, &layers, file, format));
     let mut o = o.clone();
+    // RoBERTa's positions start after padding_idx (1): 2 of its table are never a token's
+    let limit = if a.model_type == "roberta" {
+        a.max_positions.saturating_sub(2)
+    } else {
+        a.max_positions
+    };
     if o.seq == 0 {
         o.seq = if a.image.is_some() {
             1
         } else {
-            a.max_positions.clamp(1, 4096)
+            limit.clamp(1, 4096)
         };
         if a.image.is_none() {
             notes.push(format!(
@@ -976,24 +1082,56 @@ fn finish(
             ));
         }
     }
+    if a.image.is_none() && limit > 0 {
+        if o.seq > limit {
+            match a.family {
+                arch::Family::Gpt2 | arch::Family::Bert => {
+                    return Err(Error::Usage(format!(
+                        "--seq {}: {} has learned positions for {limit} tokens (max_position_embeddings), a longer sequence cannot run",
+                        o.seq, a.model_type
+                    )))
+                }
+                _ => notes.push(format!(
+                    "--seq {} is past the {limit} positions {} was trained for (max_position_embeddings): the memory is as counted, but without rope scaling its output degrades",
+                    o.seq, a.model_type
+                )),
+            }
+        }
+    }
+    let usual = match a.family {
+        arch::Family::Bert => a.head == Head::MaskedLm,
+        arch::Family::Vit => matches!(a.head, Head::Classifier { .. }),
+        _ => a.head == Head::CausalLm,
+    };
+    if !usual {
+        notes.push(format!(
+            "{}: counted with {}{}",
+            a.class.as_deref().unwrap_or("the checkpoint's tensors"),
+            a.head.describe(),
+            if a.pooler { " and the pooler" } else { "" }
+        ));
+    }
     let n = a.tokens(o.seq);
-    let (block_linear, active_linear) = linear_params(&a, &layers);
+    let (block_linear, active_linear) = linear_params(&a, &layers, &matrices);
     let active = active_params(&a, totals.params);
     // per-block rows: the output activation and the MACs of the prefill
     let tokens = o.batch.saturating_mul(n);
-    let per_block_macs = macs_per_token(
-        &a,
-        active_linear.saturating_sub(if a.tied { 0 } else { a.vocab * a.hidden }),
-        o.seq,
-    ) / a.layers.max(1);
+    let per_block_macs =
+        macs_per_token(&a, active_linear.saturating_sub(untied_head(&a)), o.seq) / a.layers.max(1);
     let hidden_bytes = tokens
         .checked_mul(a.hidden)
         .and_then(|x| x.checked_mul(elem));
     let known = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok()).map(Dim::known);
+    let lm = a.head.is_lm();
     for l in layers.iter_mut() {
-        let head = l.params == a.vocab * a.hidden && l.op == "Linear" && a.vocab > 0;
+        let head = l.params == a.vocab * a.hidden && l.op == "Linear" && a.vocab > 0 && lm;
         let (act, macs) = if block_index(&l.name).is_some() {
             (hidden_bytes, tokens.checked_mul(per_block_macs))
+        } else if let Some((rows, inp, out)) = head_linear(&a, &l.name, o.batch, tokens) {
+            (
+                rows.checked_mul(out).and_then(|x| x.checked_mul(elem)),
+                rows.checked_mul(inp).and_then(|x| x.checked_mul(out)),
+            )
         } else if head {
             l.op = "LmHead".into();
             (
@@ -1002,7 +1140,7 @@ fn finish(
                     .and_then(|x| x.checked_mul(elem)),
                 tokens.checked_mul(l.params),
             )
-        } else if l.op == "Embedding" && a.tied && l.params == a.vocab * a.hidden {
+        } else if l.op == "Embedding" && a.tied && lm && l.params == a.vocab * a.hidden {
             // the tied head multiplies by this matrix
             (hidden_bytes, tokens.checked_mul(l.params))
         } else if l.params > 0 {
@@ -1034,7 +1172,15 @@ fn finish(
     }));
     totals.macs = known(sum(&|l| l.macs.as_ref().and_then(Dim::as_u64).or(Some(0))));
     let inf = if a.is_causal_lm() {
-        Some(inference(&a, totals.param_bytes, active_linear, elem, &o)?)
+        let overhead = train.map(|c| c.overhead).unwrap_or_default();
+        Some(inference(
+            &a,
+            totals.param_bytes,
+            active_linear,
+            elem,
+            &o,
+            &overhead,
+        )?)
     } else {
         None
     };

@@ -25,7 +25,7 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     }
     let loaded = load::load(&args.model)?;
     if matches!(loaded, load::Loaded::Checkpoint(_) | load::Loaded::Gguf(_)) {
-        return fit_llm(args, loaded, s.train.gpus);
+        return fit_llm(args, loaded, &s.train);
     }
     for (flag, given) in [
         ("--seq", args.seq.is_some()),
@@ -57,7 +57,11 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
 }
 
 /// `fit` for a language-model checkpoint: serving and fine-tuning plans at `--seq`.
-fn fit_llm(args: &FitArgs, loaded: load::Loaded, gpus: u32) -> Result<Outcome> {
+fn fit_llm(
+    args: &FitArgs,
+    loaded: load::Loaded,
+    train: &analysis::training::TrainConfig,
+) -> Result<Outcome> {
     for (flag, given) in [
         ("--effective-batch", args.effective_batch.is_some()),
         ("--dim", !args.dims.is_empty()),
@@ -85,8 +89,13 @@ fn fit_llm(args: &FitArgs, loaded: load::Loaded, gpus: u32) -> Result<Outcome> {
         ));
     };
     let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
-    let mut f = analysis::llm::fit::fit(m, args.gpu, gpus, seq, args.lora.unwrap_or(16))
-        .map_err(|e| e.in_file(&args.model))?;
+    let opts = analysis::llm::fit::FitOptions {
+        base: *train,
+        optimizer: args.plan.optimizer,
+        llm: analysis::llm::LlmOptions { seq, ..o },
+        lora_rank: args.lora.unwrap_or(16),
+    };
+    let mut f = analysis::llm::fit::fit(m, args.gpu, &opts).map_err(|e| e.in_file(&args.model))?;
     if args.inference {
         f.plans.truncate(1);
     }

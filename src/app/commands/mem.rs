@@ -26,6 +26,11 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
             )));
         }
     }
+    if args.llm.lora_targets.is_some() && !lora {
+        return Err(crate::error::Error::Usage(
+            "--lora-targets chooses the modules of --lora or --qlora: add one of them".into(),
+        ));
+    }
     let train = (args.train || lora).then_some(&s.train);
     let llm = args.llm.options();
     let report = analysis::analyze_path_with(&args.model, &s.bindings, train, Some(&llm))?;
