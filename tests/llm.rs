@@ -706,3 +706,251 @@ fn adamw_state_matches_pytorch_within_one_percent() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 19: the head, serving logits, fit's options, inputs that cannot be right
+
+/// A checkpoint of headers only (`shapes` in fp32): one shard whose data is a sparse hole.
+fn sparse_checkpoint(dir: &Path, shapes: &[(String, Vec<u64>)], config: Value) {
+    let mut header = serde_json::Map::new();
+    let mut off = 0u64;
+    for (name, shape) in shapes {
+        let n: u64 = shape.iter().product::<u64>() * 4;
+        header.insert(
+            name.clone(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}),
+        );
+        off += n;
+    }
+    let text = serde_json::to_string(&header).unwrap();
+    let mut bytes = (text.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(text.as_bytes());
+    let f = dir.join("model.safetensors");
+    std::fs::write(&f, &bytes).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_len(bytes.len() as u64 + off)
+        .unwrap();
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+}
+
+/// bert-base-uncased as `BertModel` saves it: no `cls.*` tensors, the pooler.
+fn bert_base(dir: &Path, architectures: Option<&str>) {
+    let (h, i, v) = (768u64, 3072u64, 30_522u64);
+    let mut s: Vec<(String, Vec<u64>)> = vec![
+        ("embeddings.word_embeddings.weight".into(), vec![v, h]),
+        ("embeddings.position_embeddings.weight".into(), vec![512, h]),
+        ("embeddings.token_type_embeddings.weight".into(), vec![2, h]),
+        ("embeddings.LayerNorm.weight".into(), vec![h]),
+        ("embeddings.LayerNorm.bias".into(), vec![h]),
+        ("pooler.dense.weight".into(), vec![h, h]),
+        ("pooler.dense.bias".into(), vec![h]),
+    ];
+    for l in 0..12 {
+        let p = format!("encoder.layer.{l}");
+        for (n, shape) in [
+            ("attention.self.query", vec![h, h]),
+            ("attention.self.key", vec![h, h]),
+            ("attention.self.value", vec![h, h]),
+            ("attention.output.dense", vec![h, h]),
+            ("intermediate.dense", vec![i, h]),
+            ("output.dense", vec![h, i]),
+        ] {
+            s.push((format!("{p}.{n}.bias"), vec![shape[0]]));
+            s.push((format!("{p}.{n}.weight"), shape));
+        }
+        for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            s.push((format!("{p}.{n}.weight"), vec![h]));
+            s.push((format!("{p}.{n}.bias"), vec![h]));
+        }
+    }
+    let mut config = serde_json::json!({"model_type": "bert", "hidden_size": h, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "intermediate_size": i, "vocab_size": v,
+        "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu"});
+    if let Some(a) = architectures {
+        config["architectures"] = serde_json::json!([a]);
+    }
+    sparse_checkpoint(dir, &s, config);
+}
+
+#[test]
+fn a_bert_model_folder_has_no_masked_lm_head() {
+    // bert-base, batch 8 x 128 tokens, counted by hand: per token and layer the six matrices
+    // (4 x 768^2 + 2 x 768 x 3072 = 7,077,888) and attention (q.k and p.v: 2 x 128 x 768 =
+    // 196,608), over 12 layers and 1024 tokens; then the pooler on the 8 [CLS] tokens
+    // (8 x 768^2). The ONNX export of the same model counts 89.4G (issue 19).
+    let per_token = 12 * (4 * 768 * 768 + 2 * 768 * 3072 + 2 * 128 * 768);
+    let want = 1024 * per_token + 8 * 768 * 768;
+    for architectures in [Some("BertModel"), None] {
+        let dir = tempfile::tempdir().unwrap();
+        bert_base(dir.path(), architectures);
+        let j = mem_json(dir.path(), &["--batch", "8", "--seq", "128", "--train"]);
+        // transformers' BertModel(BertConfig()) has 109,482,240 parameters
+        assert_eq!(j["totals"]["params"].as_u64(), Some(109_482_240));
+        assert_eq!(
+            j["totals"]["macs"].as_u64(),
+            Some(want),
+            "{architectures:?}: {}",
+            j["totals"]
+        );
+        assert_eq!(j["llm"]["architecture"]["head"]["kind"], "none");
+        assert_eq!(j["llm"]["architecture"]["pooler"], true);
+        // no head: the training step cannot count the user's head and loss
+        assert_eq!(j["training"]["lower_bound"], true);
+        assert!(j["training"]["unknown"][0]
+            .as_str()
+            .unwrap()
+            .contains("has no head"));
+        assert!(j["notes"].to_string().contains("no head (the bare model)"));
+    }
+}
+
+#[test]
+fn the_sequence_classifier_and_bare_bert_match_pytorch() {
+    // the saved bytes of both are in FAMILIES' measured scenarios; here the heads themselves
+    let j = mem_json(&testdata("bert_seqcls"), &["--batch", "2", "--seq", "24"]);
+    assert_eq!(
+        j["llm"]["architecture"]["head"],
+        serde_json::json!({"kind": "classifier", "labels": 3})
+    );
+    // the classifier row: 2 pooled tokens x 32 x 3 labels
+    let rows = j["layers"].as_array().unwrap();
+    let classifier = rows.iter().find(|l| l["name"] == "classifier").unwrap();
+    assert_eq!(classifier["macs"].as_u64(), Some(2 * 32 * 3));
+    let pooler = rows
+        .iter()
+        .find(|l| l["name"] == "bert.pooler.dense")
+        .unwrap();
+    assert_eq!(pooler["macs"].as_u64(), Some(2 * 32 * 32));
+}
+
+#[test]
+fn serving_keeps_the_last_positions_logits_unless_asked_for_all() {
+    let dir = testdata("llama");
+    // 2 sequences x 128 vocabulary: fp32 logits of the last position and their fp32 copy
+    let j = mem_json(&dir, &["--batch", "2", "--seq", "24"]);
+    assert_eq!(
+        j["inference"]["logits_bytes"].as_u64(),
+        Some(2 * 128 * (4 + 4))
+    );
+    assert_eq!(j["inference"]["all_logits"], false);
+    let j = mem_json(&dir, &["--batch", "2", "--seq", "24", "--all-logits"]);
+    assert_eq!(
+        j["inference"]["logits_bytes"].as_u64(),
+        Some(2 * 24 * 128 * 4)
+    );
+    assert_eq!(j["inference"]["all_logits"], true);
+}
+
+#[test]
+fn fit_on_a_checkpoint_honours_every_option_it_accepts() {
+    let dir = testdata("llama");
+    let p = dir.to_str().unwrap();
+    let run = |extra: &[&str]| -> String {
+        let mut args = vec!["fit", p, "--gpu", "1GiB", "--seq", "24", "--format", "json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = nnlint(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        out
+    };
+    let base = run(&[]);
+    for extra in [
+        &["--optimizer", "sgd"][..],
+        &["--overhead-context", "100MiB"],
+        &["--fragmentation", "0"],
+        &["--device", "cpu"],
+    ] {
+        assert_ne!(run(extra), base, "{extra:?} changed nothing");
+    }
+    // a given optimizer is every plan's, and said so
+    let j: Value = serde_json::from_str(&run(&["--optimizer", "sgd"])).unwrap();
+    assert!(j["notes"].to_string().contains("--optimizer sgd"), "{j}");
+    // the overhead lowers the serving peak by exactly what it saves (no allocator slack on it)
+    let peak = |s: &str| -> u64 {
+        let j: Value = serde_json::from_str(s).unwrap();
+        j["plans"][0]["peak_bytes_at_batch_1"].as_u64().unwrap()
+    };
+    assert_eq!(
+        peak(&base) - peak(&run(&["--overhead-context", "100MiB"])),
+        (512 - 100) << 20
+    );
+}
+
+#[test]
+fn lora_targets_the_model_does_not_have_are_refused_as_peft_refuses_them() {
+    let llama = testdata("llama");
+    let p = llama.to_str().unwrap();
+    for targets in ["q_prj", "c_attn"] {
+        let (code, _, err) = nnlint(&["mem", p, "--lora", "8", "--lora-targets", targets]);
+        assert_eq!(code, 2, "{targets}: {err}");
+        assert!(
+            err.contains(targets) && err.contains("no linear layer"),
+            "{err}"
+        );
+        assert!(err.contains("q_proj"), "the message lists the names: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // a list with one unknown name trains the others, as peft does, and says so
+    let j = mem_json(
+        &llama,
+        &["--lora", "8", "--lora-targets", "q_proj,v_proj,q_prj"],
+    );
+    assert_eq!(j["training"]["trainable_params"].as_u64(), Some(1792));
+    assert!(j["training"]["notes"].to_string().contains("q_prj"));
+    // GPT-2's own names work on GPT-2
+    let j = mem_json(
+        &testdata("gpt2"),
+        &["--lora", "8", "--lora-targets", "c_attn"],
+    );
+    assert!(j["training"]["trainable_params"].as_u64().unwrap() > 0);
+    // --lora-targets without an adapter is refused, not ignored
+    let (code, _, err) = nnlint(&["mem", p, "--lora-targets", "q_proj"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn qlora_honours_the_targets() {
+    // peft's measured adapter count for r=8 on q_proj,v_proj (tools/llm/measure.py)
+    let (_, expected) = load("llama");
+    let measured = expected["training"]["scenarios"]["sdpa_fp32_lora_qv"]["runs"][0]
+        ["trainable_params"]
+        .as_u64()
+        .unwrap();
+    let llama = testdata("llama");
+    let j = mem_json(
+        &llama,
+        &["--qlora", "--lora", "8", "--lora-targets", "q_proj,v_proj"],
+    );
+    assert_eq!(j["training"]["trainable_params"].as_u64(), Some(measured));
+    // without targets QLoRA wraps every linear layer
+    let all = mem_json(&llama, &["--qlora", "--lora", "8"]);
+    assert!(all["training"]["trainable_params"].as_u64().unwrap() > measured);
+}
+
+#[test]
+fn a_sequence_past_the_positions_is_refused_or_noted() {
+    // GPT-2 and BERT have learned positions (64 here): a longer sequence cannot run
+    for fam in ["gpt2", "bert"] {
+        let dir = testdata(fam);
+        let (code, _, err) = nnlint(&["mem", dir.to_str().unwrap(), "--seq", "65"]);
+        assert_eq!(code, 2, "{fam}: {err}");
+        assert!(err.contains("learned positions for 64 tokens"), "{err}");
+        assert!(
+            err.contains(dir.to_str().unwrap()),
+            "names the model: {err}"
+        );
+    }
+    // RoBERTa's table holds 66 for 64 tokens (positions start after padding_idx)
+    let (code, _, err) = nnlint(&["mem", testdata("roberta").to_str().unwrap(), "--seq", "65"]);
+    assert_eq!(code, 2, "{err}");
+    let j = mem_json(&testdata("roberta"), &[]);
+    assert_eq!(j["dims"]["seq"].as_u64(), Some(64));
+    // rotary positions: counted, with a note
+    let j = mem_json(&testdata("llama"), &["--seq", "100"]);
+    assert!(
+        j["notes"].to_string().contains("past the 64 positions"),
+        "{j}"
+    );
+}

@@ -1082,20 +1082,18 @@ fn finish(
             ));
         }
     }
-    if a.image.is_none() && limit > 0 {
-        if o.seq > limit {
-            match a.family {
-                arch::Family::Gpt2 | arch::Family::Bert => {
-                    return Err(Error::Usage(format!(
-                        "--seq {}: {} has learned positions for {limit} tokens (max_position_embeddings), a longer sequence cannot run",
-                        o.seq, a.model_type
-                    )))
-                }
-                _ => notes.push(format!(
-                    "--seq {} is past the {limit} positions {} was trained for (max_position_embeddings): the memory is as counted, but without rope scaling its output degrades",
+    if a.image.is_none() && limit > 0 && o.seq > limit {
+        match a.family {
+            arch::Family::Gpt2 | arch::Family::Bert => {
+                return Err(Error::Usage(format!(
+                    "--seq {}: {} has learned positions for {limit} tokens (max_position_embeddings), a longer sequence cannot run",
                     o.seq, a.model_type
-                )),
+                )))
             }
+            _ => notes.push(format!(
+                "--seq {} is past the {limit} positions {} was trained for (max_position_embeddings): the memory is as counted, but without rope scaling its output degrades",
+                o.seq, a.model_type
+            )),
         }
     }
     let usual = match a.family {
