@@ -434,10 +434,23 @@ fn analysed_without_weights(path: &Path, phrases: &[&str]) {
         "{}",
         common::stdout(&out)
     );
+    // where standard output is data (JSON, CSV) or there is no table of warnings (fit, report),
+    // the warning goes to standard error, naming the model and the data file
+    let p = path.to_str().unwrap();
     for cmd in [
-        vec!["rewrite", path.to_str().unwrap()],
-        vec!["verify", path.to_str().unwrap(), path.to_str().unwrap()],
+        vec!["mem", p, "--format", "json"],
+        vec!["mem", p, "--format", "csv"],
+        vec!["fit", p, "--gpu", "16GiB"],
+        vec!["report", p],
     ] {
+        let out = common::nnlint(&cmd);
+        let err = common::stderr(&out);
+        assert!(
+            err.contains(&format!("nnlint: warning: {p}: ")) && err.contains(phrases[0]),
+            "{cmd:?}: {err}"
+        );
+    }
+    for cmd in [vec!["rewrite", p], vec!["verify", p, p]] {
         let out = common::nnlint(&cmd);
         assert_error(
             &out,
@@ -445,6 +458,34 @@ fn analysed_without_weights(path: &Path, phrases: &[&str]) {
             &["needs the weight values", phrases[0]],
         );
     }
+}
+
+/// `duplicate-initializer` compares weight bytes: without them it refuses, in one line.
+#[test]
+fn duplicate_initializer_refuses_missing_external_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = G::new("g")
+        .input(vi("x", FLOAT, &[4]))
+        .output(vi("y", FLOAT, &[4]))
+        .init(external_tensor("a", &[1024], "w.bin", 0))
+        .init(external_tensor("b", &[1024], "w.bin", 4096))
+        .node(node("Add", "add1", &["x", "a"], &["t"]))
+        .node(node("Add", "add2", &["t", "b"], &["y"]))
+        .model();
+    let path = write(dir.path(), "m.onnx", &model);
+    // the data file holds the first tensor only: the second is short
+    write(dir.path(), "w.bin", &[0; 4096]);
+    let p = path.to_str().unwrap();
+    let out = common::nnlint(&["lint", p, "--select", "NL304"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stdout(&out));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains(p)
+            && err.contains("duplicate-initializer")
+            && err.contains("needs the weight bytes")
+            && err.contains("beyond the end of 'w.bin'"),
+        "{err}"
+    );
 }
 
 #[test]

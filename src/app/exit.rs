@@ -72,4 +72,15 @@ impl Outcome {
     pub fn clean(text: String) -> Outcome {
         Outcome::new(text, Verdict::Clean)
     }
+
+    /// Adds the model's warnings (a missing external-data file, say) to standard error, where a
+    /// script that reads the JSON on standard output still sees them.
+    pub fn warn(mut self, model: &std::path::Path, warnings: &[String]) -> Outcome {
+        self.stderr.extend(
+            warnings
+                .iter()
+                .map(|w| format!("nnlint: warning: {}: {w}", model.display())),
+        );
+        self
+    }
 }

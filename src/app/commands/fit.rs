@@ -53,7 +53,8 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         &r,
         args.format,
         super::super::terminal::width(),
-    )))
+    ))
+    .warn(&args.model, &model.warnings))
 }
 
 /// `fit` for a language-model checkpoint: serving and fine-tuning plans at `--seq`.
@@ -99,6 +100,7 @@ fn fit_llm(
     if args.inference {
         f.plans.truncate(1);
     }
+    let warnings = r.warnings.clone();
     Ok(Outcome::clean(match args.format {
         report::FitFormat::Table => analysis::llm::fit::render(&f),
         report::FitFormat::Json => {
@@ -106,5 +108,6 @@ fn fit_llm(
             s.push('\n');
             s
         }
-    }))
+    })
+    .warn(&args.model, &warnings))
 }

@@ -62,9 +62,11 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         all: args.all,
         width: super::super::terminal::width(),
     };
-    Ok(Outcome::clean(report::render_mem(
-        &report,
-        args.format,
-        view,
-    )))
+    let outcome = Outcome::clean(report::render_mem(&report, args.format, view));
+    // the table shows its warnings; the other formats keep them in the data (JSON) or not at all
+    Ok(if args.format == report::MemFormat::Table {
+        outcome
+    } else {
+        outcome.warn(&args.model, &report.warnings)
+    })
 }

@@ -105,7 +105,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
         rewrite: comparison.as_ref(),
     });
     match out {
-        None => Ok(Outcome::clean(page)),
+        None => Ok(Outcome::clean(page).warn(&model_path, &mem.warnings)),
         Some(path) => {
             crate::util::fs::write_atomically(&path, page.as_bytes())
                 .map_err(|e| Error::io(&path, e))?;
@@ -115,7 +115,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
                 path.display(),
                 bytes(page.len() as u64)
             ));
-            Ok(outcome)
+            Ok(outcome.warn(&model_path, &mem.warnings))
         }
     }
 }
