@@ -864,6 +864,15 @@ fn fit_on_a_checkpoint_honours_every_option_it_accepts() {
     ] {
         assert_ne!(run(extra), base, "{extra:?} changed nothing");
     }
+    // the input pipeline is not modelled for language models: refused, not ignored
+    for extra in [&["--workers", "8"][..], &["--no-pin"]] {
+        let mut args = vec!["fit", p, "--gpu", "1GiB"];
+        args.extend_from_slice(extra);
+        assert_eq!(nnlint(&args).0, 2, "fit {extra:?}");
+        let mut args = vec!["mem", p, "--train"];
+        args.extend_from_slice(extra);
+        assert_eq!(nnlint(&args).0, 2, "mem {extra:?}");
+    }
     // a given optimizer is every plan's, and said so
     let j: Value = serde_json::from_str(&run(&["--optimizer", "sgd"])).unwrap();
     assert!(j["notes"].to_string().contains("--optimizer sgd"), "{j}");

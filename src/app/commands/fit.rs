@@ -67,6 +67,10 @@ fn fit_llm(
         ("--effective-batch", args.effective_batch.is_some()),
         ("--dim", !args.dims.is_empty()),
         ("--input", !args.inputs.is_empty()),
+        // the input pipeline's host memory is modelled for ONNX graphs only
+        ("--workers", args.plan.workers != 4),
+        ("--prefetch", args.plan.prefetch != 2),
+        ("--no-pin", args.plan.no_pin),
     ] {
         if given {
             return Err(Error::Usage(format!(

@@ -44,6 +44,22 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
                 .into(),
         ));
     }
+    if matches!(
+        report.format,
+        analysis::Format::Checkpoint | analysis::Format::Gguf
+    ) {
+        for (flag, given) in [
+            ("--workers", args.plan.workers != 4),
+            ("--prefetch", args.plan.prefetch != 2),
+            ("--no-pin", args.plan.no_pin),
+        ] {
+            if given {
+                return Err(crate::error::Error::Usage(format!(
+                    "{flag} sizes the input pipeline of an ONNX graph's training; a language model's step has none modelled"
+                )));
+            }
+        }
+    }
     let given = args.llm.given();
     if !given.is_empty()
         && matches!(
