@@ -191,13 +191,44 @@ struct StoredTensor {
 }
 
 fn stored_tensors(graph: &Graph, holder: Option<NodeId>, out: &mut Vec<StoredTensor>) {
+    // what the exporter's metadata says the model has and the file does not store
+    for (n, params, buffers, elem) in storage::implied(graph) {
+        for (role, numel) in [(Role::Param, params), (Role::Buffer, buffers)] {
+            if numel > 0 {
+                out.push(StoredTensor {
+                    role,
+                    known: true,
+                    numel,
+                    bytes: numel.saturating_mul(elem),
+                    node: holder.or(Some(n)),
+                });
+            }
+        }
+    }
     for (id, t) in graph.initializers() {
         let numel = t
             .numel()
             .map(|n| storage::logical_numel(graph, id, t.dtype, n));
         let first_use = storage::charged_node(graph, id);
+        let role = storage::classify(graph, id, t.dtype, numel.unwrap_or(0));
+        let shared = (role == Role::Param)
+            .then(|| storage::shared_readers(graph, id, t))
+            .flatten();
+        if let Some(readers) = shared {
+            // one stored tensor standing for each reader's own parameter: charged to each
+            for n in readers {
+                out.push(StoredTensor {
+                    role,
+                    known: numel.is_some() && t.byte_size().is_some(),
+                    numel: numel.unwrap_or(0),
+                    bytes: t.byte_size().unwrap_or(0),
+                    node: holder.or(Some(n)),
+                });
+            }
+            continue;
+        }
         out.push(StoredTensor {
-            role: storage::classify(graph, id, t.dtype, numel.unwrap_or(0)),
+            role,
             known: numel.is_some() && t.byte_size().is_some(),
             numel: numel.unwrap_or(0),
             bytes: t.byte_size().unwrap_or(0),
@@ -663,7 +694,12 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         peak_missing,
         unbound,
         unaccounted,
-        notes: inf.notes.clone(),
+        notes: inf
+            .notes
+            .iter()
+            .cloned()
+            .chain(storage::notes(graph))
+            .collect(),
         warnings,
         training,
         llm: None,

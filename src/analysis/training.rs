@@ -574,6 +574,11 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     // the tensors `mem` counts, counted the same way: logical element counts (packed 4-bit
     // weights included), charged to the layer that reads them (through a DequantizeLinear)
     let mut unsized_tensors = 0usize;
+    for (n, p, b, _) in storage::implied(graph) {
+        params = params.saturating_add(p);
+        buffers = buffers.saturating_add(b);
+        node_params[n] = node_params[n].saturating_add(p);
+    }
     for (id, t) in graph.stored_tensors() {
         let Some(numel) = t.numel() else {
             unsized_tensors += 1;
@@ -581,6 +586,13 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         };
         let numel = storage::logical_numel(graph, id, t.dtype, numel);
         match storage::classify(graph, id, t.dtype, numel) {
+            Role::Param if storage::copies(graph, id, t) > 1 => {
+                // a shared tensor standing for each reader's own parameter
+                for n in storage::shared_readers(graph, id, t).unwrap_or_default() {
+                    params = params.saturating_add(numel);
+                    node_params[n] = node_params[n].saturating_add(numel);
+                }
+            }
             Role::Param => {
                 params = params.saturating_add(numel);
                 if let Some(n) = storage::charged_node(graph, id) {

@@ -26,6 +26,10 @@ pub struct Graph {
     /// fused into them (PyTorch's dynamo exporter: `FuseBatchNormIntoConv`,
     /// `_native_batch_norm_legit_no_training`); see `analysis::export_mode`.
     pub fused_eval_norms: Vec<String>,
+    /// The first outputs of `Gemm`/`Conv` nodes whose zero bias the exporter's optimizer removed
+    /// (`RemoveOptionalBiasFrom*` in their metadata, no BatchNorm fused): a parameter of the
+    /// model the file does not store.
+    pub removed_biases: Vec<String>,
 }
 
 /// A named tensor flowing through the graph.
@@ -220,6 +224,11 @@ impl GraphBuilder {
     /// fused into it.
     pub fn mark_fused_norm(&mut self, output: &str) {
         self.graph.fused_eval_norms.push(output.to_string());
+    }
+
+    /// Records that the exporter removed the zero bias of the node making `output`.
+    pub fn mark_removed_bias(&mut self, output: &str) {
+        self.graph.removed_biases.push(output.to_string());
     }
 
     pub fn finish(mut self) -> Result<Graph, String> {

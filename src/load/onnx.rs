@@ -302,9 +302,11 @@ impl Context<'_> {
                 .iter()
                 .map(|a| self.attribute(a, &op_type))
                 .collect::<Result<Vec<_>>>()?;
-            if op_type != "BatchNormalization" && fused_eval_norm(&n.metadata_props) {
-                if let Some(out) = n.output.first() {
+            if let Some(out) = n.output.first() {
+                if op_type != "BatchNormalization" && fused_eval_norm(&n.metadata_props) {
                     b.mark_fused_norm(out);
+                } else if removed_bias(&n.metadata_props) {
+                    b.mark_removed_bias(out);
                 }
             }
             b.add_node(
@@ -736,6 +738,17 @@ fn typed_data(tp: &pb::TensorProto, dtype: DType) -> Option<(TypedData, usize)> 
         }
         _ => None,
     }
+}
+
+/// Whether the onnxscript optimizer removed a node's zero bias (`RemoveOptionalBiasFromGemm`,
+/// `...FromConv`): the model has that parameter, the file does not.
+fn removed_bias(props: &[pb::StringStringEntryProto]) -> bool {
+    props.iter().any(|p| {
+        p.key.as_deref() == Some("pkg.onnxscript.rewriter.rule_name")
+            && p.value
+                .as_deref()
+                .is_some_and(|v| v.contains("RemoveOptionalBiasFrom"))
+    })
 }
 
 /// Whether a node's metadata (PyTorch's dynamo exporter and the onnxscript optimizer write it)
