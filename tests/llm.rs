@@ -566,31 +566,10 @@ fn sparse_llama(dir: &Path, layers: u64, hidden: u64, inter: u64, heads: u64, kv
             shapes.push((format!("{p}.{n}"), s));
         }
     }
-    let mut header = serde_json::Map::new();
-    let mut off = 0u64;
-    for (name, shape) in &shapes {
-        let n: u64 = shape.iter().product::<u64>() * 2;
-        header.insert(
-            name.clone(),
-            serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [off, off + n]}),
-        );
-        off += n;
-    }
-    let text = serde_json::to_string(&header).unwrap();
-    let mut bytes = (text.len() as u64).to_le_bytes().to_vec();
-    bytes.extend_from_slice(text.as_bytes());
-    let f = dir.join("model.safetensors");
-    std::fs::write(&f, &bytes).unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&f)
-        .unwrap()
-        .set_len(bytes.len() as u64 + off)
-        .unwrap();
     let config = serde_json::json!({"model_type": "llama", "hidden_size": hidden, "num_hidden_layers": layers,
         "num_attention_heads": heads, "num_key_value_heads": kv, "intermediate_size": inter,
         "vocab_size": vocab, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"});
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    sparse_checkpoint(dir, &shapes, config, ("BF16", 2));
 }
 
 fn fit_json(dir: &Path, gpu: &str) -> Value {
@@ -710,15 +689,21 @@ fn adamw_state_matches_pytorch_within_one_percent() {
 // ---------------------------------------------------------------------------------------------
 // Issue 19: the head, serving logits, fit's options, inputs that cannot be right
 
-/// A checkpoint of headers only (`shapes` in fp32): one shard whose data is a sparse hole.
-fn sparse_checkpoint(dir: &Path, shapes: &[(String, Vec<u64>)], config: Value) {
+/// A checkpoint of headers only (`shapes` in `dtype` of `elem` bytes): one shard whose data is a
+/// sparse hole.
+fn sparse_checkpoint(
+    dir: &Path,
+    shapes: &[(String, Vec<u64>)],
+    config: Value,
+    (dtype, elem): (&str, u64),
+) {
     let mut header = serde_json::Map::new();
     let mut off = 0u64;
     for (name, shape) in shapes {
-        let n: u64 = shape.iter().product::<u64>() * 4;
+        let n: u64 = shape.iter().product::<u64>() * elem;
         header.insert(
             name.clone(),
-            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}),
         );
         off += n;
     }
@@ -772,7 +757,7 @@ fn bert_base(dir: &Path, architectures: Option<&str>) {
     if let Some(a) = architectures {
         config["architectures"] = serde_json::json!([a]);
     }
-    sparse_checkpoint(dir, &s, config);
+    sparse_checkpoint(dir, &s, config, ("F32", 4));
 }
 
 #[test]
