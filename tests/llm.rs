@@ -21,6 +21,7 @@ const FAMILIES: &[&str] = &[
     "gpt_neox",
     "mixtral",
     "qwen2_moe",
+    "qwen3_moe",
     "bert",
     "roberta",
     "bert_model",
@@ -125,7 +126,7 @@ fn saved_activation_bytes_match_pytorch_within_one_percent() {
         let err = (*got as f64 - *want as f64) / *want as f64;
         // peft 0.21 wraps MoE expert parameters under all-linear and materialises W + BA for
         // every expert: nnlint counts adapters on linear layers only and says so (a lower bound)
-        let known = fam == "mixtral" && scen.contains("all_linear");
+        let known = matches!(fam.as_str(), "mixtral" | "qwen3_moe") && scen.contains("all_linear");
         let mark = if known {
             assert!(got < want);
             "  (known: lower bound)"
@@ -947,4 +948,65 @@ fn a_sequence_past_the_positions_is_refused_or_noted() {
         j["notes"].to_string().contains("past the 64 positions"),
         "{j}"
     );
+}
+
+#[test]
+fn qwen3_30b_a3b_shaped_checkpoint_has_its_published_counts() {
+    // Qwen3-30B-A3B's config.json and tensor names (per-expert tensors, as on the Hub), headers
+    // only: 30.5B parameters, 3.3B activated (the model card), checked here by hand
+    let (h, layers, experts, inter, vocab) = (2048u64, 48u64, 128u64, 768u64, 151_936u64);
+    let mut s: Vec<(String, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![vocab, h]),
+        ("model.norm.weight".into(), vec![h]),
+        ("lm_head.weight".into(), vec![vocab, h]),
+    ];
+    for l in 0..layers {
+        let p = format!("model.layers.{l}");
+        for (n, shape) in [
+            ("self_attn.q_proj.weight", vec![32 * 128, h]),
+            ("self_attn.k_proj.weight", vec![4 * 128, h]),
+            ("self_attn.v_proj.weight", vec![4 * 128, h]),
+            ("self_attn.o_proj.weight", vec![h, 32 * 128]),
+            ("self_attn.q_norm.weight", vec![128]),
+            ("self_attn.k_norm.weight", vec![128]),
+            ("input_layernorm.weight", vec![h]),
+            ("post_attention_layernorm.weight", vec![h]),
+            ("mlp.gate.weight", vec![experts, h]),
+        ] {
+            s.push((format!("{p}.{n}"), shape));
+        }
+        for e in 0..experts {
+            for (n, shape) in [
+                ("gate_proj", vec![inter, h]),
+                ("up_proj", vec![inter, h]),
+                ("down_proj", vec![h, inter]),
+            ] {
+                s.push((format!("{p}.mlp.experts.{e}.{n}.weight"), shape));
+            }
+        }
+    }
+    let config = serde_json::json!({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+        "hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
+        "moe_intermediate_size": inter, "num_experts": experts, "num_experts_per_tok": 8,
+        "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "vocab_size": vocab, "max_position_embeddings": 40960, "tie_word_embeddings": false,
+        "torch_dtype": "bfloat16"});
+    let dir = tempfile::tempdir().unwrap();
+    sparse_checkpoint(dir.path(), &s, config, ("BF16", 2));
+    let j = mem_json(dir.path(), &["--seq", "4096"]);
+    let per_layer = 18_874_368 + 256 + 2 * h + experts * h + experts * 3 * h * inter;
+    let total = 2 * vocab * h + h + layers * per_layer;
+    assert_eq!(total, 30_532_122_624);
+    assert_eq!(j["totals"]["params"].as_u64(), Some(total));
+    let active = total - layers * (experts - 8) * 3 * h * inter;
+    assert_eq!(j["llm"]["active_params"].as_u64(), Some(active)); // 3.35B
+                                                                  // bf16 KV cache: 48 layers x 2 x 4 heads x 128 x 2 B per token
+    assert_eq!(
+        j["inference"]["kv_cache_bytes"].as_u64(),
+        Some(4096 * 48 * 2 * 4 * 128 * 2)
+    );
+    // fit answers on an 80 GB card
+    let f = fit_json(dir.path(), "H100-80GB");
+    assert!(max_batch(&f, "serve") > 0, "{f}");
 }

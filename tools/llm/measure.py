@@ -148,6 +148,12 @@ FAMILIES: dict[str, dict] = {
                                   shared_expert_intermediate_size=64, decoder_sparse_step=1,
                                   norm_topk_prob=False, tie_word_embeddings=False),
                       why="4 routed experts top-2 + one shared expert with a sigmoid gate, qkv bias"),
+    "qwen3_moe": dict(model_type="qwen3_moe", head="causal", dtype="bfloat16",
+                      config=dict(DEC, num_hidden_layers=3, head_dim=16, num_experts=4, num_experts_per_tok=2,
+                                  moe_intermediate_size=32, norm_topk_prob=True, decoder_sparse_step=1,
+                                  mlp_only_layers=[1], tie_word_embeddings=False),
+                      why="Qwen3-MoE: q_norm/k_norm, 4 routed experts top-2 renormalised, no shared expert; "
+                          "block 1 dense (mlp_only_layers)"),
     "bert": dict(model_type="bert", head="mlm", dtype="float32",
                  config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                              intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
@@ -400,10 +406,15 @@ def moe_info(model, spec, cfg):
     else:
         I = cfg.moe_intermediate_size
         per_expert = 3 * H * I
-        shared = 3 * H * cfg.shared_expert_intermediate_size + H
-        how = ("qwen2_moe: routed expert = 3*H*moe_intermediate = 3*%d*%d = %d; shared expert 3*H*%d plus "
+        S = getattr(cfg, "shared_expert_intermediate_size", 0) or 0
+        shared = 3 * H * S + H if S else 0
+        how = ("%s: routed expert = 3*H*moe_intermediate = 3*%d*%d = %d; shared expert 3*H*%d plus "
                "shared_expert_gate [1,H] = %d, always active; router gate [E,H] always active"
-               % (H, I, per_expert, cfg.shared_expert_intermediate_size, shared))
+               % (spec["model_type"], H, I, per_expert, S, shared))
+    # blocks that route (Qwen-MoE's mlp_only_layers and decoder_sparse_step; every block otherwise)
+    dense = set(getattr(cfg, "mlp_only_layers", None) or [])
+    step = getattr(cfg, "decoder_sparse_step", 1) or 1
+    L = sum(1 for i in range(L) if i not in dense and (i + 1) % step == 0)
     total = sum(p.numel() for p in model.parameters())
     expert_params = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n or n.endswith(".experts"))
     by_hand_experts = L * E * per_expert

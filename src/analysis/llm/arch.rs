@@ -158,6 +158,19 @@ pub struct Moe {
     /// The router is an `nn.Linear` (peft's all-linear gives it an adapter); Qwen2-MoE's
     /// transformers-5 router holds a bare parameter.
     pub router_linear: bool,
+    /// Per block, whether it is a mixture of experts; the others are dense MLPs of
+    /// `intermediate_size` (Qwen-MoE's `mlp_only_layers` and `decoder_sparse_step`).
+    #[serde(skip)]
+    pub sparse: Vec<bool>,
+    /// How many blocks are mixtures of experts.
+    pub moe_layers: u64,
+}
+
+impl Moe {
+    /// Whether block `layer` routes to experts.
+    pub fn at(&self, layer: usize) -> bool {
+        self.sparse.get(layer).copied().unwrap_or(true)
+    }
 }
 
 /// Everything the memory model needs about a model.
@@ -340,12 +353,43 @@ pub const KNOWN: &[&str] = &[
     "phi3",
     "mixtral",
     "qwen2_moe",
+    "qwen3_moe",
     "gpt2",
     "gpt_neox",
     "bert",
     "roberta",
     "vit",
 ];
+
+/// Qwen-MoE's blocks: block `i` routes to experts unless it is in `mlp_only_layers` or `i + 1`
+/// is not a multiple of `decoder_sparse_step` (transformers' `Qwen2MoeDecoderLayer`).
+fn qwen_sparse_layers(c: &Value, layers: u64) -> Result<Vec<bool>, ConfigError> {
+    let step = uint(c, &["decoder_sparse_step"])?.unwrap_or(1);
+    if step == 0 {
+        return Err(ConfigError("field 'decoder_sparse_step' is 0".into()));
+    }
+    let dense: Vec<u64> = match c.get("mlp_only_layers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_u64().ok_or_else(|| {
+                    ConfigError(format!(
+                        "field 'mlp_only_layers' holds {v}, not a layer index"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(ConfigError(format!(
+                "field 'mlp_only_layers' is {v}, not a list of layer indices"
+            )))
+        }
+    };
+    Ok((0..layers)
+        .map(|i| !dense.contains(&i) && (i + 1) % step == 0)
+        .collect())
+}
 
 /// Reads the architecture. `Ok(None)`: a `model_type` nnlint does not model (the caller still
 /// reports the parameters from the headers).
@@ -431,17 +475,27 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
             shared_intermediate: 0,
             norm_topk: true,
             router_linear: true,
+            sparse: Vec::new(),
+            moe_layers: 0,
         }),
-        "qwen2_moe" => Some(Moe {
-            experts: need(c, &["num_experts"])?,
+        "qwen2_moe" | "qwen3_moe" => Some(Moe {
+            // transformers 5 saves `num_experts` as `num_local_experts` (its attribute map)
+            experts: need(c, &["num_experts", "num_local_experts"])?,
             top_k: need(c, &["num_experts_per_tok"])?,
             expert_intermediate: need(c, &["moe_intermediate_size"])?,
             shared_intermediate: uint(c, &["shared_expert_intermediate_size"])?.unwrap_or(0),
             norm_topk: flag(c, "norm_topk_prob", false),
             router_linear: false,
+            sparse: qwen_sparse_layers(c, layers)?,
+            moe_layers: 0,
         }),
         _ => None,
     };
+    let moe = moe.map(|mut m| {
+        m.sparse.resize(layers as usize, true);
+        m.moe_layers = m.sparse.iter().filter(|&&s| s).count() as u64;
+        m
+    });
     if let Some(m) = &moe {
         if m.top_k > m.experts {
             return Err(ConfigError(format!(
@@ -551,7 +605,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         },
         fused_qkv: mt == "phi3",
         fused_gate_up: mt == "phi3",
-        qk_norm: matches!(mt, "qwen3" | "gemma3_text" | "gemma3"),
+        qk_norm: matches!(mt, "qwen3" | "qwen3_moe" | "gemma3_text" | "gemma3"),
         sandwich_norms: matches!(mt, "gemma2" | "gemma3_text" | "gemma3"),
         embed_scale: gemma,
         rotary_dim,
@@ -614,7 +668,9 @@ fn sliding_layers(
     }
     let every = match mt {
         "mistral" | "mixtral" => window,
-        "qwen2" | "qwen2_moe" | "qwen3" if flag(c, "use_sliding_window", false) => window,
+        "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" if flag(c, "use_sliding_window", false) => {
+            window
+        }
         "phi3" => window.filter(|&w| {
             w < uint(c, &["max_position_embeddings"])
                 .ok()

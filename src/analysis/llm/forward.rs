@@ -484,8 +484,8 @@ impl Run<'_> {
         let x = self.t.plain(&[x, o], x.numel);
         let xn = self.norm(x, h);
         let mut m = match &a.moe {
-            Some(_) => self.moe(xn),
-            None => self.mlp(xn, a.intermediate),
+            Some(moe) if moe.at(layer) => self.moe(xn),
+            _ => self.mlp(xn, a.intermediate),
         };
         if a.sandwich_norms {
             m = self.norm(m, h);

@@ -330,8 +330,8 @@ fn macs_per_token(a: &Arch, active_linear: u64, seq: u64) -> u64 {
 fn active_params(a: &Arch, total: u64) -> Option<u64> {
     let m = a.moe.as_ref()?;
     let per_expert = 3 * a.hidden * m.expert_intermediate;
-    let unrouted = a
-        .layers
+    let unrouted = m
+        .moe_layers
         .saturating_mul(m.experts - m.top_k)
         .saturating_mul(per_expert);
     Some(total.saturating_sub(unrouted))
@@ -340,11 +340,19 @@ fn active_params(a: &Arch, total: u64) -> Option<u64> {
 /// Intermediate tensors of the largest layer in a prefill of `tokens` tokens.
 fn workspace(a: &Arch, batch: u64, n: u64, elem: u64, attn: Attn) -> u64 {
     let t = batch.saturating_mul(n);
+    let dense = t.saturating_mul(a.hidden + 3 * a.intermediate);
     let mlp = match &a.moe {
-        Some(m) => t
-            .saturating_mul(m.top_k)
-            .saturating_mul(a.hidden + 3 * m.expert_intermediate),
-        None => t.saturating_mul(a.hidden + 3 * a.intermediate),
+        Some(m) => {
+            let routed = t
+                .saturating_mul(m.top_k)
+                .saturating_mul(a.hidden + 3 * m.expert_intermediate);
+            if m.moe_layers < a.layers {
+                routed.max(dense)
+            } else {
+                routed
+            }
+        }
+        None => dense,
     }
     .saturating_mul(elem);
     let qkv = t
@@ -833,6 +841,7 @@ fn hf_model_type(gguf_arch: &str) -> Option<&'static str> {
         "qwen2" => "qwen2",
         "qwen3" => "qwen3",
         "qwen2moe" => "qwen2_moe",
+        "qwen3moe" => "qwen3_moe",
         "gemma" => "gemma",
         "gemma2" => "gemma2",
         "gemma3" => "gemma3_text",
@@ -1012,7 +1021,7 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
 
 /// The llama.cpp architectures read as their Hugging Face family ([`hf_model_type`]).
 const GGUF_ARCHS: &str =
-    "llama, qwen2, qwen3, qwen2moe, gemma, gemma2, gemma3, phi3, gpt2, gptneox, bert";
+    "llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, gpt2, gptneox, bert";
 
 #[allow(clippy::too_many_arguments)]
 fn finish(
