@@ -1010,3 +1010,46 @@ fn qwen3_30b_a3b_shaped_checkpoint_has_its_published_counts() {
     let f = fit_json(dir.path(), "H100-80GB");
     assert!(max_batch(&f, "serve") > 0, "{f}");
 }
+
+#[test]
+fn the_decoding_cache_splits_into_what_grows_and_what_is_fixed() {
+    // issue 22: a Mistral whose every layer slides printed "0 B per token" beside its cache
+    for fam in FAMILIES {
+        let j = mem_json(
+            &testdata(fam),
+            &["--batch", "2", "--seq", "24", "--kv-dtype", "fp32"],
+        );
+        let Some(i) = j.get("inference").filter(|i| !i.is_null()) else {
+            continue;
+        };
+        let (per_token, fixed) = (
+            i["kv_bytes_per_token"].as_u64().unwrap(),
+            i["kv_fixed_bytes"].as_u64().unwrap(),
+        );
+        assert_eq!(
+            i["kv_cache_decode_bytes"].as_u64(),
+            Some(2 * 24 * per_token + fixed),
+            "{fam}: {i}"
+        );
+    }
+    // mistral: 2 layers, window 8 < 24: nothing grows
+    let j = mem_json(
+        &testdata("mistral"),
+        &["--batch", "2", "--seq", "24", "--kv-dtype", "fp32"],
+    );
+    assert_eq!(j["inference"]["kv_bytes_per_token"].as_u64(), Some(0));
+    assert_eq!(
+        j["inference"]["kv_fixed_bytes"].as_u64(),
+        j["inference"]["kv_cache_decode_bytes"].as_u64()
+    );
+    // below the window the sliding layers grow like the others: 2 layers x keys and values x
+    // 2 KV heads x head_dim 8 x 4 B
+    let j = mem_json(
+        &testdata("mistral"),
+        &["--batch", "2", "--seq", "4", "--kv-dtype", "fp32"],
+    );
+    assert_eq!(
+        j["inference"]["kv_bytes_per_token"].as_u64(),
+        Some(2 * 2 * 2 * 8 * 4)
+    );
+}

@@ -397,11 +397,16 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
             "KV cache".into(),
             bytes(i.kv_cache_bytes),
             format!(
-                "{} sequences x {} tokens, {}, {} per token; {} in steady decoding",
+                "{} sequences x {} tokens, {}, {} per token{}; {} in steady decoding",
                 i.batch,
                 i.seq,
                 i.kv_dtype,
                 bytes(i.kv_bytes_per_token),
+                if i.kv_fixed_bytes > 0 {
+                    format!(" + {} fixed (sliding windows)", bytes(i.kv_fixed_bytes))
+                } else {
+                    String::new()
+                },
                 bytes(i.kv_cache_decode_bytes)
             ),
         ),

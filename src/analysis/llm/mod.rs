@@ -59,8 +59,12 @@ pub struct LlmInference {
     pub kv_cache_bytes: u64,
     /// The cache in steady decoding at `seq` tokens (sliding layers hold their window).
     pub kv_cache_decode_bytes: u64,
-    /// Bytes one token adds to the cache, over all layers (full-attention layers).
+    /// Bytes one more token of one sequence adds to the cache at this context: full-attention
+    /// layers, and sliding layers still filling their window.
     pub kv_bytes_per_token: u64,
+    /// Bytes of the decoding cache that do not grow with the context: sliding layers at their
+    /// full window.
+    pub kv_fixed_bytes: u64,
     pub kv_dtype: String,
     /// Intermediate tensors of the largest layer in the prefill.
     pub activation_workspace_bytes: u64,
@@ -288,31 +292,52 @@ fn checked(what: &str, v: Option<u64>) -> Result<u64> {
 }
 
 /// KV cache bytes: (after prefill of `seq`, steady decode at `seq`, per token).
-pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<(u64, u64, u64)> {
+pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<KvCache> {
+    let mut kv = KvCache::default();
     if !a.is_causal_lm() {
-        return Some((0, 0, 0));
+        return Some(kv);
     }
     let per_token_layer = 2u64.checked_mul(a.kv_dim())?.checked_mul(elem)?;
-    let (mut prefill, mut decode, mut per_token) = (0u64, 0u64, 0u64);
     for w in &a.sliding {
         let full = batch.checked_mul(seq)?.checked_mul(per_token_layer)?;
-        prefill = prefill.checked_add(full)?;
+        kv.prefill = kv.prefill.checked_add(full)?;
         match w {
             None => {
-                decode = decode.checked_add(full)?;
-                per_token = per_token.checked_add(per_token_layer)?;
+                kv.decode = kv.decode.checked_add(full)?;
+                kv.per_token = kv.per_token.checked_add(per_token_layer)?;
             }
             Some(win) => {
                 // DynamicSlidingWindowLayer: the window, and an int64 scalar
-                prefill = prefill.checked_add(8)?;
+                kv.prefill = kv.prefill.checked_add(8)?;
                 let kept = batch
                     .checked_mul(seq.min(*win))?
                     .checked_mul(per_token_layer)?;
-                decode = decode.checked_add(kept)?.checked_add(8)?;
+                kv.decode = kv.decode.checked_add(kept)?.checked_add(8)?;
+                if seq < *win {
+                    // still filling its window: it grows with the context
+                    kv.per_token = kv.per_token.checked_add(per_token_layer)?;
+                    kv.fixed = kv.fixed.checked_add(8)?;
+                } else {
+                    kv.fixed = kv.fixed.checked_add(kept)?.checked_add(8)?;
+                }
             }
         }
     }
-    Some((prefill, decode, per_token))
+    Some(kv)
+}
+
+/// The KV cache of a batch: after the prefill, in steady decoding, and how decoding's splits
+/// into what grows with the context and what does not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvCache {
+    pub prefill: u64,
+    pub decode: u64,
+    /// Bytes one more token of one sequence adds at this context: full-attention layers, and
+    /// sliding layers still filling their window.
+    pub per_token: u64,
+    /// Bytes of the batch's cache that do not grow: sliding layers at their full window (and
+    /// the cache's int64 counters).
+    pub fixed: u64,
 }
 
 /// MACs per token of a decode step at context `seq`: every active linear weight once, plus
@@ -618,7 +643,7 @@ pub fn inference(
     overhead: &training::Overhead,
 ) -> Result<LlmInference> {
     let kv_elem = o.kv_dtype.and_then(|d| d.bytes_for(1)).unwrap_or(elem);
-    let (kv, kv_decode, per_token) = kv_cache(a, o.batch, o.seq, kv_elem).ok_or_else(|| {
+    let cache = kv_cache(a, o.batch, o.seq, kv_elem).ok_or_else(|| {
         Error::Usage(format!(
             "the KV cache at batch {} x seq {} overflows 64 bits",
             o.batch, o.seq
@@ -633,7 +658,7 @@ pub fn inference(
     let allocated = checked(
         "the inference peak",
         weights_bytes
-            .checked_add(kv)
+            .checked_add(cache.prefill)
             .and_then(|x| x.checked_add(ws.max(logits))),
     )?;
     let oh = overhead.bytes(allocated);
@@ -641,9 +666,10 @@ pub fn inference(
         batch: o.batch,
         seq: o.seq,
         weights_bytes,
-        kv_cache_bytes: kv,
-        kv_cache_decode_bytes: kv_decode,
-        kv_bytes_per_token: per_token,
+        kv_cache_bytes: cache.prefill,
+        kv_cache_decode_bytes: cache.decode,
+        kv_bytes_per_token: cache.per_token,
+        kv_fixed_bytes: cache.fixed,
         kv_dtype: dtype_name(o.kv_dtype.unwrap_or(match elem {
             2 => DType::BF16,
             1 => DType::F8E4M3FN,
