@@ -283,6 +283,24 @@ fn top_and_sort() {
 }
 
 #[test]
+fn top_alone_keeps_the_largest_by_parameters_and_top_0_the_totals() {
+    // issue 22: `--top K` without `--sort` showed the first K layers in graph order
+    let r = staged_json("models/torch/vgg16.onnx", &["--top", "3"]);
+    let params: Vec<u64> = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["params"].as_u64().unwrap())
+        .collect();
+    assert_eq!(params, [102_764_544, 16_781_312, 4_097_000]);
+    let out = nnlint(&["mem", "testdata/models/torch/minicnn.onnx", "--top", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("output shape"), "no layer table: {text}");
+    assert!(text.contains("parameters") && text.contains("more layers not shown (--top)"));
+}
+
+#[test]
 fn snapshot_table() {
     let out = nnlint(&["mem", "testdata/models/torch/minicnn.onnx"]);
     insta::assert_snapshot!("minicnn_table", stdout(&out));

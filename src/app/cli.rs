@@ -392,8 +392,8 @@ pub struct MemArgs {
     /// Output format.
     #[arg(long, short = 'f', value_parser = named::<MemFormat>(), default_value = "table")]
     pub format: MemFormat,
-    /// Show only the K largest layers (by --sort, or by parameters).
-    #[arg(long, value_name = "K", allow_negative_numbers = true, value_parser = positive::<usize>)]
+    /// Show only the K largest layers (by --sort, or by parameters); 0 shows the totals only.
+    #[arg(long, value_name = "K", allow_negative_numbers = true, value_parser = count::<usize>)]
     pub top: Option<usize>,
     /// Sort layers, largest first (default: graph order).
     #[arg(long, value_parser = named::<SortKey>())]

@@ -125,6 +125,11 @@ pub struct MemView<'a> {
 
 impl<'a> MemView<'a> {
     pub fn new(report: &'a MemReport, opts: ViewOptions) -> Self {
+        // `--top K` alone keeps the K largest by parameters, as its help says
+        let opts = ViewOptions {
+            sort: opts.sort.or(opts.top.map(|_| SortKey::Params)),
+            ..opts
+        };
         let share_of = opts.sort.unwrap_or(SortKey::Params);
         // subgraph rows are in their control-flow node's row already
         let total: f64 = report

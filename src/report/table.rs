@@ -525,8 +525,11 @@ fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
 /// Aligned text for a terminal.
 pub fn render(view: &MemView) -> String {
     let mut out = format!("{}\n\n", heading(view.report));
-    out.push_str(&layer_table(view, headers(view)).render_fitting(view.width));
-    out.push('\n');
+    // `--top 0`: the totals only
+    if !view.rows.is_empty() || view.hidden == 0 {
+        out.push_str(&layer_table(view, headers(view)).render_fitting(view.width));
+        out.push('\n');
+    }
     out.push_str(&aligned(&totals_lines(view.report)));
     if let Some(h) = training_heading(view.report) {
         out.push_str(&format!("\n{h}\n"));
