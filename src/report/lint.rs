@@ -173,15 +173,22 @@ pub fn human(run: &LintRun, colour: bool) -> String {
         .flat_map(|f| &f.findings)
         .filter(|f| f.rewrite.is_some())
         .count();
+    // a file that could not be linted is not a file without findings
+    let linted = run.files.len() - run.failed();
     out.push_str(&format!(
-        "{} in {} file{}: {e} error{}, {w} warning{}, {i} info{}{}\n",
+        "{} in {} file{}{}: {e} error{}, {w} warning{}, {i} info{}{}\n",
         if e + w + i == 0 {
             "no findings"
         } else {
             "findings"
         },
-        run.files.len(),
-        if run.files.len() == 1 { "" } else { "s" },
+        linted,
+        if linted == 1 { "" } else { "s" },
+        if linted < run.files.len() {
+            format!(" linted of {}", run.files.len())
+        } else {
+            String::new()
+        },
         if e == 1 { "" } else { "s" },
         if w == 1 { "" } else { "s" },
         if baselined > 0 {
