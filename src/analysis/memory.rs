@@ -40,18 +40,59 @@ fn outputs_of(node: &crate::ir::Node) -> Outputs {
 /// those, such as the weight `Transpose`s some exporters emit). Runtimes fold them when the model
 /// loads, so they are weights, not activations.
 pub fn static_values(graph: &Graph) -> Vec<bool> {
-    foldable(graph, false)
+    foldable(graph, false, &|_| false)
 }
 
 /// Values a runtime folds once the input shapes are known: the static ones, and shape arithmetic
 /// (values that read the inputs only through `Shape` and `Size`: a YOLO anchor grid, position ids,
 /// masks of a fixed size), which onnxruntime folds at load. They are not activations.
 pub fn folded_values(graph: &Graph) -> Vec<bool> {
-    foldable(graph, true)
+    foldable(graph, true, &|_| false)
 }
 
-fn foldable(graph: &Graph, shapes_known: bool) -> Vec<bool> {
-    let mut st: Vec<bool> = graph.values.iter().map(|v| v.init.is_some()).collect();
+/// [`folded_values`] of a subgraph: `outer(name)` says whether a value it captures from an
+/// enclosing graph is folded there (an initializer of the main graph, the weight slices an LSTM
+/// export computes from one), so that what the subgraph computes from it folds too.
+pub fn folded_values_within(graph: &Graph, outer: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    foldable(graph, true, outer)
+}
+
+/// Values computed from the `seeds` (graph inputs by name, or values captured from an enclosing
+/// graph for which `seeds` holds), following every node forward (a node holding a subgraph that
+/// captures one of them too).
+pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    let mut r: Vec<bool> = graph
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.outer || graph.inputs.contains(&i)) && seeds(&v.name))
+        .collect();
+    for node in &graph.nodes {
+        let mut hit = node.inputs.iter().flatten().any(|&v| r[v]);
+        if !hit {
+            for (_, sub) in node.attrs.subgraphs() {
+                for_each_capture(sub, &mut |name| {
+                    hit |= graph
+                        .value_by_name(name)
+                        .map_or_else(|| seeds(name), |v| r[v]);
+                });
+            }
+        }
+        if hit {
+            for &v in node.outputs.iter().flatten() {
+                r[v] = true;
+            }
+        }
+    }
+    r
+}
+
+fn foldable(graph: &Graph, shapes_known: bool, outer: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    let mut st: Vec<bool> = graph
+        .values
+        .iter()
+        .map(|v| v.init.is_some() || (v.outer && outer(&v.name)))
+        .collect();
     for node in &graph.nodes {
         let captures = node.attrs.subgraphs().next().is_some();
         let derived = match outputs_of(node) {

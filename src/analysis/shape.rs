@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::fact::Fact;
+use super::fact::{Fact, Konst};
 use super::ops::{self, InferError, Op, OpCx};
 use crate::error::{Error, Result};
 use crate::ir::{shape_to_string, Dim, Graph, Model, Node, NodeId, TypeDecl, ValueId};
@@ -18,6 +18,29 @@ pub struct Bindings {
     pub dims: BTreeMap<String, i64>,
     /// `--input NAME=1x3x224x224`: every axis of one input (whatever its dims are called).
     pub inputs: BTreeMap<String, Vec<u64>>,
+    /// `--value NAME=V`: the value of a scalar input (a sample rate, a flag), so that the `If`s
+    /// whose condition is computed from it are decided.
+    pub values: BTreeMap<String, i64>,
+}
+
+/// Why an `If` counts the branch it counts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// The condition folds to `value`. `values`: the graph inputs whose given value (`--value`)
+    /// it is computed from; `shapes`: those whose shape it reads (`Shape`, `Size`). Both empty:
+    /// a constant.
+    Condition {
+        value: bool,
+        values: Vec<String>,
+        shapes: Vec<String>,
+    },
+    /// The condition is not known, but `branch` is the only one that can run with these shapes:
+    /// the other cannot (`why`).
+    Consistent { branch: String, why: String },
+    /// The condition depends on the values of these graph inputs (empty: on values computed in a
+    /// way nnlint cannot trace, such as a loop's state): both branches are reported and each
+    /// total takes the larger.
+    Undecided { values: Vec<String> },
 }
 
 /// The outcome of shape inference on the main graph.
@@ -27,6 +50,8 @@ pub struct Inference {
     pub ops: Vec<Op>,
     /// The subgraphs of control-flow nodes (`If`, `Loop`, `Scan`), analysed, by node.
     pub branches: BTreeMap<NodeId, Vec<Branch>>,
+    /// Why each `If` counts the branch it counts.
+    pub choices: BTreeMap<NodeId, Choice>,
     /// Facts per value of the main graph.
     pub facts: Vec<Fact>,
     /// MACs per node: zero for ops that are not counted, `None` when not computable (unknown
@@ -46,6 +71,8 @@ pub struct Inference {
     pub bound: BTreeMap<String, i64>,
     /// Notes about binding (defaults taken, fixed batch overridden).
     pub notes: Vec<String>,
+    /// The scalar inputs' values given with `--value`.
+    pub values: BTreeMap<String, i64>,
 }
 
 impl Inference {
@@ -434,7 +461,9 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
             facts[v] = f;
         }
     }
+    set_values(model, bindings, &mut facts)?;
     let root = Scope {
+        graph: None,
         facts: &[],
         names: HashMap::new(),
         parent: None,
@@ -449,10 +478,119 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
         overflow: w.overflow,
         mismatches: w.mismatches,
         branches: w.branches,
+        choices: w.choices,
         batch,
         bound,
         notes,
+        values: bindings.values.clone(),
     })
+}
+
+/// `--value NAME=V`: the scalar input's fact gets its value (its shape must hold one element).
+fn set_values(model: &Model, bindings: &Bindings, facts: &mut [Fact]) -> Result<()> {
+    let graph = &model.graph;
+    let path = model.path.display();
+    for (name, &val) in &bindings.values {
+        let Some(&v) = graph
+            .inputs
+            .iter()
+            .find(|&&v| graph.values[v].name == *name && graph.values[v].init.is_none())
+        else {
+            let names: Vec<&str> = graph
+                .inputs
+                .iter()
+                .filter(|&&v| graph.values[v].init.is_none())
+                .map(|&v| graph.values[v].name.as_str())
+                .collect();
+            return Err(Error::Usage(format!(
+                "{path}: --value {name}={val}: the model has no input named '{name}' (inputs: {})",
+                names.join(", ")
+            )));
+        };
+        let f = &mut facts[v];
+        let shape = f.shape.get_or_insert_with(Vec::new);
+        if Dim::product(shape.iter()).and_then(|d| d.as_i64()) != Some(1) {
+            return Err(Error::Usage(format!(
+                "{path}: --value {name}={val}: '{name}' has shape {}, not a single element (--value gives a scalar input's value)",
+                shape_to_string(shape)
+            )));
+        }
+        f.value = Some(match f.dtype {
+            Some(d) if d.is_float() => Konst::Float(vec![val as f64]),
+            _ => Konst::Int(vec![Dim::known(val)]),
+        });
+    }
+    Ok(())
+}
+
+/// The graph inputs a value is computed from: those whose values it reads, and those it reads
+/// only the shape of (through `Shape` and `Size`), sorted. Initializers and constants are not
+/// sources; a subgraph's own inputs (a loop's counter and state) cannot be traced.
+fn sources(v: ValueId, scope: &Scope) -> (Vec<String>, Vec<String>) {
+    let mut values = BTreeSet::new();
+    let mut shapes = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    trace(scope, v, false, &mut values, &mut shapes, &mut seen);
+    shapes.retain(|s| !values.contains(s));
+    (values.into_iter().collect(), shapes.into_iter().collect())
+}
+
+fn trace(
+    scope: &Scope,
+    v: ValueId,
+    shape_only: bool,
+    values: &mut BTreeSet<String>,
+    shapes: &mut BTreeSet<String>,
+    seen: &mut BTreeSet<(usize, ValueId, bool)>,
+) {
+    let Some(g) = scope.graph else { return };
+    if !seen.insert((std::ptr::from_ref(scope) as usize, v, shape_only)) {
+        return;
+    }
+    let val = &g.values[v];
+    if val.init.is_some() {
+        return;
+    }
+    if let Some((n, _)) = val.producer {
+        let node = &g.nodes[n];
+        let reads_shape = matches!(
+            ops::lookup(&node.domain, &node.op_type).map(|d| d.outputs),
+            Some(ops::Outputs::ShapeOnly)
+        );
+        for &i in node.inputs.iter().flatten() {
+            trace(scope, i, shape_only || reads_shape, values, shapes, seen);
+        }
+        return;
+    }
+    if val.outer {
+        // a value of an enclosing graph: continue there
+        let mut up = scope.parent;
+        while let Some(s) = up {
+            if let Some(&pv) = s.names.get(val.name.as_str()) {
+                trace(s, pv, shape_only, values, shapes, seen);
+                return;
+            }
+            up = s.parent;
+        }
+        return;
+    }
+    let is_main = scope.parent.is_none_or(|p| p.graph.is_none());
+    if is_main && g.inputs.contains(&v) {
+        let set = if shape_only { shapes } else { values };
+        set.insert(val.name.clone());
+    }
+}
+
+/// The first node, in a graph or the subgraphs of it that run, whose inputs contradict it.
+fn first_invalid(inf: &Inference) -> Option<String> {
+    if let Some((_, m)) = inf.invalid.first() {
+        return Some(m.clone());
+    }
+    inf.branches
+        .values()
+        .flatten()
+        .filter(|b| b.runs != Some(false))
+        .find_map(|b| first_invalid(&b.inference))
 }
 
 /// What walking one graph found.
@@ -464,10 +602,13 @@ struct Walk {
     overflow: Vec<NodeId>,
     mismatches: Vec<String>,
     branches: BTreeMap<NodeId, Vec<Branch>>,
+    choices: BTreeMap<NodeId, Choice>,
 }
 
 /// The values visible from a subgraph: its enclosing graphs' facts, by name.
 struct Scope<'a> {
+    /// The graph these facts are of (`None` above the main graph).
+    graph: Option<&'a Graph>,
     facts: &'a [Fact],
     names: HashMap<&'a str, ValueId>,
     parent: Option<&'a Scope<'a>>,
@@ -500,6 +641,7 @@ fn walk(
         overflow: Vec::new(),
         mismatches: Vec::new(),
         branches: BTreeMap::new(),
+        choices: BTreeMap::new(),
     };
     for (n, node) in graph.nodes.iter().enumerate() {
         let op = &op_list[n];
@@ -511,6 +653,7 @@ fn walk(
             }
             (Op::If | Op::Loop | Op::Scan(_), _) => {
                 let here = Scope {
+                    graph: Some(graph),
                     facts,
                     names: graph
                         .values
@@ -521,7 +664,10 @@ fn walk(
                     parent: Some(scope),
                 };
                 match control_flow(node, op, opset, bound, &here) {
-                    Ok((outs, cost, branches)) => {
+                    Ok((outs, cost, branches, choice)) => {
+                        if let Some(c) = choice {
+                            w.choices.insert(n, c);
+                        }
                         // an overflow inside a body is this node's (each body's walk consumed
                         // the flag node by node)
                         if branches.iter().any(|b| !b.inference.overflow.is_empty()) {
@@ -678,9 +824,11 @@ fn analyse_subgraph(
         overflow: w.overflow,
         mismatches: w.mismatches,
         branches: w.branches,
+        choices: w.choices,
         batch: None,
         bound: BTreeMap::new(),
         notes: Vec::new(),
+        values: BTreeMap::new(),
     }
 }
 
@@ -718,7 +866,8 @@ fn either(a: &Fact, b: &Fact, node: &str) -> Fact {
     }
 }
 
-type FlowResult = std::result::Result<(Vec<Fact>, Option<Dim>, Vec<Branch>), String>;
+type FlowResult =
+    std::result::Result<(Vec<Fact>, Option<Dim>, Vec<Branch>, Option<Choice>), String>;
 
 /// `If`, `Loop` and `Scan`: their subgraphs analysed with what flows in, their outputs from what
 /// flows out, their cost from the subgraphs' (the branch that runs; the body × its trip count).
@@ -754,15 +903,34 @@ fn control_flow(
                     times: Some(1),
                 });
             }
+            let (values, shapes) = node.input(0).map(|v| sources(v, scope)).unwrap_or_default();
+            let mut choice = match cond {
+                Some(value) => Choice::Condition {
+                    value,
+                    values,
+                    shapes,
+                },
+                None => Choice::Undecided { values },
+            };
             // a branch that is inconsistent with these input shapes (a node it cannot run) is not
             // the one that runs
             if cond.is_none() {
-                match (
-                    branches[0].inference.is_consistent(),
-                    branches[1].inference.is_consistent(),
-                ) {
-                    (true, false) => cond = Some(true),
-                    (false, true) => cond = Some(false),
+                let why = |b: &Branch| first_invalid(&b.inference);
+                match (why(&branches[0]), why(&branches[1])) {
+                    (None, Some(w)) => {
+                        cond = Some(true);
+                        choice = Choice::Consistent {
+                            branch: "then_branch".into(),
+                            why: w,
+                        };
+                    }
+                    (Some(w), None) => {
+                        cond = Some(false);
+                        choice = Choice::Consistent {
+                            branch: "else_branch".into(),
+                            why: w,
+                        };
+                    }
                     _ => {}
                 }
             }
@@ -779,7 +947,7 @@ fn control_flow(
                     .collect(),
             };
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches))
+            Ok((facts, cost, branches, Some(choice)))
         }
         Op::Loop => {
             let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
@@ -820,7 +988,7 @@ fn control_flow(
                 times: trips,
             }];
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches))
+            Ok((facts, cost, branches, None))
         }
         Op::Scan(sc) => {
             let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
@@ -874,7 +1042,7 @@ fn control_flow(
                 times: seq.and_then(|d| d.as_u64()),
             }];
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches))
+            Ok((facts, cost, branches, None))
         }
         _ => Err("not a control-flow op".into()),
     }

@@ -490,6 +490,15 @@ pub fn trailer(view: &MemView, out: &mut String, bullet: &str) {
             if r.unaccounted.len() > 5 { ", ..." } else { "" }
         ));
     }
+    for b in &r.branches {
+        out.push_str(&format!(
+            "{bullet}If {}: counts its {}{}: {}\n",
+            b.node,
+            b.counted,
+            if b.decided { "" } else { " (undecided)" },
+            b.why
+        ));
+    }
     for n in &r.notes {
         out.push_str(&format!("{bullet}note: {n}\n"));
     }

@@ -1120,6 +1120,7 @@ fn report(
         unaccounted: Vec::new(),
         notes,
         warnings,
+        branches: Vec::new(),
         training,
         llm,
     }
