@@ -80,8 +80,18 @@ fn check(root: &Path, m: &Value) -> Row {
             (k.clone(), shape)
         })
         .collect();
+    // a scalar fed a fixed value (silero's sample rate) gets it: its `If` is decided as in the
+    // truth's run
+    let values = truth["inputs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v["shape"].as_array().is_some_and(Vec::is_empty))
+        .filter_map(|(k, v)| Some((k.clone(), v["feed"]["fill"].as_i64()?)))
+        .collect();
     let b = Bindings {
         inputs,
+        values,
         ..Bindings::default()
     };
     let inf = match analysis::shape::infer(&model, &b) {
