@@ -1047,3 +1047,88 @@ fn control_flow(
         _ => Err("not a control-flow op".into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixture of testdata/models/branches/ (testdata/generate.py --branches-only).
+    fn fixture(name: &str) -> Model {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/models/branches")
+            .join(format!("{name}.onnx"));
+        crate::load::onnx::load(&path).unwrap()
+    }
+
+    fn if_node(m: &Model) -> NodeId {
+        m.graph.nodes.iter().position(|n| n.op_type == "If").unwrap()
+    }
+
+    #[test]
+    fn a_condition_on_an_unvalued_scalar_is_undecided_and_traced_to_it() {
+        let m = fixture("if_sample_rate");
+        let inf = infer(&m, &Bindings::default()).unwrap();
+        let n = if_node(&m);
+        assert!(inf.branches[&n].iter().all(|b| b.runs.is_none()));
+        assert_eq!(
+            inf.choices[&n],
+            Choice::Undecided {
+                values: vec!["sr".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn a_value_decides_the_condition_computed_from_it() {
+        let m = fixture("if_sample_rate");
+        for (sr, then) in [(16000, true), (8000, false)] {
+            let b = Bindings {
+                values: BTreeMap::from([("sr".to_string(), sr)]),
+                ..Bindings::default()
+            };
+            let inf = infer(&m, &b).unwrap();
+            let n = if_node(&m);
+            let runs: Vec<Option<bool>> = inf.branches[&n].iter().map(|b| b.runs).collect();
+            assert_eq!(runs, [Some(then), Some(!then)], "sr={sr}");
+            assert_eq!(
+                inf.choices[&n],
+                Choice::Condition {
+                    value: then,
+                    values: vec!["sr".into()],
+                    shapes: vec![],
+                }
+            );
+            assert_eq!(inf.macs[n], Some(Dim::known(if then { 128 } else { 96 })));
+        }
+    }
+
+    #[test]
+    fn a_condition_read_from_a_shape_names_that_input() {
+        let m = fixture("if_state_shape");
+        let inf = infer(&m, &Bindings::default()).unwrap();
+        assert_eq!(
+            inf.choices[&if_node(&m)],
+            Choice::Condition {
+                value: true,
+                values: vec![],
+                shapes: vec!["state".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn a_value_must_name_a_scalar_input() {
+        let m = fixture("if_sample_rate");
+        for (name, says) in [
+            ("rate", "no input named 'rate'"),
+            ("x", "not a single element"),
+        ] {
+            let b = Bindings {
+                values: BTreeMap::from([(name.to_string(), 1)]),
+                ..Bindings::default()
+            };
+            let e = infer(&m, &b).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+    }
+}
