@@ -202,3 +202,25 @@ fn value_errors_name_the_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not an integer"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_branches_field_follows_the_documented_schema() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    for (model, extra) in [
+        ("if_sample_rate", vec![]),
+        ("if_sample_rate", vec!["--value", "sr=8000"]),
+        ("if_state_shape", vec![]),
+    ] {
+        let r = mem(model, &extra);
+        assert!(r["branches"].is_array(), "{model}");
+        let errors: Vec<String> = validator
+            .iter_errors(&r)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{model}: {}", errors.join("\n"));
+    }
+}

@@ -1061,7 +1061,11 @@ mod tests {
     }
 
     fn if_node(m: &Model) -> NodeId {
-        m.graph.nodes.iter().position(|n| n.op_type == "If").unwrap()
+        m.graph
+            .nodes
+            .iter()
+            .position(|n| n.op_type == "If")
+            .unwrap()
     }
 
     #[test]
