@@ -581,16 +581,17 @@ fn trace(
     }
 }
 
-/// The first node, in a graph or the subgraphs of it that run, whose inputs contradict it.
-fn first_invalid(inf: &Inference) -> Option<String> {
-    if let Some((_, m)) = inf.invalid.first() {
-        return Some(m.clone());
+/// The first node, in a graph or the subgraphs of it that run, whose inputs contradict it: its
+/// name and why.
+fn first_invalid(g: &Graph, inf: &Inference) -> Option<String> {
+    if let Some((n, m)) = inf.invalid.first() {
+        return Some(format!("{}: {m}", g.nodes[*n].label()));
     }
-    inf.branches
-        .values()
-        .flatten()
-        .filter(|b| b.runs != Some(false))
-        .find_map(|b| first_invalid(&b.inference))
+    inf.branches.iter().find_map(|(&n, bs)| {
+        bs.iter()
+            .filter(|b| b.runs != Some(false))
+            .find_map(|b| first_invalid(subgraph(&g.nodes[n], &b.attr)?, &b.inference))
+    })
 }
 
 /// What walking one graph found.
@@ -915,7 +916,7 @@ fn control_flow(
             // a branch that is inconsistent with these input shapes (a node it cannot run) is not
             // the one that runs
             if cond.is_none() {
-                let why = |b: &Branch| first_invalid(&b.inference);
+                let why = |b: &Branch| first_invalid(subgraph(node, &b.attr)?, &b.inference);
                 match (why(&branches[0]), why(&branches[1])) {
                     (None, Some(w)) => {
                         cond = Some(true);
