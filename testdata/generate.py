@@ -1079,6 +1079,17 @@ def branch_models():
          numpy_helper.from_array(f32(0.01), "Wls"), numpy_helper.from_array(np.array([0], np.int8), "Wlz"),
          numpy_helper.from_array(f32(0.01), "Rls"), numpy_helper.from_array(np.array([0], np.int8), "Rlz")]),
         opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]), [{}])
+    # a Loop whose trip count is a scalar input (a number of refinement steps)
+    step = body("step", [node("MatMul", ["v", "Wl"], ["v_out"]), node("Identity", ["c_in"], ["c_out"])],
+                [("i", I64, []), ("c_in", BOOL, []), ("v", F, [1, 3])],
+                [("c_out", BOOL, []), ("v_out", F, [1, 3])])
+    out["loop_steps_input"] = (helper.make_model(helper.make_graph(
+        [node("Loop", ["steps", "go", "x"], ["y"], body=step)],
+        "loop_steps_input",
+        [helper.make_tensor_value_info("x", F, [1, 3]), helper.make_tensor_value_info("steps", I64, [])],
+        [helper.make_tensor_value_info("y", F, [1, 3])],
+        [numpy_helper.from_array(W(rng, 3, 3), "Wl"), numpy_helper.from_array(np.array(True), "go")]),
+        opset_imports=[helper.make_opsetid("", 17)]), [{"steps": 4}])
     return out
 
 
@@ -1105,7 +1116,8 @@ def gen_branches():
         onnx.save_model(m, path)
         check(path)
         rng = np.random.default_rng(0)
-        feeds = {"x": rng.standard_normal((1, 8) if name == "if_sample_rate" else (2, 4)).astype(np.float32),
+        feeds = {"x": rng.standard_normal({"if_sample_rate": (1, 8), "loop_steps_input": (1, 3)}.get(name, (2, 4)))
+                 .astype(np.float32),
                  "state": rng.standard_normal((2, 2, 4)).astype(np.float32),
                  "X": rng.standard_normal((1, 3, 8, 8)).astype(np.float32),
                  "S": rng.standard_normal((5, 1, 10)).astype(np.float32)}
@@ -1116,7 +1128,28 @@ def gen_branches():
             f = dict(feeds, **{k: np.array(v, np.int64) for k, v in values.items()})
             ort_out = sess.run(None, f)
             rec = {"values": values, "outputs": {o.name: list(r.shape) for o, r in zip(m.graph.output, ort_out)}}
-            if any(n.op_type == "If" for n in m.graph.node):
+            if any(n.op_type == "Loop" for n in m.graph.node):
+                ev = ReferenceEvaluator(m)
+                runs = {"n": 0, "macs": 0}
+                for rt in ev.rt_nodes_:
+                    for srt in rt.body.rt_nodes_:
+                        def wrap_loop(srt=srt):
+                            orig = srt.run
+
+                            def run(*a, **k):
+                                res = orig(*a, **k)
+                                ins = [list(np.shape(x)) for x in a]
+                                outs = [list(np.shape(r)) for r in res]
+                                if srt.onnx_node.op_type == "MatMul":
+                                    runs["n"] += 1
+                                runs["macs"] += reference_macs(srt.onnx_node.op_type, ins, outs, srt.onnx_node)
+                                return res
+                            srt.run = run
+                        wrap_loop()
+                ev.run(None, f)
+                rec["iterations"] = runs["n"]
+                rec["loop_macs"] = runs["macs"]
+            elif any(n.op_type == "If" for n in m.graph.node):
                 # the branch that runs, and what its nodes produce, from onnx.reference
                 ev = ReferenceEvaluator(m)
                 ran, macs, sub_bytes = [], 0, 0

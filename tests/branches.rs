@@ -224,3 +224,44 @@ fn the_branches_field_follows_the_documented_schema() {
         assert!(errors.is_empty(), "{model}: {}", errors.join("\n"));
     }
 }
+
+#[test]
+fn a_loop_count_given_as_a_value_multiplies_its_body_and_an_unknown_one_is_a_lower_bound() {
+    let case = &expected("loop_steps_input")[0];
+    let steps = case["values"]["steps"].as_i64().unwrap();
+    let r = mem("loop_steps_input", &["--value", &format!("steps={steps}")]);
+    assert_eq!(r["totals"]["macs"], case["loop_macs"]);
+    assert_eq!(r["totals"]["lower_bound"]["macs"], false);
+    assert!(r["totals"]["unaccounted"]
+        .get("unknown_trip_counts")
+        .is_none());
+    let body = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["depth"] == 1)
+        .unwrap();
+    assert_eq!(
+        body["branch"],
+        format!("Loop_0.body (x{})", case["iterations"])
+    );
+
+    // without it: the body once, and the totals say they are lower bounds, and why
+    let r = mem("loop_steps_input", &[]);
+    let per_run = case["loop_macs"].as_u64().unwrap() / case["iterations"].as_u64().unwrap();
+    assert_eq!(r["totals"]["macs"].as_u64(), Some(per_run));
+    assert_eq!(r["totals"]["lower_bound"]["macs"], true);
+    assert_eq!(r["totals"]["unaccounted"]["unknown_trip_counts"], 1);
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n
+            .contains("Loop_0: trip count unknown (it depends on the value of steps)")
+            && n.contains("--value steps=N")),
+        "{notes:?}"
+    );
+}

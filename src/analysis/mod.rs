@@ -175,14 +175,20 @@ pub struct LowerBounds {
     pub tensors_without_size: usize,
     /// Control-flow nodes whose branch is not known (the larger branch is counted).
     pub undecided_branches: usize,
+    /// `Loop`s and `Scan`s whose trip count is not known (their body is counted once).
+    pub unknown_trip_counts: usize,
+    /// Of those, the ones whose body has MACs, and whose body has activations (any other count
+    /// of runs gives the other totals).
+    pub unknown_trips_with_macs: usize,
+    pub unknown_trips_with_bytes: usize,
 }
 
 impl LowerBounds {
     pub fn activations(&self) -> bool {
-        self.layers_without_size > 0
+        self.layers_without_size > 0 || self.unknown_trips_with_bytes > 0
     }
     pub fn macs(&self) -> bool {
-        self.layers_without_macs > 0
+        self.layers_without_macs > 0 || self.unknown_trips_with_macs > 0
     }
     pub fn params(&self) -> bool {
         self.tensors_without_size > 0
@@ -510,11 +516,32 @@ fn branch_notes(
     path: &str,
     given: &BTreeMap<String, i64>,
     out: &mut Vec<BranchNote>,
+    loops: &mut Vec<(String, bool, bool)>,
 ) {
     use crate::util::units::{bytes, count};
     for (&n, bs) in &inf.branches {
         let node = &graph.nodes[n];
-        if let Some(choice) = inf.choices.get(&n) {
+        if let Some(shape::Choice::UnknownTrips { values }) = inf.choices.get(&n) {
+            let nonzero = |d: Option<Dim>| d.is_none_or(|d| d != Dim::ZERO);
+            let has_macs = bs.iter().any(|b| nonzero(b.macs()));
+            let has_bytes = each_branch_activations(node, bs, up)
+                .into_iter()
+                .any(|(_, a)| nonzero(a));
+            let text = format!(
+                "{path}{}: trip count unknown{}: its body is counted once, so the totals are lower bounds{}",
+                node.name,
+                if values.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it depends on the value of {})", values.join(", "))
+                },
+                match values.first() {
+                    Some(v) => format!("; --value {v}=N gives it"),
+                    None => String::new(),
+                }
+            );
+            loops.push((text, has_macs, has_bytes));
+        } else if let Some(choice) = inf.choices.get(&n) {
             let acts = each_branch_activations(node, bs, up);
             let costs: Vec<(String, Option<Dim>, Option<Dim>)> = acts
                 .into_iter()
@@ -628,6 +655,8 @@ fn branch_notes(
                         ),
                     )
                 }
+                // handled above
+                shape::Choice::UnknownTrips { .. } => continue,
             };
             out.push(BranchNote {
                 node: format!("{path}{}", node.name),
@@ -644,7 +673,7 @@ fn branch_notes(
             if let Some(g) = branch_graph(node, &b.attr) {
                 let frame = up.sub(g);
                 let inner = format!("{path}{}.{} > ", node.name, b.attr);
-                branch_notes(g, &b.inference, &frame, &inner, given, out);
+                branch_notes(g, &b.inference, &frame, &inner, given, out, loops);
             }
         }
     }
@@ -908,7 +937,21 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
     let mut warnings = model.warnings.clone();
     subgraph_warnings(graph, inf, "", &mut warnings);
     let mut branches = Vec::new();
-    branch_notes(graph, inf, &frame, "", &inf.values, &mut branches);
+    let mut loops = Vec::new();
+    branch_notes(
+        graph,
+        inf,
+        &frame,
+        "",
+        &inf.values,
+        &mut branches,
+        &mut loops,
+    );
+    totals.lower.unknown_trip_counts = loops.len();
+    totals.lower.unknown_trips_with_macs = loops.iter().filter(|l| l.1).count();
+    totals.lower.unknown_trips_with_bytes = loops.iter().filter(|l| l.2).count();
+    let mut notes = inf.notes.clone();
+    notes.extend(loops.into_iter().map(|l| l.0));
 
     MemReport {
         model: model.path.display().to_string(),
@@ -922,7 +965,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         peak_missing,
         unbound,
         unaccounted,
-        notes: inf.notes.clone(),
+        notes,
         warnings,
         branches,
         training,

@@ -41,6 +41,9 @@ pub enum Choice {
     /// way nnlint cannot trace, such as a loop's state): both branches are reported and each
     /// total takes the larger.
     Undecided { values: Vec<String> },
+    /// A `Loop` or `Scan` whose trip count is not known: its body is counted once. `values`: the
+    /// graph inputs whose values the count (or the loop's condition) is computed from.
+    UnknownTrips { values: Vec<String> },
 }
 
 /// The outcome of shape inference on the main graph.
@@ -50,7 +53,8 @@ pub struct Inference {
     pub ops: Vec<Op>,
     /// The subgraphs of control-flow nodes (`If`, `Loop`, `Scan`), analysed, by node.
     pub branches: BTreeMap<NodeId, Vec<Branch>>,
-    /// Why each `If` counts the branch it counts.
+    /// Why each `If` counts the branch it counts; the `Loop`s and `Scan`s whose trip count is
+    /// not known.
     pub choices: BTreeMap<NodeId, Choice>,
     /// Facts per value of the main graph.
     pub facts: Vec<Fact>,
@@ -982,6 +986,18 @@ fn control_flow(
                     value: None,
                 });
             }
+            let choice = trips.is_none().then(|| {
+                // the trip count, or the condition that ends the loop
+                let mut values = BTreeSet::new();
+                for i in [0, 1] {
+                    if let Some(v) = node.input(i) {
+                        values.extend(sources(v, scope).0);
+                    }
+                }
+                Choice::UnknownTrips {
+                    values: values.into_iter().collect(),
+                }
+            });
             let branches = vec![Branch {
                 attr: "body".into(),
                 inference: inf,
@@ -989,7 +1005,7 @@ fn control_flow(
                 times: trips,
             }];
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches, None))
+            Ok((facts, cost, branches, choice))
         }
         Op::Scan(sc) => {
             let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
@@ -1036,14 +1052,18 @@ fn control_flow(
                     value: None,
                 });
             }
+            let times = seq.and_then(|d| d.as_u64());
+            let choice = times
+                .is_none()
+                .then(|| Choice::UnknownTrips { values: Vec::new() });
             let branches = vec![Branch {
                 attr: "body".into(),
                 inference: inf,
                 runs: Some(true),
-                times: seq.and_then(|d| d.as_u64()),
+                times,
             }];
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches, None))
+            Ok((facts, cost, branches, choice))
         }
         _ => Err("not a control-flow op".into()),
     }

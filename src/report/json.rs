@@ -137,6 +137,12 @@ struct UnaccountedJson {
     layers_without_macs: usize,
     tensors_without_size: usize,
     undecided_branches: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    unknown_trip_counts: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -264,6 +270,7 @@ pub fn render(view: &MemView) -> String {
                 layers_without_macs: t.lower.layers_without_macs,
                 tensors_without_size: t.lower.tensors_without_size,
                 undecided_branches: t.lower.undecided_branches,
+                unknown_trip_counts: t.lower.unknown_trip_counts,
             },
         },
         peak: r.peak.as_ref().map(|p| PeakJson {

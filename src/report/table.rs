@@ -387,6 +387,14 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
                 .into(),
         ));
     }
+    if t.lower.unknown_trip_counts > 0 {
+        out.push((
+            "loops".into(),
+            t.lower.unknown_trip_counts.to_string(),
+            "Loop and Scan nodes whose trip count is unknown: each body counted once (a lower bound)"
+                .into(),
+        ));
+    }
     out
 }
 

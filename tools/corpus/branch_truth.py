@@ -94,7 +94,6 @@ def measure(entry, overrides):
 
     def instrument(evaluator, graph, const, shape):
         _, _, scopes = classify_sub(graph, const, shape)
-        c_here, s_here, _ = classify_sub(graph, const, shape)
         for rt in evaluator.rt_nodes_:
             proto = rt.onnx_node
             for a, i, g in subgraphs_of(proto):
