@@ -214,9 +214,9 @@ fn the_branches_field_follows_the_documented_schema() {
         ("if_sample_rate", vec![]),
         ("if_sample_rate", vec!["--value", "sr=8000"]),
         ("if_state_shape", vec![]),
+        ("loop_steps_input", vec![]),
     ] {
         let r = mem(model, &extra);
-        assert!(r["branches"].is_array(), "{model}");
         let errors: Vec<String> = validator
             .iter_errors(&r)
             .map(|e| format!("{e} at {}", e.instance_path()))

@@ -182,7 +182,7 @@ pub struct LintArgs {
     #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
     pub inputs: Vec<(String, Vec<u64>)>,
     /// Gives a scalar input its value, e.g. `--value sr=16000` (repeatable): decides the `If`s
-    /// whose condition is computed from it.
+    /// whose condition and the `Loop`s whose trip count is computed from it.
     #[arg(long = "value", value_name = "NAME=V", value_parser = parse_value)]
     pub values: Vec<(String, i64)>,
     /// Training precision for the memory rules [default: the config's, else fp32].
@@ -339,7 +339,8 @@ pub struct DimArgs {
     #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
     pub inputs: Vec<(String, Vec<u64>)>,
     /// Gives a scalar input its value, e.g. `--value sr=16000` (repeatable): an `If` whose
-    /// condition is computed from it counts only the branch that runs.
+    /// condition is computed from it counts only the branch that runs, a `Loop` whose trip count
+    /// is, its body that many times.
     #[arg(long = "value", value_name = "NAME=V", value_parser = parse_value)]
     pub values: Vec<(String, i64)>,
 }
