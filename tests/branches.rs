@@ -265,3 +265,36 @@ fn a_loop_count_given_as_a_value_multiplies_its_body_and_an_unknown_one_is_a_low
         "{notes:?}"
     );
 }
+
+#[test]
+fn verify_feeds_the_given_value_instead_of_a_random_one() {
+    let path = fixture("models/branches/if_sample_rate.onnx");
+    let dir = std::env::temp_dir().join(format!("nnlint-branches-verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = nnlint(&[
+        "verify",
+        &path,
+        &path,
+        "--value",
+        "sr=8000",
+        "--dump",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let file = manifest["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "sr")
+        .unwrap()["file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // a float64 .npy scalar: its last 8 bytes are the value
+    let bytes = std::fs::read(dir.join(file)).unwrap();
+    let v = f64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap());
+    assert_eq!(v, 8000.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
