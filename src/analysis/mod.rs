@@ -507,6 +507,14 @@ fn each_branch_activations<'b>(
     parts
 }
 
+/// What [`branch_notes`] finds: the `If`s, and the loops of unknown trip count (the note, and
+/// whether the body has MACs and activations).
+#[derive(Default)]
+struct Found {
+    branches: Vec<BranchNote>,
+    loops: Vec<(String, bool, bool)>,
+}
+
 /// Which branch each `If` counts and why, for the graph and the subgraphs of it that run (an `If`
 /// inside a branch that does not run is not listed). `given`: the `--value`s.
 fn branch_notes(
@@ -515,8 +523,8 @@ fn branch_notes(
     up: &Frame,
     path: &str,
     given: &BTreeMap<String, i64>,
-    out: &mut Vec<BranchNote>,
-    loops: &mut Vec<(String, bool, bool)>,
+    scalars: &std::collections::BTreeSet<String>,
+    out: &mut Found,
 ) {
     use crate::util::units::{bytes, count};
     for (&n, bs) in &inf.branches {
@@ -540,7 +548,7 @@ fn branch_notes(
                     None => String::new(),
                 }
             );
-            loops.push((text, has_macs, has_bytes));
+            out.loops.push((text, has_macs, has_bytes));
         } else if let Some(choice) = inf.choices.get(&n) {
             let acts = each_branch_activations(node, bs, up);
             let costs: Vec<(String, Option<Dim>, Option<Dim>)> = acts
@@ -612,24 +620,20 @@ fn branch_notes(
                         ),
                     )
                 }
-                shape::Choice::Undecided { values } => {
+                shape::Choice::Undecided { values, shapes } => {
                     let (m, a) = costs
                         .iter()
                         .find(|c| c.0 == other)
                         .map(|c| (show(&c.1, count), show(&c.2, bytes)))
                         .unwrap_or_default();
-                    let scalar: Vec<&String> = values
-                        .iter()
-                        .filter(|v| {
-                            graph.value_by_name(v).is_some_and(|id| {
-                                inf.facts[id]
-                                    .numel()
-                                    .and_then(|d| d.as_i64())
-                                    .is_some_and(|k| k == 1)
-                            })
-                        })
-                        .collect();
-                    let depends = if values.is_empty() {
+                    let scalar: Vec<&String> =
+                        values.iter().filter(|v| scalars.contains(*v)).collect();
+                    let depends = if values.is_empty() && !shapes.is_empty() {
+                        format!(
+                            "its condition depends on the shape of {}, not fully bound (--dim or --input binds it)",
+                            shapes.join(", ")
+                        )
+                    } else if values.is_empty() {
                         "its condition is computed from values known only at run time".to_string()
                     } else if scalar.len() == values.len() {
                         format!(
@@ -658,7 +662,7 @@ fn branch_notes(
                 // handled above
                 shape::Choice::UnknownTrips { .. } => continue,
             };
-            out.push(BranchNote {
+            out.branches.push(BranchNote {
                 node: format!("{path}{}", node.name),
                 counted: counted.clone(),
                 decided: taken.is_some(),
@@ -673,7 +677,7 @@ fn branch_notes(
             if let Some(g) = branch_graph(node, &b.attr) {
                 let frame = up.sub(g);
                 let inner = format!("{path}{}.{} > ", node.name, b.attr);
-                branch_notes(g, &b.inference, &frame, &inner, given, out, loops);
+                branch_notes(g, &b.inference, &frame, &inner, given, scalars, out);
             }
         }
     }
@@ -936,17 +940,21 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
 
     let mut warnings = model.warnings.clone();
     subgraph_warnings(graph, inf, "", &mut warnings);
-    let mut branches = Vec::new();
-    let mut loops = Vec::new();
-    branch_notes(
-        graph,
-        inf,
-        &frame,
-        "",
-        &inf.values,
-        &mut branches,
-        &mut loops,
-    );
+    let mut found = Found::default();
+    // the graph inputs that hold one element: those `--value` can give
+    let scalars = graph
+        .inputs
+        .iter()
+        .filter(|&&v| {
+            inf.facts[v]
+                .numel()
+                .and_then(|d| d.as_i64())
+                .is_some_and(|k| k == 1)
+        })
+        .map(|&v| graph.values[v].name.clone())
+        .collect();
+    branch_notes(graph, inf, &frame, "", &inf.values, &scalars, &mut found);
+    let Found { branches, loops } = found;
     totals.lower.unknown_trip_counts = loops.len();
     totals.lower.unknown_trips_with_macs = loops.iter().filter(|l| l.1).count();
     totals.lower.unknown_trips_with_bytes = loops.iter().filter(|l| l.2).count();

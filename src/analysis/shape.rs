@@ -37,10 +37,13 @@ pub enum Choice {
     /// The condition is not known, but `branch` is the only one that can run with these shapes:
     /// the other cannot (`why`).
     Consistent { branch: String, why: String },
-    /// The condition depends on the values of these graph inputs (empty: on values computed in a
-    /// way nnlint cannot trace, such as a loop's state): both branches are reported and each
-    /// total takes the larger.
-    Undecided { values: Vec<String> },
+    /// The condition depends on the values of these graph inputs, or on the shapes of these
+    /// (dimensions left unbound); both empty: on values nnlint cannot trace, such as a loop's
+    /// state. Both branches are reported and each total takes the larger.
+    Undecided {
+        values: Vec<String>,
+        shapes: Vec<String>,
+    },
     /// A `Loop` or `Scan` whose trip count is not known: its body is counted once. `values`: the
     /// graph inputs whose values the count (or the loop's condition) is computed from.
     UnknownTrips { values: Vec<String> },
@@ -564,6 +567,16 @@ fn trace(
         for &i in node.inputs.iter().flatten() {
             trace(scope, i, shape_only || reads_shape, values, shapes, seen);
         }
+        // what a control-flow node's subgraphs read from this graph
+        let mut captured = BTreeSet::new();
+        for (_, sub) in node.attrs.subgraphs() {
+            captures(sub, &mut captured);
+        }
+        for name in captured {
+            if let Some(&i) = scope.names.get(name.as_str()) {
+                trace(scope, i, shape_only, values, shapes, seen);
+            }
+        }
         return;
     }
     if val.outer {
@@ -582,6 +595,18 @@ fn trace(
     if is_main && g.inputs.contains(&v) {
         let set = if shape_only { shapes } else { values };
         set.insert(val.name.clone());
+    }
+}
+
+/// The names a subgraph (and the subgraphs in it) reads from the graphs around it.
+fn captures(g: &Graph, out: &mut BTreeSet<String>) {
+    for v in g.values.iter().filter(|v| v.outer) {
+        out.insert(v.name.clone());
+    }
+    for node in &g.nodes {
+        for (_, sub) in node.attrs.subgraphs() {
+            captures(sub, out);
+        }
     }
 }
 
@@ -915,7 +940,7 @@ fn control_flow(
                     values,
                     shapes,
                 },
-                None => Choice::Undecided { values },
+                None => Choice::Undecided { values, shapes },
             };
             // a branch that is inconsistent with these input shapes (a node it cannot run) is not
             // the one that runs
@@ -1098,7 +1123,8 @@ mod tests {
         assert_eq!(
             inf.choices[&n],
             Choice::Undecided {
-                values: vec!["sr".into()]
+                values: vec!["sr".into()],
+                shapes: vec![],
             }
         );
     }
