@@ -1007,6 +1007,206 @@ def gen_conv3x3():
 
 
 # --------------------------------------------------------------------------
+# b2) models/branches/: If decided by a scalar input's value or by a shape, and the integer ops
+#     of a dynamically quantized model. The expected figures in models/branches/expected.json come
+#     from onnxruntime (output shapes) and onnx.reference (the If branch that runs and the shapes
+#     inside it), with textbook MAC formulas: never from nnlint.
+# --------------------------------------------------------------------------
+
+BRANCHES = os.path.join(MODELS, "branches")
+
+
+def branch_models():
+    rng = np.random.default_rng(1916)
+    U8, I8 = TensorProto.UINT8, TensorProto.INT8
+    out = {}
+    # silero-vad's shape: the sample rate picks a branch; each branch slices the weights it needs
+    # from a main-graph initializer (folded at load: not an activation)
+    then_b = body("sr16k", [
+        node("Slice", ["Wbig", "s0", "e16", "ax1"], ["W16"]),
+        node("MatMul", ["x", "W16"], ["y16"])], [], [("y16", F, [1, 16])],
+        {"s0": i64(0), "e16": i64(16), "ax1": i64(1)})
+    else_b = body("sr8k", [
+        node("Slice", ["Wbig", "s16", "e20", "ax1b"], ["W4"]),
+        node("MatMul", ["x", "W4"], ["h4"]),
+        node("MatMul", ["h4", "Wup"], ["y8"])], [], [("y8", F, [1, 16])],
+        {"s16": i64(16), "e20": i64(20), "ax1b": i64(1)})
+    out["if_sample_rate"] = (helper.make_model(helper.make_graph(
+        [node("Equal", ["sr", "sr16k"], ["is16k"]),
+         node("If", ["is16k"], ["y"], then_branch=then_b, else_branch=else_b)],
+        "if_sample_rate",
+        [helper.make_tensor_value_info("x", F, [1, 8]), helper.make_tensor_value_info("sr", I64, [])],
+        [helper.make_tensor_value_info("y", F, [1, 16])],
+        [numpy_helper.from_array(W(rng, 8, 32), "Wbig"), numpy_helper.from_array(W(rng, 4, 16), "Wup"),
+         numpy_helper.from_array(np.array(16000, np.int64), "sr16k")]),
+        opset_imports=[helper.make_opsetid("", 17)]),
+        [{"sr": 16000}, {"sr": 8000}])
+    # an If decided by an input's shape (a PyTorch export's `if state.size(0)`)
+    mm = body("has_state", [node("MatMul", ["x", "Wm"], ["t"])], [], [("t", F, ["N", 4])])
+    ident = body("no_state", [node("Identity", ["x"], ["e"])], [], [("e", F, ["N", 4])])
+    out["if_state_shape"] = (helper.make_model(helper.make_graph(
+        [node("Shape", ["state"], ["st_shape"]), node("Gather", ["st_shape", "zero"], ["d0"], axis=0),
+         node("Cast", ["d0"], ["has"], to=BOOL),
+         node("If", ["has"], ["y"], then_branch=mm, else_branch=ident)],
+        "if_state_shape",
+        [helper.make_tensor_value_info("x", F, ["N", 4]), helper.make_tensor_value_info("state", F, [2, "N", 4])],
+        [helper.make_tensor_value_info("y", F, ["N", 4])],
+        [numpy_helper.from_array(W(rng, 4, 4), "Wm"), numpy_helper.from_array(np.array(0, np.int64), "zero")]),
+        opset_imports=[helper.make_opsetid("", 17)]), [{}])
+    # onnxruntime's dynamic quantization: ConvInteger, MatMulInteger, DynamicQuantizeLSTM
+    h = 4
+    out["quantized_ops"] = (helper.make_model(helper.make_graph(
+        [node("DynamicQuantizeLinear", ["X"], ["Xq", "Xs", "Xz"]),
+         node("ConvInteger", ["Xq", "Wc", "Xz", "Wcz"], ["C"]),
+         node("Cast", ["C"], ["Cf"], to=F),
+         node("Reshape", ["Cf", "flat"], ["Cr"]),
+         node("DynamicQuantizeLinear", ["Cr"], ["Aq", "As", "Az"]),
+         node("MatMulInteger", ["Aq", "Wm", "Az", "Wmz"], ["M"]),
+         node("Cast", ["M"], ["Mf"], to=F),
+         ms_node("DynamicQuantizeLSTM", ["S", "Wl", "Rl", "Bl", "", "", "", "", "Wls", "Wlz", "Rls", "Rlz"],
+                 ["Y", "Y_h", "Y_c"], hidden_size=h)],
+        "quantized_ops",
+        [helper.make_tensor_value_info("X", F, [1, 3, 8, 8]), helper.make_tensor_value_info("S", F, [5, 1, 10])],
+        [helper.make_tensor_value_info("Mf", F, [1, 10]), helper.make_tensor_value_info("Y", F, [5, 1, 1, h])],
+        [numpy_helper.from_array(rng.integers(0, 256, size=(4, 3, 3, 3)).astype(np.uint8), "Wc"),
+         numpy_helper.from_array(np.array(128, np.uint8), "Wcz"),
+         numpy_helper.from_array(i64(1, 144), "flat"),
+         numpy_helper.from_array(rng.integers(0, 256, size=(144, 10)).astype(np.uint8), "Wm"),
+         numpy_helper.from_array(np.array(128, np.uint8), "Wmz"),
+         numpy_helper.from_array(rng.integers(-128, 128, size=(1, 10, 4 * h)).astype(np.int8), "Wl"),
+         numpy_helper.from_array(rng.integers(-128, 128, size=(1, h, 4 * h)).astype(np.int8), "Rl"),
+         numpy_helper.from_array(W(rng, 1, 8 * h), "Bl"),
+         numpy_helper.from_array(f32(0.01), "Wls"), numpy_helper.from_array(np.array([0], np.int8), "Wlz"),
+         numpy_helper.from_array(f32(0.01), "Rls"), numpy_helper.from_array(np.array([0], np.int8), "Rlz")]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]), [{}])
+    # a Loop whose trip count is a scalar input (a number of refinement steps)
+    step = body("step", [node("MatMul", ["v", "Wl"], ["v_out"]), node("Identity", ["c_in"], ["c_out"])],
+                [("i", I64, []), ("c_in", BOOL, []), ("v", F, [1, 3])],
+                [("c_out", BOOL, []), ("v_out", F, [1, 3])])
+    out["loop_steps_input"] = (helper.make_model(helper.make_graph(
+        [node("Loop", ["steps", "go", "x"], ["y"], body=step)],
+        "loop_steps_input",
+        [helper.make_tensor_value_info("x", F, [1, 3]), helper.make_tensor_value_info("steps", I64, [])],
+        [helper.make_tensor_value_info("y", F, [1, 3])],
+        [numpy_helper.from_array(W(rng, 3, 3), "Wl"), numpy_helper.from_array(np.array(True), "go")]),
+        opset_imports=[helper.make_opsetid("", 17)]), [{"steps": 4}])
+    return out
+
+
+def reference_macs(op, ins, outs, proto):
+    """Textbook MACs from measured shapes (tools/corpus/macs.py's formulas)."""
+    if op in ("MatMul", "MatMulInteger"):
+        return int(np.prod(outs[0])) * ins[0][-1]
+    if op == "ConvInteger":
+        return int(np.prod(outs[0])) * int(np.prod(ins[1][1:]))
+    if op == "DynamicQuantizeLSTM":
+        hidden = next(a.i for a in proto.attribute if a.name == "hidden_size")
+        seq, batch, inp = ins[0]
+        return ins[1][0] * seq * batch * 4 * hidden * (inp + hidden)
+    return 0
+
+
+def gen_branches():
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+    os.makedirs(BRANCHES, exist_ok=True)
+    expected = {}
+    for name, (m, runs) in branch_models().items():
+        path = os.path.join(BRANCHES, name + ".onnx")
+        onnx.save_model(m, path)
+        check(path)
+        rng = np.random.default_rng(0)
+        feeds = {"x": rng.standard_normal({"if_sample_rate": (1, 8), "loop_steps_input": (1, 3)}.get(name, (2, 4)))
+                 .astype(np.float32),
+                 "state": rng.standard_normal((2, 2, 4)).astype(np.float32),
+                 "X": rng.standard_normal((1, 3, 8, 8)).astype(np.float32),
+                 "S": rng.standard_normal((5, 1, 10)).astype(np.float32)}
+        feeds = {i.name: feeds[i.name] for i in m.graph.input if i.name in feeds}
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        cases = []
+        for values in runs:
+            f = dict(feeds, **{k: np.array(v, np.int64) for k, v in values.items()})
+            ort_out = sess.run(None, f)
+            rec = {"values": values, "outputs": {o.name: list(r.shape) for o, r in zip(m.graph.output, ort_out)}}
+            if any(n.op_type == "Loop" for n in m.graph.node):
+                ev = ReferenceEvaluator(m)
+                runs = {"n": 0, "macs": 0}
+                for rt in ev.rt_nodes_:
+                    for srt in rt.body.rt_nodes_:
+                        def wrap_loop(srt=srt):
+                            orig = srt.run
+
+                            def run(*a, **k):
+                                res = orig(*a, **k)
+                                ins = [list(np.shape(x)) for x in a]
+                                outs = [list(np.shape(r)) for r in res]
+                                if srt.onnx_node.op_type == "MatMul":
+                                    runs["n"] += 1
+                                runs["macs"] += reference_macs(srt.onnx_node.op_type, ins, outs, srt.onnx_node)
+                                return res
+                            srt.run = run
+                        wrap_loop()
+                ev.run(None, f)
+                rec["iterations"] = runs["n"]
+                rec["loop_macs"] = runs["macs"]
+            elif any(n.op_type == "If" for n in m.graph.node):
+                # the branch that runs, and what its nodes produce, from onnx.reference
+                ev = ReferenceEvaluator(m)
+                ran, macs, sub_bytes = [], 0, 0
+                for rt in ev.rt_nodes_:
+                    if rt.onnx_node.op_type != "If":
+                        continue
+                    for attr in ("then_branch", "else_branch"):
+                        for srt in getattr(rt, attr).rt_nodes_:
+                            def wrap(srt=srt, attr=attr):
+                                orig = srt.run
+
+                                def run(*a, **k):
+                                    res = orig(*a, **k)
+                                    nonlocal macs, sub_bytes
+                                    ran.append(attr)
+                                    ins = [list(np.shape(x)) for x in a]
+                                    outs = [list(np.shape(r)) for r in res]
+                                    macs += reference_macs(srt.onnx_node.op_type, ins, outs, srt.onnx_node)
+                                    # a Slice of the main graph's weights is folded at load
+                                    if srt.onnx_node.op_type != "Slice":
+                                        sub_bytes += sum(np.asarray(r).nbytes for r in res)
+                                    return res
+                                srt.run = run
+                            wrap()
+                ev.run(None, f)
+                rec["branch"] = sorted(set(ran))
+                rec["branch_macs"] = macs
+                rec["branch_activation_bytes"] = sub_bytes
+            else:
+                ev = None
+                macs = {}
+                shapes = {k: list(v.shape) for k, v in f.items()}
+                shapes.update({t.name: list(t.dims) for t in m.graph.initializer})
+                exposed = onnx.ModelProto()
+                exposed.CopyFrom(m)
+                del exposed.graph.output[:]
+                names = [o for n in m.graph.node for o in n.output if o]
+                exposed.graph.output.extend(helper.make_empty_tensor_value_info(o) for o in names)
+                got = ort.InferenceSession(exposed.SerializeToString(), providers=["CPUExecutionProvider"]).run(names, f)
+                shapes.update({k: list(v.shape) for k, v in zip(names, got)})
+                for n in m.graph.node:
+                    ins = [shapes.get(x) for x in n.input]
+                    outs = [shapes.get(o) for o in n.output]
+                    k = reference_macs(n.op_type, ins, outs, n)
+                    if k:
+                        macs[n.op_type] = k
+                rec["macs_by_op"] = macs
+                rec["shapes"] = {k: shapes[k] for k in names}
+            cases.append(rec)
+        expected[name] = cases
+    with open(os.path.join(BRANCHES, "expected.json"), "w") as fh:
+        json.dump(expected, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    print(json.dumps(expected, indent=1, sort_keys=True))
+
+
+# --------------------------------------------------------------------------
 # c) PyTorch exports
 # --------------------------------------------------------------------------
 
@@ -1875,6 +2075,9 @@ def main():
     if "--rewrite-only" in sys.argv:  # only models/rewrite/ (no torch)
         gen_rewrite()
         return
+    if "--branches-only" in sys.argv:  # only models/branches/ (onnxruntime, no torch)
+        gen_branches()
+        return
     if "--zoo-only" in sys.argv:  # only models/ops/ and their expected and ort files (no torch)
         gen_zoo()
         gen_ort_values()
@@ -1885,6 +2088,7 @@ def main():
         return
     gen_zoo()
     gen_conv3x3()
+    gen_branches()
     gen_rules()
     gen_rewrite()
     gen_ort_values()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate nnlint's test fixtures: bash testdata/generate.sh [--no-torch] [--rules-only] [--rewrite-only]
+# Regenerate nnlint's test fixtures: bash testdata/generate.sh [--no-torch] [--rules-only] [--rewrite-only] [--branches-only]
 #
 # Uses $NNLINT_PY if set (a python that already has requirements.txt
 # installed; set NNLINT_PIP_INSTALL=1 to install into it anyway), otherwise

@@ -208,6 +208,7 @@ impl FitRequest {
                     (k.clone(), v)
                 })
                 .collect(),
+            values: std::collections::BTreeMap::new(),
         }
     }
 }

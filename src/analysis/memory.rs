@@ -40,18 +40,59 @@ fn outputs_of(node: &crate::ir::Node) -> Outputs {
 /// those, such as the weight `Transpose`s some exporters emit). Runtimes fold them when the model
 /// loads, so they are weights, not activations.
 pub fn static_values(graph: &Graph) -> Vec<bool> {
-    foldable(graph, false)
+    foldable(graph, false, &|_| false)
 }
 
 /// Values a runtime folds once the input shapes are known: the static ones, and shape arithmetic
 /// (values that read the inputs only through `Shape` and `Size`: a YOLO anchor grid, position ids,
 /// masks of a fixed size), which onnxruntime folds at load. They are not activations.
 pub fn folded_values(graph: &Graph) -> Vec<bool> {
-    foldable(graph, true)
+    foldable(graph, true, &|_| false)
 }
 
-fn foldable(graph: &Graph, shapes_known: bool) -> Vec<bool> {
-    let mut st: Vec<bool> = graph.values.iter().map(|v| v.init.is_some()).collect();
+/// [`folded_values`] of a subgraph: `outer(name)` says whether a value it captures from an
+/// enclosing graph is folded there (an initializer of the main graph, the weight slices an LSTM
+/// export computes from one), so that what the subgraph computes from it folds too.
+pub fn folded_values_within(graph: &Graph, outer: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    foldable(graph, true, outer)
+}
+
+/// Values computed from the `seeds` (graph inputs by name, or values captured from an enclosing
+/// graph for which `seeds` holds), following every node forward (a node holding a subgraph that
+/// captures one of them too).
+pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    let mut r: Vec<bool> = graph
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.outer || graph.inputs.contains(&i)) && seeds(&v.name))
+        .collect();
+    for node in &graph.nodes {
+        let mut hit = node.inputs.iter().flatten().any(|&v| r[v]);
+        if !hit {
+            for (_, sub) in node.attrs.subgraphs() {
+                for_each_capture(sub, &mut |name| {
+                    hit |= graph
+                        .value_by_name(name)
+                        .map_or_else(|| seeds(name), |v| r[v]);
+                });
+            }
+        }
+        if hit {
+            for &v in node.outputs.iter().flatten() {
+                r[v] = true;
+            }
+        }
+    }
+    r
+}
+
+fn foldable(graph: &Graph, shapes_known: bool, outer: &dyn Fn(&str) -> bool) -> Vec<bool> {
+    let mut st: Vec<bool> = graph
+        .values
+        .iter()
+        .map(|v| v.init.is_some() || (v.outer && outer(&v.name)))
+        .collect();
     for node in &graph.nodes {
         let captures = node.attrs.subgraphs().next().is_some();
         let derived = match outputs_of(node) {
@@ -204,4 +245,49 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
         live: live_list,
         curve,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> crate::ir::Model {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/models/branches")
+            .join(format!("{name}.onnx"));
+        crate::load::onnx::load(&path).unwrap()
+    }
+
+    #[test]
+    fn a_branch_slicing_an_outer_weight_folds_it() {
+        let m = fixture("if_sample_rate");
+        let node = m.graph.nodes.iter().find(|n| n.op_type == "If").unwrap();
+        let (_, then) = node
+            .attrs
+            .subgraphs()
+            .find(|(a, _)| *a == "then_branch")
+            .unwrap();
+        let slice = then.value_by_name("W16").unwrap();
+        let out = then.value_by_name("y16").unwrap();
+        // alone, the captured weight is unknown: the slice looks like a runtime tensor
+        assert!(!folded_values(then)[slice]);
+        // with the main graph's initializers, it folds; the MatMul on the input does not
+        let parent = folded_values(&m.graph);
+        let outer = |name: &str| m.graph.value_by_name(name).is_some_and(|v| parent[v]);
+        let within = folded_values_within(then, &outer);
+        assert!(within[slice]);
+        assert!(!within[out]);
+    }
+
+    #[test]
+    fn values_computed_from_a_seed_are_reached_across_subgraphs() {
+        let m = fixture("if_sample_rate");
+        let g = &m.graph;
+        let r = reached_from(g, &|name| name == "sr");
+        assert!(r[g.value_by_name("is16k").unwrap()]);
+        // the If's output is computed in branches that capture nothing from sr, but the If reads it
+        assert!(r[g.value_by_name("y").unwrap()]);
+        let none = reached_from(g, &|_| false);
+        assert!(none.iter().all(|&b| !b));
+    }
 }

@@ -53,6 +53,8 @@ pub struct MemReport {
     pub unaccounted: Vec<String>,
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
+    /// Every `If` the totals go through: which branch they count, and why.
+    pub branches: Vec<BranchNote>,
     /// The training-memory estimate, with `--train`.
     pub training: Option<training::Training>,
     /// Language-model checkpoints: architecture, KV cache and inference memory.
@@ -85,6 +87,8 @@ pub struct Layer {
     pub depth: u32,
     /// For a subgraph's node: `If_0.then_branch`, and whether that branch runs.
     pub branch: Option<String>,
+    /// In a branch that does not run (at any depth): listed, never counted.
+    pub skipped: bool,
 }
 
 impl Layer {
@@ -105,7 +109,41 @@ impl Layer {
             gradient_bytes: None,
             depth: 0,
             branch: None,
+            skipped: false,
         }
+    }
+}
+
+/// Which branch of an `If` the totals count, and why.
+#[derive(Clone, Debug)]
+pub struct BranchNote {
+    /// The `If`, after the branches that hold it when it is nested (`If_0.then_branch > If_1`).
+    pub node: String,
+    /// The branch the totals count: `then_branch` or `else_branch`.
+    pub counted: String,
+    /// Whether it is the branch that runs; `false`: the condition depends on input values and
+    /// the larger branch is counted (the totals then say so).
+    pub decided: bool,
+    /// What decided it.
+    pub reason: BranchReason,
+    /// The graph inputs the condition is computed from: for `condition`, those whose value
+    /// `--value` gives, else those whose shape it reads; for `larger`, those whose values it reads.
+    pub inputs: Vec<String>,
+    /// Each branch's MACs and activations for one run of the `If`.
+    pub costs: Vec<(String, Option<Dim>, Option<Dim>)>,
+    /// The reason in words.
+    pub why: String,
+}
+
+crate::named_enum! {
+    /// What decided which branch of an `If` is counted.
+    pub enum BranchReason {
+        /// The condition folds: from the input shapes, constants or `--value`.
+        Condition = "condition",
+        /// The condition is not known, but the other branch cannot run at these input shapes.
+        Shapes = "shapes",
+        /// The condition depends on input values: the larger branch is counted.
+        Larger = "larger",
     }
 }
 
@@ -138,14 +176,20 @@ pub struct LowerBounds {
     pub tensors_without_size: usize,
     /// Control-flow nodes whose branch is not known (the larger branch is counted).
     pub undecided_branches: usize,
+    /// `Loop`s and `Scan`s whose trip count is not known (their body is counted once).
+    pub unknown_trip_counts: usize,
+    /// Of those, the ones whose body has MACs, and whose body has activations (any other count
+    /// of runs gives the other totals).
+    pub unknown_trips_with_macs: usize,
+    pub unknown_trips_with_bytes: usize,
 }
 
 impl LowerBounds {
     pub fn activations(&self) -> bool {
-        self.layers_without_size > 0
+        self.layers_without_size > 0 || self.unknown_trips_with_bytes > 0
     }
     pub fn macs(&self) -> bool {
-        self.layers_without_macs > 0
+        self.layers_without_macs > 0 || self.unknown_trips_with_macs > 0
     }
     pub fn params(&self) -> bool {
         self.tensors_without_size > 0
@@ -345,14 +389,56 @@ pub fn analyze_loaded_with(
     }
 }
 
+/// What is folded in one graph (the main graph or a subgraph), and what is computed from the values
+/// `--value` gives: those are known to the analysis but are runtime tensors all the same.
+struct Frame<'a> {
+    graph: &'a Graph,
+    /// Folded once the input shapes are known (weights, shape arithmetic; in a subgraph, also
+    /// what it computes from the folded values of the graphs around it).
+    is_static: Vec<bool>,
+    /// Computed from a `--value` input.
+    given: Vec<bool>,
+    parent: Option<&'a Frame<'a>>,
+}
+
+impl<'a> Frame<'a> {
+    fn main(graph: &'a Graph, inf: &Inference) -> Frame<'a> {
+        Frame {
+            graph,
+            is_static: memory::folded_values(graph),
+            given: memory::reached_from(graph, &|name| inf.values.contains_key(name)),
+            parent: None,
+        }
+    }
+
+    fn sub(&'a self, graph: &'a Graph) -> Frame<'a> {
+        Frame {
+            graph,
+            is_static: memory::folded_values_within(graph, &|name| self.lookup(name, true)),
+            given: memory::reached_from(graph, &|name| self.lookup(name, false)),
+            parent: Some(self),
+        }
+    }
+
+    /// Whether the value called `name` here or in an enclosing graph is static (`true`) or
+    /// computed from a given value (`false`).
+    fn lookup(&self, name: &str, is_static: bool) -> bool {
+        match self.graph.value_by_name(name) {
+            Some(v) if !self.graph.values[v].outer => {
+                if is_static {
+                    self.is_static[v]
+                } else {
+                    self.given[v]
+                }
+            }
+            _ => self.parent.is_some_and(|p| p.lookup(name, is_static)),
+        }
+    }
+}
+
 /// The row of one node: its outputs' shapes and bytes, its MACs (parameters are added after).
-fn row(
-    node: &crate::ir::Node,
-    n: NodeId,
-    inf: &Inference,
-    is_static: &[bool],
-    depth: u32,
-) -> Option<Layer> {
+fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32) -> Option<Layer> {
+    let is_static = &f.is_static;
     if matches!(inf.ops.get(n), Some(ops::Op::Constant(_))) {
         return None;
     }
@@ -381,11 +467,15 @@ fn row(
         macs: inf.macs[n].clone(),
         saved_bytes: None,
         gradient_bytes: None,
+        // a value known because it is computed from a `--value` input still runs
         folded: !opaque
             && !outs.is_empty()
-            && (computed_once || outs.iter().all(|f| f.value.is_some())),
+            && (computed_once
+                || (outs.iter().all(|f| f.value.is_some())
+                    && node.outputs.iter().flatten().all(|&v| !f.given[v]))),
         depth,
         branch: None,
+        skipped: false,
     })
 }
 
@@ -399,14 +489,36 @@ fn branch_graph<'a>(node: &'a crate::ir::Node, attr: &str) -> Option<&'a Graph> 
 
 /// Bytes a subgraph's nodes produce in one run of its node: the outputs of every node that is not
 /// folded, times the runs (the branch that runs; the larger of two undecided ones).
-fn branch_activations(node: &crate::ir::Node, bs: &[shape::Branch]) -> Option<Dim> {
-    let mut parts: Vec<Option<Dim>> = Vec::new();
-    for b in bs.iter().filter(|b| b.runs != Some(false)) {
-        let g = branch_graph(node, &b.attr)?;
-        let is_static = memory::folded_values(g);
+fn branch_activations(node: &crate::ir::Node, bs: &[shape::Branch], up: &Frame) -> Option<Dim> {
+    let known: Vec<Dim> = each_branch_activations(node, bs, up)
+        .into_iter()
+        .filter(|(b, _)| b.runs != Some(false))
+        .map(|(_, d)| d)
+        .collect::<Option<_>>()?;
+    if bs.iter().any(|b| b.runs.is_none()) {
+        return known
+            .into_iter()
+            .max_by_key(|d| d.as_i64().unwrap_or(i64::MAX));
+    }
+    Dim::sum(&known)
+}
+
+/// The bytes each branch's nodes produce in one run of `node` (whether it runs or not).
+fn each_branch_activations<'b>(
+    node: &crate::ir::Node,
+    bs: &'b [shape::Branch],
+    up: &Frame,
+) -> Vec<(&'b shape::Branch, Option<Dim>)> {
+    let mut parts = Vec::new();
+    for b in bs {
+        let Some(g) = branch_graph(node, &b.attr) else {
+            parts.push((b, None));
+            continue;
+        };
+        let frame = up.sub(g);
         let mut sum = Some(Dim::ZERO);
         for (n, sub) in g.nodes.iter().enumerate() {
-            let Some(r) = row(sub, n, &b.inference, &is_static, 1) else {
+            let Some(r) = row(sub, n, &b.inference, &frame, 1) else {
                 continue;
             };
             let mut bytes = if r.folded {
@@ -416,21 +528,191 @@ fn branch_activations(node: &crate::ir::Node, bs: &[shape::Branch]) -> Option<Di
             };
             if let Some(inner) = b.inference.branches.get(&n) {
                 bytes = bytes
-                    .zip(branch_activations(sub, inner))
+                    .zip(branch_activations(sub, inner, &frame))
                     .and_then(|(a, c)| a.checked_add(&c));
             }
             sum = sum.zip(bytes).and_then(|(a, c)| a.checked_add(&c));
         }
-        let times = Dim::known(i64::try_from(b.times.unwrap_or(1)).ok()?);
-        parts.push(sum.and_then(|s| s.checked_mul(&times)));
+        let times = i64::try_from(b.times.unwrap_or(1)).ok().map(Dim::known);
+        parts.push((b, sum.zip(times).and_then(|(s, t)| s.checked_mul(&t))));
     }
-    let known: Vec<Dim> = parts.into_iter().collect::<Option<_>>()?;
-    if bs.iter().any(|b| b.runs.is_none()) {
-        return known
-            .into_iter()
-            .max_by_key(|d| d.as_i64().unwrap_or(i64::MAX));
+    parts
+}
+
+/// What [`branch_notes`] finds: the `If`s, and the loops of unknown trip count (the note, and
+/// whether the body has MACs and activations).
+#[derive(Default)]
+struct Found {
+    branches: Vec<BranchNote>,
+    loops: Vec<(String, bool, bool)>,
+}
+
+/// Which branch each `If` counts and why, for the graph and the subgraphs of it that run (an `If`
+/// inside a branch that does not run is not listed). `given`: the `--value`s.
+fn branch_notes(
+    graph: &Graph,
+    inf: &Inference,
+    up: &Frame,
+    path: &str,
+    given: &BTreeMap<String, i64>,
+    scalars: &std::collections::BTreeSet<String>,
+    out: &mut Found,
+) {
+    use crate::util::units::{bytes, count};
+    for (&n, bs) in &inf.branches {
+        let node = &graph.nodes[n];
+        if let Some(shape::Choice::UnknownTrips { values }) = inf.choices.get(&n) {
+            let nonzero = |d: Option<Dim>| d.is_none_or(|d| d != Dim::ZERO);
+            let has_macs = bs.iter().any(|b| nonzero(b.macs()));
+            let has_bytes = each_branch_activations(node, bs, up)
+                .into_iter()
+                .any(|(_, a)| nonzero(a));
+            let text = format!(
+                "{path}{}: trip count unknown{}: its body is counted once, so the totals are lower bounds{}",
+                node.name,
+                if values.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it depends on the value of {})", values.join(", "))
+                },
+                match values.first() {
+                    Some(v) => format!("; --value {v}=N gives it"),
+                    None => String::new(),
+                }
+            );
+            out.loops.push((text, has_macs, has_bytes));
+        } else if let Some(choice) = inf.choices.get(&n) {
+            let acts = each_branch_activations(node, bs, up);
+            let costs: Vec<(String, Option<Dim>, Option<Dim>)> = acts
+                .into_iter()
+                .map(|(b, a)| (b.attr.clone(), b.macs(), a))
+                .collect();
+            let show = |d: &Option<Dim>, f: fn(u64) -> String| match d {
+                Some(d) => d.as_u64().map_or_else(|| d.to_string(), f),
+                None => "?".into(),
+            };
+            let by_size = |(_, m, a): &&(String, Option<Dim>, Option<Dim>)| {
+                let k = |d: &Option<Dim>| {
+                    d.as_ref()
+                        .map_or(i64::MAX, |d| d.as_i64().unwrap_or(i64::MAX))
+                };
+                (k(m), k(a))
+            };
+            let taken = bs.iter().find(|b| b.runs == Some(true)).map(|b| &b.attr);
+            // undecided: the larger (by MACs, then activations; the first on a tie)
+            let larger = costs
+                .iter()
+                .rev()
+                .max_by_key(by_size)
+                .map(|c| c.0.clone())
+                .unwrap_or_default();
+            let counted = taken.cloned().unwrap_or(larger);
+            let other = if counted == "then_branch" {
+                "else_branch"
+            } else {
+                "then_branch"
+            };
+            let (reason, inputs, why) = match choice {
+                shape::Choice::Condition {
+                    value,
+                    values,
+                    shapes,
+                } => {
+                    let why = if !values.is_empty() {
+                        let with: Vec<String> = values
+                            .iter()
+                            .map(|v| match given.get(v) {
+                                Some(x) => format!("--value {v}={x}"),
+                                None => format!("the value of {v}"),
+                            })
+                            .collect();
+                        format!("its condition is {value} with {}", with.join(" "))
+                    } else if !shapes.is_empty() {
+                        format!(
+                            "its condition is {value} at these input shapes (it reads the shape of {})",
+                            shapes.join(", ")
+                        )
+                    } else {
+                        format!("its condition is the constant {value}")
+                    };
+                    let inputs = if values.is_empty() { shapes } else { values };
+                    (BranchReason::Condition, inputs.clone(), why)
+                }
+                shape::Choice::Consistent { branch, why } => {
+                    let other = if branch == "then_branch" {
+                        "else_branch"
+                    } else {
+                        "then_branch"
+                    };
+                    (
+                        BranchReason::Shapes,
+                        Vec::new(),
+                        format!(
+                            "its condition is not known, but the {other} cannot run at these input shapes ({why})"
+                        ),
+                    )
+                }
+                shape::Choice::Undecided { values, shapes } => {
+                    let (m, a) = costs
+                        .iter()
+                        .find(|c| c.0 == other)
+                        .map(|c| (show(&c.1, count), show(&c.2, bytes)))
+                        .unwrap_or_default();
+                    let scalar: Vec<&String> =
+                        values.iter().filter(|v| scalars.contains(*v)).collect();
+                    let depends = if values.is_empty() && !shapes.is_empty() {
+                        format!(
+                            "its condition depends on the shape of {}, not fully bound (--dim or --input binds it)",
+                            shapes.join(", ")
+                        )
+                    } else if values.is_empty() {
+                        "its condition is computed from values known only at run time".to_string()
+                    } else if scalar.len() == values.len() {
+                        format!(
+                            "its condition depends on the value of {}",
+                            values.join(", ")
+                        )
+                    } else {
+                        format!(
+                            "its condition depends on the contents of {}",
+                            values.join(", ")
+                        )
+                    };
+                    let hint = if scalar.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; --value {}=V counts the branch that runs", scalar[0])
+                    };
+                    (
+                        BranchReason::Larger,
+                        values.clone(),
+                        format!(
+                            "{depends}: the larger branch is counted; the {other} has {m} MACs and {a} of activations{hint}"
+                        ),
+                    )
+                }
+                // handled above
+                shape::Choice::UnknownTrips { .. } => continue,
+            };
+            out.branches.push(BranchNote {
+                node: format!("{path}{}", node.name),
+                counted: counted.clone(),
+                decided: taken.is_some(),
+                reason,
+                inputs,
+                costs,
+                why,
+            });
+        }
+        // the Ifs inside the branches that run (or may run)
+        for b in bs.iter().filter(|b| b.runs != Some(false)) {
+            if let Some(g) = branch_graph(node, &b.attr) {
+                let frame = up.sub(g);
+                let inner = format!("{path}{}.{} > ", node.name, b.attr);
+                branch_notes(g, &b.inference, &frame, &inner, given, scalars, out);
+            }
+        }
     }
-    Dim::sum(&known)
 }
 
 /// Inconsistent nodes and declared-shape disagreements, in the graph and its subgraphs (named by
@@ -460,12 +742,19 @@ fn subgraph_warnings(graph: &Graph, inf: &Inference, path: &str, out: &mut Vec<S
 }
 
 /// The rows of a control-flow node's subgraphs, after its own.
-fn branch_rows(node: &crate::ir::Node, bs: &[shape::Branch], depth: u32, out: &mut Vec<Layer>) {
+fn branch_rows(
+    node: &crate::ir::Node,
+    bs: &[shape::Branch],
+    depth: u32,
+    up: &Frame,
+    skipped: bool,
+    out: &mut Vec<Layer>,
+) {
     for b in bs {
         let Some(g) = branch_graph(node, &b.attr) else {
             continue;
         };
-        let is_static = memory::folded_values(g);
+        let frame = up.sub(g);
         let label = format!(
             "{}.{}{}",
             node.name,
@@ -479,11 +768,13 @@ fn branch_rows(node: &crate::ir::Node, bs: &[shape::Branch], depth: u32, out: &m
             }
         );
         for (n, sub) in g.nodes.iter().enumerate() {
-            if let Some(mut r) = row(sub, n, &b.inference, &is_static, depth) {
+            if let Some(mut r) = row(sub, n, &b.inference, &frame, depth) {
+                let skip = skipped || b.runs == Some(false);
                 r.branch = Some(label.clone());
+                r.skipped = skip;
                 out.push(r);
                 if let Some(inner) = b.inference.branches.get(&n) {
-                    branch_rows(sub, inner, depth + 1, out);
+                    branch_rows(sub, inner, depth + 1, &frame, skip, out);
                 }
             }
         }
@@ -541,12 +832,12 @@ pub fn checked_report(
 /// Builds the report from a finished shape inference (so callers that need both infer once).
 pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConfig>) -> MemReport {
     let graph = &model.graph;
-    let is_static = memory::folded_values(graph);
+    let frame = Frame::main(graph, inf);
     let mut rows: Vec<Option<Layer>> = graph
         .nodes
         .iter()
         .enumerate()
-        .map(|(n, node)| row(node, n, inf, &is_static, 0))
+        .map(|(n, node)| row(node, n, inf, &frame, 0))
         .collect();
     // a control-flow node's row carries what its subgraphs compute
     for (&n, branches) in &inf.branches {
@@ -554,7 +845,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
             r.activation_bytes = r
                 .activation_bytes
                 .take()
-                .zip(branch_activations(&graph.nodes[n], branches))
+                .zip(branch_activations(&graph.nodes[n], branches, &frame))
                 .and_then(|(a, b)| a.checked_add(&b));
         }
     }
@@ -601,7 +892,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         let Some(r) = r else { continue };
         layers.push(r);
         if let Some(bs) = inf.branches.get(&n) {
-            branch_rows(&graph.nodes[n], bs, 1, &mut layers);
+            branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);
         }
     }
     // folded rows (shape computations, weight transposes) run once at load: not activations
@@ -624,7 +915,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         .count();
     let unaccounted: Vec<String> = layers
         .iter()
-        .filter(|l| l.activation_bytes.is_none())
+        .filter(|l| l.activation_bytes.is_none() && !l.skipped)
         .map(|l| l.name.clone())
         .collect();
 
@@ -681,6 +972,27 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
 
     let mut warnings = model.warnings.clone();
     subgraph_warnings(graph, inf, "", &mut warnings);
+    let mut found = Found::default();
+    // the graph inputs that hold one element: those `--value` can give
+    let scalars = graph
+        .inputs
+        .iter()
+        .filter(|&&v| {
+            inf.facts[v]
+                .numel()
+                .and_then(|d| d.as_i64())
+                .is_some_and(|k| k == 1)
+        })
+        .map(|&v| graph.values[v].name.clone())
+        .collect();
+    branch_notes(graph, inf, &frame, "", &inf.values, &scalars, &mut found);
+    let Found { branches, loops } = found;
+    totals.lower.unknown_trip_counts = loops.len();
+    totals.lower.unknown_trips_with_macs = loops.iter().filter(|l| l.1).count();
+    totals.lower.unknown_trips_with_bytes = loops.iter().filter(|l| l.2).count();
+    let mut notes = inf.notes.clone();
+    notes.extend(loops.into_iter().map(|l| l.0));
+    notes.extend(storage::notes(graph));
 
     MemReport {
         model: model.path.display().to_string(),
@@ -694,13 +1006,9 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         peak_missing,
         unbound,
         unaccounted,
-        notes: inf
-            .notes
-            .iter()
-            .cloned()
-            .chain(storage::notes(graph))
-            .collect(),
+        notes,
         warnings,
+        branches,
         training,
         llm: None,
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::fact::Fact;
+use super::fact::{Fact, Konst};
 use super::ops::{self, InferError, Op, OpCx};
 use crate::error::{Error, Result};
 use crate::ir::{shape_to_string, Dim, Graph, Model, Node, NodeId, TypeDecl, ValueId};
@@ -18,6 +18,35 @@ pub struct Bindings {
     pub dims: BTreeMap<String, i64>,
     /// `--input NAME=1x3x224x224`: every axis of one input (whatever its dims are called).
     pub inputs: BTreeMap<String, Vec<u64>>,
+    /// `--value NAME=V`: the value of a scalar input (a sample rate, a flag), so that the `If`s
+    /// whose condition is computed from it are decided.
+    pub values: BTreeMap<String, i64>,
+}
+
+/// Why an `If` counts the branch it counts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// The condition folds to `value`. `values`: the graph inputs whose given value (`--value`)
+    /// it is computed from; `shapes`: those whose shape it reads (`Shape`, `Size`). Both empty:
+    /// a constant.
+    Condition {
+        value: bool,
+        values: Vec<String>,
+        shapes: Vec<String>,
+    },
+    /// The condition is not known, but `branch` is the only one that can run with these shapes:
+    /// the other cannot (`why`).
+    Consistent { branch: String, why: String },
+    /// The condition depends on the values of these graph inputs, or on the shapes of these
+    /// (dimensions left unbound); both empty: on values nnlint cannot trace, such as a loop's
+    /// state. Both branches are reported and each total takes the larger.
+    Undecided {
+        values: Vec<String>,
+        shapes: Vec<String>,
+    },
+    /// A `Loop` or `Scan` whose trip count is not known: its body is counted once. `values`: the
+    /// graph inputs whose values the count (or the loop's condition) is computed from.
+    UnknownTrips { values: Vec<String> },
 }
 
 /// The outcome of shape inference on the main graph.
@@ -27,6 +56,9 @@ pub struct Inference {
     pub ops: Vec<Op>,
     /// The subgraphs of control-flow nodes (`If`, `Loop`, `Scan`), analysed, by node.
     pub branches: BTreeMap<NodeId, Vec<Branch>>,
+    /// Why each `If` counts the branch it counts; the `Loop`s and `Scan`s whose trip count is
+    /// not known.
+    pub choices: BTreeMap<NodeId, Choice>,
     /// Facts per value of the main graph.
     pub facts: Vec<Fact>,
     /// MACs per node: zero for ops that are not counted, `None` when not computable (unknown
@@ -46,6 +78,8 @@ pub struct Inference {
     pub bound: BTreeMap<String, i64>,
     /// Notes about binding (defaults taken, fixed batch overridden).
     pub notes: Vec<String>,
+    /// The scalar inputs' values given with `--value`.
+    pub values: BTreeMap<String, i64>,
 }
 
 impl Inference {
@@ -434,7 +468,9 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
             facts[v] = f;
         }
     }
+    set_values(model, bindings, &mut facts)?;
     let root = Scope {
+        graph: None,
         facts: &[],
         names: HashMap::new(),
         parent: None,
@@ -449,9 +485,141 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
         overflow: w.overflow,
         mismatches: w.mismatches,
         branches: w.branches,
+        choices: w.choices,
         batch,
         bound,
         notes,
+        values: bindings.values.clone(),
+    })
+}
+
+/// `--value NAME=V`: the scalar input's fact gets its value (its shape must hold one element).
+fn set_values(model: &Model, bindings: &Bindings, facts: &mut [Fact]) -> Result<()> {
+    let graph = &model.graph;
+    let path = model.path.display();
+    for (name, &val) in &bindings.values {
+        let Some(&v) = graph
+            .inputs
+            .iter()
+            .find(|&&v| graph.values[v].name == *name && graph.values[v].init.is_none())
+        else {
+            let names: Vec<&str> = graph
+                .inputs
+                .iter()
+                .filter(|&&v| graph.values[v].init.is_none())
+                .map(|&v| graph.values[v].name.as_str())
+                .collect();
+            return Err(Error::Usage(format!(
+                "{path}: --value {name}={val}: the model has no input named '{name}' (inputs: {})",
+                names.join(", ")
+            )));
+        };
+        let f = &mut facts[v];
+        let shape = f.shape.get_or_insert_with(Vec::new);
+        if Dim::product(shape.iter()).and_then(|d| d.as_i64()) != Some(1) {
+            return Err(Error::Usage(format!(
+                "{path}: --value {name}={val}: '{name}' has shape {}, not a single element (--value gives a scalar input's value)",
+                shape_to_string(shape)
+            )));
+        }
+        f.value = Some(match f.dtype {
+            Some(d) if d.is_float() => Konst::Float(vec![val as f64]),
+            _ => Konst::Int(vec![Dim::known(val)]),
+        });
+    }
+    Ok(())
+}
+
+/// The graph inputs a value is computed from: those whose values it reads, and those it reads
+/// only the shape of (through `Shape` and `Size`), sorted. Initializers and constants are not
+/// sources; a subgraph's own inputs (a loop's counter and state) cannot be traced.
+fn sources(v: ValueId, scope: &Scope) -> (Vec<String>, Vec<String>) {
+    let mut values = BTreeSet::new();
+    let mut shapes = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    trace(scope, v, false, &mut values, &mut shapes, &mut seen);
+    shapes.retain(|s| !values.contains(s));
+    (values.into_iter().collect(), shapes.into_iter().collect())
+}
+
+fn trace(
+    scope: &Scope,
+    v: ValueId,
+    shape_only: bool,
+    values: &mut BTreeSet<String>,
+    shapes: &mut BTreeSet<String>,
+    seen: &mut BTreeSet<(usize, ValueId, bool)>,
+) {
+    let Some(g) = scope.graph else { return };
+    if !seen.insert((std::ptr::from_ref(scope) as usize, v, shape_only)) {
+        return;
+    }
+    let val = &g.values[v];
+    if val.init.is_some() {
+        return;
+    }
+    if let Some((n, _)) = val.producer {
+        let node = &g.nodes[n];
+        let reads_shape = matches!(
+            ops::lookup(&node.domain, &node.op_type).map(|d| d.outputs),
+            Some(ops::Outputs::ShapeOnly)
+        );
+        for &i in node.inputs.iter().flatten() {
+            trace(scope, i, shape_only || reads_shape, values, shapes, seen);
+        }
+        // what a control-flow node's subgraphs read from this graph
+        let mut captured = BTreeSet::new();
+        for (_, sub) in node.attrs.subgraphs() {
+            captures(sub, &mut captured);
+        }
+        for name in captured {
+            if let Some(&i) = scope.names.get(name.as_str()) {
+                trace(scope, i, shape_only, values, shapes, seen);
+            }
+        }
+        return;
+    }
+    if val.outer {
+        // a value of an enclosing graph: continue there
+        let mut up = scope.parent;
+        while let Some(s) = up {
+            if let Some(&pv) = s.names.get(val.name.as_str()) {
+                trace(s, pv, shape_only, values, shapes, seen);
+                return;
+            }
+            up = s.parent;
+        }
+        return;
+    }
+    let is_main = scope.parent.is_none_or(|p| p.graph.is_none());
+    if is_main && g.inputs.contains(&v) {
+        let set = if shape_only { shapes } else { values };
+        set.insert(val.name.clone());
+    }
+}
+
+/// The names a subgraph (and the subgraphs in it) reads from the graphs around it.
+fn captures(g: &Graph, out: &mut BTreeSet<String>) {
+    for v in g.values.iter().filter(|v| v.outer) {
+        out.insert(v.name.clone());
+    }
+    for node in &g.nodes {
+        for (_, sub) in node.attrs.subgraphs() {
+            captures(sub, out);
+        }
+    }
+}
+
+/// The first node, in a graph or the subgraphs of it that run, whose inputs contradict it: its
+/// name and why.
+fn first_invalid(g: &Graph, inf: &Inference) -> Option<String> {
+    if let Some((n, m)) = inf.invalid.first() {
+        return Some(format!("{}: {m}", g.nodes[*n].label()));
+    }
+    inf.branches.iter().find_map(|(&n, bs)| {
+        bs.iter()
+            .filter(|b| b.runs != Some(false))
+            .find_map(|b| first_invalid(subgraph(&g.nodes[n], &b.attr)?, &b.inference))
     })
 }
 
@@ -464,10 +632,13 @@ struct Walk {
     overflow: Vec<NodeId>,
     mismatches: Vec<String>,
     branches: BTreeMap<NodeId, Vec<Branch>>,
+    choices: BTreeMap<NodeId, Choice>,
 }
 
 /// The values visible from a subgraph: its enclosing graphs' facts, by name.
 struct Scope<'a> {
+    /// The graph these facts are of (`None` above the main graph).
+    graph: Option<&'a Graph>,
     facts: &'a [Fact],
     names: HashMap<&'a str, ValueId>,
     parent: Option<&'a Scope<'a>>,
@@ -500,6 +671,7 @@ fn walk(
         overflow: Vec::new(),
         mismatches: Vec::new(),
         branches: BTreeMap::new(),
+        choices: BTreeMap::new(),
     };
     for (n, node) in graph.nodes.iter().enumerate() {
         let op = &op_list[n];
@@ -511,6 +683,7 @@ fn walk(
             }
             (Op::If | Op::Loop | Op::Scan(_), _) => {
                 let here = Scope {
+                    graph: Some(graph),
                     facts,
                     names: graph
                         .values
@@ -521,7 +694,10 @@ fn walk(
                     parent: Some(scope),
                 };
                 match control_flow(node, op, opset, bound, &here) {
-                    Ok((outs, cost, branches)) => {
+                    Ok((outs, cost, branches, choice)) => {
+                        if let Some(c) = choice {
+                            w.choices.insert(n, c);
+                        }
                         // an overflow inside a body is this node's (each body's walk consumed
                         // the flag node by node)
                         if branches.iter().any(|b| !b.inference.overflow.is_empty()) {
@@ -678,9 +854,11 @@ fn analyse_subgraph(
         overflow: w.overflow,
         mismatches: w.mismatches,
         branches: w.branches,
+        choices: w.choices,
         batch: None,
         bound: BTreeMap::new(),
         notes: Vec::new(),
+        values: BTreeMap::new(),
     }
 }
 
@@ -718,7 +896,8 @@ fn either(a: &Fact, b: &Fact, node: &str) -> Fact {
     }
 }
 
-type FlowResult = std::result::Result<(Vec<Fact>, Option<Dim>, Vec<Branch>), String>;
+type FlowResult =
+    std::result::Result<(Vec<Fact>, Option<Dim>, Vec<Branch>, Option<Choice>), String>;
 
 /// `If`, `Loop` and `Scan`: their subgraphs analysed with what flows in, their outputs from what
 /// flows out, their cost from the subgraphs' (the branch that runs; the body × its trip count).
@@ -754,15 +933,34 @@ fn control_flow(
                     times: Some(1),
                 });
             }
+            let (values, shapes) = node.input(0).map(|v| sources(v, scope)).unwrap_or_default();
+            let mut choice = match cond {
+                Some(value) => Choice::Condition {
+                    value,
+                    values,
+                    shapes,
+                },
+                None => Choice::Undecided { values, shapes },
+            };
             // a branch that is inconsistent with these input shapes (a node it cannot run) is not
             // the one that runs
             if cond.is_none() {
-                match (
-                    branches[0].inference.is_consistent(),
-                    branches[1].inference.is_consistent(),
-                ) {
-                    (true, false) => cond = Some(true),
-                    (false, true) => cond = Some(false),
+                let why = |b: &Branch| first_invalid(subgraph(node, &b.attr)?, &b.inference);
+                match (why(&branches[0]), why(&branches[1])) {
+                    (None, Some(w)) => {
+                        cond = Some(true);
+                        choice = Choice::Consistent {
+                            branch: "then_branch".into(),
+                            why: w,
+                        };
+                    }
+                    (Some(w), None) => {
+                        cond = Some(false);
+                        choice = Choice::Consistent {
+                            branch: "else_branch".into(),
+                            why: w,
+                        };
+                    }
                     _ => {}
                 }
             }
@@ -779,7 +977,7 @@ fn control_flow(
                     .collect(),
             };
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches))
+            Ok((facts, cost, branches, Some(choice)))
         }
         Op::Loop => {
             let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
@@ -813,6 +1011,18 @@ fn control_flow(
                     value: None,
                 });
             }
+            let choice = trips.is_none().then(|| {
+                // the trip count, or the condition that ends the loop
+                let mut values = BTreeSet::new();
+                for i in [0, 1] {
+                    if let Some(v) = node.input(i) {
+                        values.extend(sources(v, scope).0);
+                    }
+                }
+                Choice::UnknownTrips {
+                    values: values.into_iter().collect(),
+                }
+            });
             let branches = vec![Branch {
                 attr: "body".into(),
                 inference: inf,
@@ -820,7 +1030,7 @@ fn control_flow(
                 times: trips,
             }];
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches))
+            Ok((facts, cost, branches, choice))
         }
         Op::Scan(sc) => {
             let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
@@ -867,15 +1077,109 @@ fn control_flow(
                     value: None,
                 });
             }
+            let times = seq.and_then(|d| d.as_u64());
+            let choice = times
+                .is_none()
+                .then(|| Choice::UnknownTrips { values: Vec::new() });
             let branches = vec![Branch {
                 attr: "body".into(),
                 inference: inf,
                 runs: Some(true),
-                times: seq.and_then(|d| d.as_u64()),
+                times,
             }];
             let cost = branch_macs(&branches);
-            Ok((facts, cost, branches))
+            Ok((facts, cost, branches, choice))
         }
         _ => Err("not a control-flow op".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixture of testdata/models/branches/ (testdata/generate.py --branches-only).
+    fn fixture(name: &str) -> Model {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/models/branches")
+            .join(format!("{name}.onnx"));
+        crate::load::onnx::load(&path).unwrap()
+    }
+
+    fn if_node(m: &Model) -> NodeId {
+        m.graph
+            .nodes
+            .iter()
+            .position(|n| n.op_type == "If")
+            .unwrap()
+    }
+
+    #[test]
+    fn a_condition_on_an_unvalued_scalar_is_undecided_and_traced_to_it() {
+        let m = fixture("if_sample_rate");
+        let inf = infer(&m, &Bindings::default()).unwrap();
+        let n = if_node(&m);
+        assert!(inf.branches[&n].iter().all(|b| b.runs.is_none()));
+        assert_eq!(
+            inf.choices[&n],
+            Choice::Undecided {
+                values: vec!["sr".into()],
+                shapes: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn a_value_decides_the_condition_computed_from_it() {
+        let m = fixture("if_sample_rate");
+        for (sr, then) in [(16000, true), (8000, false)] {
+            let b = Bindings {
+                values: BTreeMap::from([("sr".to_string(), sr)]),
+                ..Bindings::default()
+            };
+            let inf = infer(&m, &b).unwrap();
+            let n = if_node(&m);
+            let runs: Vec<Option<bool>> = inf.branches[&n].iter().map(|b| b.runs).collect();
+            assert_eq!(runs, [Some(then), Some(!then)], "sr={sr}");
+            assert_eq!(
+                inf.choices[&n],
+                Choice::Condition {
+                    value: then,
+                    values: vec!["sr".into()],
+                    shapes: vec![],
+                }
+            );
+            assert_eq!(inf.macs[n], Some(Dim::known(if then { 128 } else { 96 })));
+        }
+    }
+
+    #[test]
+    fn a_condition_read_from_a_shape_names_that_input() {
+        let m = fixture("if_state_shape");
+        let inf = infer(&m, &Bindings::default()).unwrap();
+        assert_eq!(
+            inf.choices[&if_node(&m)],
+            Choice::Condition {
+                value: true,
+                values: vec![],
+                shapes: vec!["state".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn a_value_must_name_a_scalar_input() {
+        let m = fixture("if_sample_rate");
+        for (name, says) in [
+            ("rate", "no input named 'rate'"),
+            ("x", "not a single element"),
+        ] {
+            let b = Bindings {
+                values: BTreeMap::from([(name.to_string(), 1)]),
+                ..Bindings::default()
+            };
+            let e = infer(&m, &b).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 }

@@ -142,6 +142,7 @@ pub fn analyze(w: &Weights) -> MemReport {
         unaccounted: Vec::new(),
         notes,
         warnings: w.warnings.clone(),
+        branches: Vec::new(),
         training: None,
         llm: None,
     }

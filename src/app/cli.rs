@@ -181,6 +181,10 @@ pub struct LintArgs {
     /// Gives one input its whole shape, e.g. `--input x=1x3x224x224` (repeatable).
     #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
     pub inputs: Vec<(String, Vec<u64>)>,
+    /// Gives a scalar input its value, e.g. `--value sr=16000` (repeatable): decides the `If`s
+    /// whose condition and the `Loop`s whose trip count is computed from it.
+    #[arg(long = "value", value_name = "NAME=V", value_parser = parse_value)]
+    pub values: Vec<(String, i64)>,
     /// Training precision for the memory rules [default: the config's, else fp32].
     #[arg(long, value_parser = named::<Precision>())]
     pub precision: Option<Precision>,
@@ -334,6 +338,30 @@ pub struct DimArgs {
     /// `--shapes` and onnxsim's `--overwrite-input-shape` do; binds dims that have no usable name.
     #[arg(long = "input", value_name = "NAME=SHAPE", value_parser = parse_input)]
     pub inputs: Vec<(String, Vec<u64>)>,
+    /// Gives a scalar input its value, e.g. `--value sr=16000` (repeatable): an `If` whose
+    /// condition is computed from it counts only the branch that runs, a `Loop` whose trip count
+    /// is, its body that many times.
+    #[arg(long = "value", value_name = "NAME=V", value_parser = parse_value)]
+    pub values: Vec<(String, i64)>,
+}
+
+/// `NAME=V`: an integer (a boolean input takes 0 or 1), split at the last `=` as input names may
+/// hold one.
+fn parse_value(s: &str) -> Result<(String, i64), String> {
+    let (name, value) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("expected NAME=V, got '{s}'"))?;
+    if name.trim().is_empty() {
+        return Err(format!("'{s}' names no input"));
+    }
+    let v: i64 = match value.trim() {
+        "true" => 1,
+        "false" => 0,
+        t => t
+            .parse()
+            .map_err(|_| format!("'{value}' is not an integer (nor true/false)"))?,
+    };
+    Ok((name.trim().to_string(), v))
 }
 
 /// `NAME=1x3x224x224` (or `NAME:1,3,224,224`): split at the last `=` (or `:`), since input names
@@ -632,6 +660,18 @@ mod tests {
         );
         assert_eq!(parse_dim("batch=x").unwrap_err(), "'x' is not an integer");
         assert!(parse_dim("batch=-1").unwrap_err().contains("negative"));
+    }
+
+    #[test]
+    fn scalar_values_parse_integers_and_booleans() {
+        assert_eq!(parse_value("sr=16000"), Ok(("sr".into(), 16000)));
+        assert_eq!(parse_value("onnx::a=b=-3"), Ok(("onnx::a=b".into(), -3)));
+        assert_eq!(parse_value("flag=true"), Ok(("flag".into(), 1)));
+        assert!(parse_value("sr=16k")
+            .unwrap_err()
+            .contains("not an integer"));
+        assert!(parse_value("sr").unwrap_err().contains("NAME=V"));
+        assert!(parse_value("=3").unwrap_err().contains("names no input"));
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct Inputs<'a> {
     pub batch: Option<u64>,
     pub dims: &'a [(String, i64)],
     pub inputs: &'a [(String, Vec<u64>)],
+    /// `--value NAME=V`: scalar inputs' values.
+    pub values: &'a [(String, i64)],
     pub plan: Option<&'a TrainArgs>,
     /// `lint --precision`.
     pub precision: Option<Precision>,
@@ -67,10 +69,21 @@ impl Settings {
                 }
             }
         }
+        let mut values = std::collections::BTreeMap::new();
+        for (name, v) in i.values {
+            if let Some(prev) = values.insert(name.clone(), *v) {
+                if prev != *v {
+                    return Err(Error::Usage(format!(
+                        "--value {name} is given twice with different values ({prev} and {v})"
+                    )));
+                }
+            }
+        }
         let bindings = Bindings {
             batch: i.batch.or(config.batch),
             dims,
             inputs,
+            values,
         };
         let train = train_config(i.plan, i.precision, &config)?;
         let selection = Selection {

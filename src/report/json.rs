@@ -28,6 +28,9 @@ struct Report<'a> {
     unaccounted_layers: &'a [String],
     notes: &'a [String],
     warnings: &'a [String],
+    /// Every `If` the totals go through: the branch counted and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    branches: Vec<BranchJson<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     training: Option<TrainingJson<'a>>,
     /// Language-model checkpoints: `inference.kv_cache_bytes` and the rest of the serving memory.
@@ -94,6 +97,30 @@ struct LayerJson<'a> {
     branch: Option<&'a str>,
 }
 
+/// One `If`: the branch the totals count, and why.
+#[derive(Serialize)]
+struct BranchJson<'a> {
+    node: &'a str,
+    counted: &'a str,
+    decided: bool,
+    reason: &'static str,
+    inputs: &'a [String],
+    why: &'a str,
+    costs: Vec<BranchCostJson<'a>>,
+}
+
+/// One branch's MACs and activations for one run of its `If`.
+#[derive(Serialize)]
+struct BranchCostJson<'a> {
+    branch: &'a str,
+    macs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    macs_expr: Option<String>,
+    activation_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    activation_bytes_expr: Option<String>,
+}
+
 /// Which totals are lower bounds.
 #[derive(Serialize)]
 struct LowerBoundJson {
@@ -110,6 +137,12 @@ struct UnaccountedJson {
     layers_without_macs: usize,
     tensors_without_size: usize,
     undecided_branches: usize,
+    #[serde(skip_serializing_if = "is_zero")]
+    unknown_trip_counts: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -237,6 +270,7 @@ pub fn render(view: &MemView) -> String {
                 layers_without_macs: t.lower.layers_without_macs,
                 tensors_without_size: t.lower.tensors_without_size,
                 undecided_branches: t.lower.undecided_branches,
+                unknown_trip_counts: t.lower.unknown_trip_counts,
             },
         },
         peak: r.peak.as_ref().map(|p| PeakJson {
@@ -255,6 +289,33 @@ pub fn render(view: &MemView) -> String {
         unaccounted_layers: &r.unaccounted,
         notes: &r.notes,
         warnings: &r.warnings,
+        branches: r
+            .branches
+            .iter()
+            .map(|b| BranchJson {
+                node: &b.node,
+                counted: &b.counted,
+                decided: b.decided,
+                reason: b.reason.name(),
+                inputs: &b.inputs,
+                why: &b.why,
+                costs: b
+                    .costs
+                    .iter()
+                    .map(|(branch, m, a)| {
+                        let (macs, macs_expr) = quantity(m.as_ref());
+                        let (activation_bytes, activation_bytes_expr) = quantity(a.as_ref());
+                        BranchCostJson {
+                            branch,
+                            macs,
+                            macs_expr,
+                            activation_bytes,
+                            activation_bytes_expr,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect(),
         training: r.training.as_ref().map(|t| TrainingJson {
             weights_bytes: t.weights_bytes,
             gradient_bytes: t.gradient_bytes,

@@ -387,6 +387,14 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
                 .into(),
         ));
     }
+    if t.lower.unknown_trip_counts > 0 {
+        out.push((
+            "loops".into(),
+            t.lower.unknown_trip_counts.to_string(),
+            "Loop and Scan nodes whose trip count is unknown: each body counted once (a lower bound)"
+                .into(),
+        ));
+    }
     out
 }
 
@@ -497,6 +505,15 @@ pub fn trailer(view: &MemView, out: &mut String, bullet: &str) {
             r.unaccounted.len(),
             first.join(", "),
             if r.unaccounted.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    for b in &r.branches {
+        out.push_str(&format!(
+            "{bullet}If {}: counts its {}{}: {}\n",
+            b.node,
+            b.counted,
+            if b.decided { "" } else { " (undecided)" },
+            b.why
         ));
     }
     for n in &r.notes {

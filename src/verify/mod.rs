@@ -594,6 +594,30 @@ fn whole(
     for (i, &v) in ga.inputs.iter().enumerate() {
         let name = &ga.values[v].name;
         let f = &facts_a[v];
+        // `--value`: the scalar the analysis was given, not a random draw
+        if let Some(&val) = req.bindings.values.get(name) {
+            let Some(vb) = gb.value_by_name(name) else {
+                return Ok(mismatch(format!(
+                    "the rewritten model has no input '{name}'"
+                )));
+            };
+            let shape: Vec<usize> = f
+                .known_shape()
+                .unwrap_or_default()
+                .iter()
+                .map(|&d| d as usize)
+                .collect();
+            let x = CTensor::from_vec(
+                vec![val as f64],
+                shape.as_slice(),
+                &candle_core::Device::Cpu,
+            )
+            .map_err(|e| Error::Usage(e.to_string()))?;
+            feeds_a.insert(v, x.clone());
+            feeds_b.insert(vb, x.clone());
+            dumped_inputs.push((name.clone(), x));
+            continue;
+        }
         let is_float = f
             .dtype
             .is_none_or(|d| matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16));

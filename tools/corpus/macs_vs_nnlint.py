@@ -2,8 +2,8 @@
 """Compare nnlint's MACs with the truth files' independent reference (macs.py).
 
 For every model of manifest.json: runs `nnlint mem MODEL --format json` with every graph input
-bound to the truth's shape (`--input NAME=D1xD2...`, `--input NAME=` for a scalar: what
-tests/corpus.rs binds), reads totals.macs, and compares it with the truth's "macs"; for a
+bound to the truth's shape (`--input NAME=D1xD2...`, `--input NAME=` for a scalar, and
+`--value NAME=V` for a scalar fed a fixed value: what tests/corpus.rs binds), reads totals.macs, and compares it with the truth's "macs"; for a
 model that differs, lists the layers whose MACs differ (depth-0 rows against macs_by_node; an
 If / Loop / Scan row against the sum of the reference's subgraph nodes below it).
 
@@ -25,6 +25,8 @@ def nnlint_mem(exe, model_path, inputs):
     cmd = [exe, "mem", model_path, "--format", "json"]
     for name, v in inputs.items():
         cmd += ["--input", f"{name}=" + "x".join(str(d) for d in v["shape"])]
+        if v["shape"] == [] and "fill" in v.get("feed", {}):
+            cmd += ["--value", f"{name}={v['feed']['fill']}"]  # silero's sr: decides its If
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if p.returncode not in (0, 1) or not p.stdout.strip():
         return None, (p.stderr.strip().splitlines() or ["no output"])[-1], cmd

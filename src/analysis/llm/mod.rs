@@ -1299,6 +1299,7 @@ fn report(
         unaccounted: Vec::new(),
         notes,
         warnings,
+        branches: Vec::new(),
         training,
         llm,
     }

@@ -26,6 +26,7 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
         batch: args.batch,
         dims: &args.dims,
         inputs: &args.inputs,
+        values: &args.values,
         precision: args.precision,
         budget: args.budget,
         select: &args.select,

@@ -12,6 +12,7 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         batch: args.dims.batch,
         dims: &args.dims.dims,
         inputs: &args.dims.inputs,
+        values: &args.dims.values,
         plan: Some(&args.plan),
         ..Inputs::default()
     })?;
@@ -37,10 +38,12 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
     if matches!(
         report.format,
         analysis::Format::Checkpoint | analysis::Format::Gguf
-    ) && (!args.dims.dims.is_empty() || !args.dims.inputs.is_empty())
+    ) && (!args.dims.dims.is_empty()
+        || !args.dims.inputs.is_empty()
+        || !args.dims.values.is_empty())
     {
         return Err(crate::error::Error::Usage(
-            "--dim and --input bind ONNX graph inputs; for a language model give --batch and --seq"
+            "--dim, --input and --value bind ONNX graph inputs; for a language model give --batch and --seq"
                 .into(),
         ));
     }

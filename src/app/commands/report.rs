@@ -40,6 +40,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
         batch: args.dims.batch,
         dims: &args.dims.dims,
         inputs: &args.dims.inputs,
+        values: &args.dims.values,
         plan: Some(&args.plan),
         budget: args.budget,
         ..Inputs::default()

@@ -73,6 +73,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         batch: args.dims.batch,
         dims: &args.dims.dims,
         inputs: &args.dims.inputs,
+        values: &args.dims.values,
         plan: Some(&args.plan),
         select: &codes,
         ..Inputs::default()
@@ -96,6 +97,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
             batch: None,
             dims: s.bindings.dims.clone(),
             inputs: s.bindings.inputs.clone(),
+            values: s.bindings.values.clone(),
         },
     )?;
     let options = rewrite::Options {

@@ -13,6 +13,7 @@ pub fn run(args: &VerifyArgs) -> Result<Outcome> {
         batch: args.dims.batch,
         dims: &args.dims.dims,
         inputs: &args.dims.inputs,
+        values: &args.dims.values,
         ..Inputs::default()
     })?;
     let original = load::load_graph(&args.original, "verify")?;
