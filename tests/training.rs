@@ -507,7 +507,7 @@ fn counts_and_sizes_are_validated_where_they_enter() {
             vec!["mem", MINICNN, "--batch", "1e12"],
             "write 1000000000000",
         ),
-        (vec!["mem", MINICNN, "--top", "0"], "at least 1"),
+        (vec!["mem", MINICNN, "--top", "-1"], "negative"),
         (
             vec!["mem", MINICNN, "--train", "--accumulate", "0"],
             "at least 1",
