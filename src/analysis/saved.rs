@@ -126,6 +126,10 @@ pub struct Flow<'a> {
     stored: Vec<bool>,
     /// Outputs of attention kernels, laid out so that the head transpose after them is contiguous.
     head_major: HashSet<ValueId>,
+    /// Whether the graph runs dropout in training mode (a `Dropout` with ratio > 0 and
+    /// `training_mode` set, on a tensor that requires grad): the model was exported with its
+    /// dropout active.
+    trains_dropout: bool,
     precision: Precision,
     device: Device,
 }
@@ -155,6 +159,7 @@ impl<'a> Flow<'a> {
             dtype: facts.iter().map(|f| f.dtype).collect(),
             stored,
             head_major,
+            trains_dropout: false,
             precision,
             device,
         };
@@ -168,6 +173,19 @@ impl<'a> Flow<'a> {
         for (n, node) in graph.nodes.iter().enumerate() {
             f.visit(node, &ops[n]);
         }
+        f.trains_dropout = graph.nodes.iter().enumerate().any(|(n, node)| {
+            let training = node.input(2).is_some_and(|t| {
+                facts[t]
+                    .value
+                    .as_ref()
+                    .and_then(|k| k.as_i64s())
+                    .is_none_or(|v| v.iter().any(|&b| b != 0))
+            });
+            matches!(ops[n], Op::Dropout(_))
+                && training
+                && node.input(0).is_some_and(|x| f.grad[x])
+                && f.dropout_ratio(node, &ops[n]).is_some_and(|r| r > 0.0)
+        });
         f
     }
 
@@ -486,11 +504,13 @@ fn match_patterns(flow: &Flow) -> Patterns {
                 }
             }
             Op::Softmax(_) => {
-                if let Some((region, last, saves)) = sdpa(flow, n) {
-                    p.attention_outputs.extend(g.nodes[last].output(0));
-                    p.absorbed.extend(region.iter().copied());
-                    p.absorbed.remove(&last);
-                    p.replace.insert(last, saves);
+                if let Some(a) = sdpa(flow, n) {
+                    if a.fused {
+                        p.attention_outputs.extend(g.nodes[a.last].output(0));
+                    }
+                    p.absorbed.extend(a.region.iter().copied());
+                    p.absorbed.remove(&a.last);
+                    p.replace.insert(a.last, a.saves);
                 }
             }
             Op::InstanceNormalization(_) => {
@@ -628,10 +648,29 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
     Some((region, last, x))
 }
 
+/// A matched scaled-dot-product attention.
+struct Sdpa {
+    /// The pattern's nodes.
+    region: Vec<NodeId>,
+    /// Its last node (the product with v), charged with the saves.
+    last: NodeId,
+    saves: Vec<Save>,
+    /// Whether PyTorch runs it as one fused kernel (its output laid out `[B,L,h,D]`), rather than
+    /// its math decomposition.
+    fused: bool,
+}
+
 /// Scaled-dot-product attention: `Mul(q, s)`, `Mul(kᵀ, s)` → `MatMul` → [`Add` mask] → `Softmax` →
-/// `MatMul(·, v)`, with both scalings present (how PyTorch exports SDPA). PyTorch saves q, k, v, the
-/// output and an fp32 logsumexp per query row, and no L×L matrix.
-fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)> {
+/// [NaN guard] → [`Dropout`] → `MatMul(·, v)`, with both scalings present (how PyTorch exports
+/// SDPA). The fused kernels (flash on CPU without dropout; flash, memory-efficient and cuDNN on
+/// CUDA) save q, k, v, the output and an fp32 logsumexp per query row, and no L×L matrix.
+///
+/// With dropout, PyTorch's CPU SDPA falls back to its math path, which saves `q·s`, `k·s`, the
+/// probabilities, the dropout noise, the dropped probabilities and v, upcast to fp32. The dynamo
+/// exporter writes SDPA's dropout as an inference-mode `Dropout` that its optimizer deletes, so a
+/// pattern without one is taken to have dropout when the graph runs dropout in training elsewhere
+/// (GPT-2, BERT and T5 configurations use one rate for both).
+fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
     let g = flow.graph;
     let mut region = vec![softmax];
     let mut v = g.nodes[softmax].input(0)?;
@@ -672,20 +711,53 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
         region.extend(guard);
         probs = w;
     }
+    let mut dropout = flow.trains_dropout;
+    if let Some((d, dnode)) = single_consumer(g, probs) {
+        if matches!(flow.ops[d], Op::Dropout(_)) && dnode.input(0) == Some(probs) {
+            region.push(d);
+            dropout = flow.dropout_ratio(dnode, &flow.ops[d]) != Some(0.0);
+            probs = dnode.output(0)?;
+        }
+    }
     let (m2, mm2) = single_consumer(g, probs)?;
     if !matches!(flow.ops[m2], Op::MatMul) || mm2.input(0) != Some(probs) {
         return None;
     }
     let value = mm2.input(1)?;
     let out = mm2.output(0)?;
+    let p_elems = numel(&flow.facts[probs]);
+    if dropout && flow.device == Device::Cpu {
+        // the math path, in fp32: q·s and k·s (new), probabilities, noise, dropped probabilities,
+        // and v (as it is in fp32: a copy when its batch axes cannot fold; an fp32 copy otherwise)
+        let mut saves: Vec<Save> = qk
+            .iter()
+            .map(|&t| Save::Own(numel(&flow.facts[t]).saturating_mul(4)))
+            .collect();
+        saves.extend((0..3).map(|_| Save::Own(p_elems.saturating_mul(4))));
+        saves.push(if flow.precision == Precision::Fp32 {
+            operand(flow, value)
+        } else {
+            Save::Own(numel(&flow.facts[value]).saturating_mul(4))
+        });
+        return Some(Sdpa {
+            region,
+            last: m2,
+            saves,
+            fused: false,
+        });
+    }
     // logsumexp: one fp32 per query row (the softmax output without its last axis)
-    let rows =
-        numel(&flow.facts[probs]) / flow.facts[probs].shape.as_ref()?.last()?.as_u64()?.max(1);
+    let rows = p_elems / flow.facts[probs].shape.as_ref()?.last()?.as_u64()?.max(1);
     let mut saves: Vec<Save> = qk.into_iter().map(Save::Value).collect();
     saves.push(Save::Value(value));
     saves.push(Save::Value(out));
     saves.push(Save::Own(4 * rows));
-    Some((region, m2, saves))
+    Some(Sdpa {
+        region,
+        last: m2,
+        saves,
+        fused: true,
+    })
 }
 
 /// `Where(IsNaN(p), 0, p)`: the dynamo exporter's guard for fully masked rows after an attention
