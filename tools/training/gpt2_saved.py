@@ -15,6 +15,7 @@ measured bytes and nnlint's (tests/training.rs checks them when the exports exis
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -50,7 +51,7 @@ class Logits(torch.nn.Module):
         return self.m(input_ids=input_ids, use_cache=False).logits
 
 
-def measure(model, ids):
+def measure(model, ids, autocast=False):
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     skip = params | {ids.untyped_storage().data_ptr()}
     seen = {}
@@ -62,7 +63,8 @@ def measure(model, ids):
             seen[ptr] = (s.nbytes(), tuple(t.shape), str(t.dtype))
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    ac = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), ac:
         y = model(input_ids=ids, use_cache=False).logits
     del y
     return sum(v[0] for v in seen.values()), seen
@@ -77,12 +79,29 @@ def export(model, path, args):
     seq = torch.export.Dim("seq", min=2, max=args.positions)
     torch.onnx.export(Logits(model), (ids,), path, dynamo=True, input_names=["input_ids"],
                       output_names=["logits"], dynamic_shapes={"input_ids": {0: batch, 1: seq}},
-                      external_data=True)
+                      external_data=True, optimize=not args.no_optimize)
 
 
-def nnlint(path, args):
+def graph_only(path, dest):
+    """The export without its weights (the external data file is not written) and without the
+    exporter's per-node metadata: what the saved-tensor estimate reads, small enough to commit."""
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    for n in m.graph.node:
+        del n.metadata_props[:]
+        n.doc_string = ""
+    del m.metadata_props[:]
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = os.path.basename(dest) + ".data"
+    onnx.save_model(m, dest)
+
+
+def nnlint(path, args, precision):
     out = subprocess.run([NNLINT, "mem", path, "--train", "--batch", str(args.batch), "--dim",
-                          f"seq={args.seq}", "--device", "cpu", "-f", "json", "-q"],
+                          f"seq={args.seq}", "--device", "cpu", "--precision", precision, "-f", "json",
+                          "-q"],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout)["training"]["saved_activation_bytes"]
 
@@ -99,35 +118,57 @@ def main():
     ap.add_argument("--positions", type=int, default=1024)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--attn", default="eager,sdpa")
+    ap.add_argument("--precision", default="fp32", help="fp32, amp-bf16 or both: fp32,amp-bf16")
+    ap.add_argument("--no-optimize", action="store_true", help="export with optimize=False")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "validation", "gpt2"))
     ap.add_argument("--no-nnlint", action="store_true")
     ap.add_argument("--detail", action="store_true")
-    ap.add_argument("--write")
+    ap.add_argument("--write", help="write the measurements to this JSON file")
+    ap.add_argument("--fixtures", help="write graph-only copies of the exports to this folder, "
+                    "named gpt2_<attn>.onnx")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     tag = f"l{args.layers}_w{args.width}_h{args.heads}_v{args.vocab}_p{args.positions}_d{args.dropout}"
+    if args.no_optimize:
+        tag += "_noopt"
     rows = {}
     for attn in args.attn.split(","):
         model = build(args, attn)
         path = os.path.join(args.out, f"gpt2_{tag}_{attn}.onnx")
         export(model, path, args)
-        torch.manual_seed(1)
-        ids = torch.randint(0, args.vocab, (args.batch, args.seq))
-        measured, seen = measure(model, ids)
-        if args.detail:
-            for ptr, (nb, shape, dt) in sorted(seen.items(), key=lambda kv: -kv[1][0]):
-                print(f"  {nb:>12,d} {dt} {list(shape)}")
-        est = None if args.no_nnlint else nnlint(path, args)
-        err = None if est is None else 100.0 * (est - measured) / measured
-        rows[attn] = {"onnx": os.path.relpath(path, ROOT), "pytorch": measured, "nnlint": est}
-        print(f"{attn:6s} batch {args.batch} seq {args.seq}: torch {measured:>14,d}  nnlint "
-              f"{est if est is None else format(est, ',d'):>14}  "
-              f"{'' if err is None else format(err, '+.2f') + '%'}", flush=True)
+        rows[attn] = {}
+        if args.fixtures:
+            dest = os.path.join(args.fixtures, f"gpt2_{attn}.onnx")
+            graph_only(path, dest)
+            rows[attn]["onnx"] = os.path.relpath(dest, ROOT)
+            path = dest
+        for precision in args.precision.split(","):
+            torch.manual_seed(1)
+            ids = torch.randint(0, args.vocab, (args.batch, args.seq))
+            measured, seen = measure(model, ids, autocast=precision == "amp-bf16")
+            if args.detail:
+                for ptr, (nb, shape, dt) in sorted(seen.items(), key=lambda kv: -kv[1][0]):
+                    print(f"  {nb:>12,d} {dt} {list(shape)}")
+            est = None if args.no_nnlint else nnlint(path, args, precision)
+            err = None if est is None else 100.0 * (est - measured) / measured
+            rows[attn][precision] = {"pytorch": measured, "nnlint": est}
+            print(f"{attn:6s} {precision:8s} batch {args.batch} seq {args.seq}: torch {measured:>14,d}  "
+                  f"nnlint {est if est is None else format(est, ',d'):>14}  "
+                  f"{'' if err is None else format(err, '+.2f') + '%'}", flush=True)
     if args.write:
-        doc = {"model": "GPT2LMHeadModel(GPT2Config())", "config": {k: getattr(args, k) for k in (
-            "layers", "width", "heads", "vocab", "positions", "dropout")},
-            "batch": args.batch, "seq": args.seq, "torch": torch.__version__,
-            "method": "tools/training/gpt2_saved.py", "saved_activation_bytes": rows}
+        import transformers
+        doc = {"model": "GPT2LMHeadModel(GPT2Config(...)), random weights, model.train(), "
+               "torch.onnx.export(dynamo=True), symbolic batch and seq",
+               "config": {k: getattr(args, k) for k in (
+                   "layers", "width", "heads", "vocab", "positions", "dropout")},
+               "batch": args.batch, "seq": args.seq, "device": "cpu",
+               "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+               "method": "saved_tensors_hooks over model(input_ids).logits, storages deduplicated "
+                         "by data_ptr and counted at nbytes, parameters and the input left out; "
+                         "nnlint: mem --train --batch B --dim seq=S --device cpu --precision P",
+               "reproduce": "python tools/training/gpt2_saved.py --precision fp32,amp-bf16 "
+                            "--fixtures testdata/models/training --write " + args.write,
+               "saved_activation_bytes": rows}
         with open(args.write, "w") as f:
             json.dump(doc, f, indent=1)
             f.write("\n")
