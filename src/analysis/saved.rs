@@ -294,16 +294,22 @@ impl<'a> Flow<'a> {
             if matches!(op, Op::Add) && self.is_bias_add(node) {
                 return Some(p.half());
             }
-            let widest = node
-                .inputs
-                .iter()
-                .flatten()
-                .filter(|&&v| {
-                    !self.is_scalar(v) && self.facts[v].dtype.is_some_and(DType::is_float)
-                })
-                .filter_map(|&v| self.dtype[v])
-                .max_by_key(|d| d.bits());
-            widest.or(arriving)
+            let widest = |scalars: bool| {
+                node.inputs
+                    .iter()
+                    .flatten()
+                    .filter(|&&v| {
+                        (scalars || !self.is_scalar(v))
+                            && self.facts[v].dtype.is_some_and(DType::is_float)
+                    })
+                    .filter_map(|&v| self.dtype[v])
+                    .max_by_key(|d| d.bits())
+            };
+            // scalars decide only among themselves (`where(mask, 0.0, min)` builds an fp32 mask);
+            // a non-float operand (Where's condition) never gives the type
+            widest(false)
+                .or_else(|| widest(true))
+                .or(arriving.filter(|d| d.is_float()))
         }
     }
 

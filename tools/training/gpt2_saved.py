@@ -8,10 +8,20 @@ forward of `model(input_ids)` (logits, no loss: what the export computes) under
 at `nbytes()`, parameters and the input left out (as testdata/validate_training.py).
 
     python tools/training/gpt2_saved.py [--batch 8] [--seq 128] [--layers 12] [--width 768]
-        [--heads 12] [--dropout 0.1] [--out DIR] [--write testdata/expected/training/gpt2_full.json]
+        [--heads 12] [--dropout 0.1] [--precision fp32,amp-bf16] [--attn eager,sdpa]
+        [--no-optimize] [--out DIR] [--fixtures DIR --name NAME] [--write FILE.json]
 
-The exports (~500 MB each) go to --out (default target/validation/gpt2); --write stores the
-measured bytes and nnlint's (tests/training.rs checks them when the exports exist).
+The exports (~500 MB each) go to --out (default target/validation/gpt2). --fixtures writes
+graph-only copies (no weights, no per-node metadata: ~100 kB) that nnlint reads the same;
+--write stores PyTorch's bytes and nnlint's. The committed ones (tests/training.rs checks them):
+
+    python tools/training/gpt2_saved.py --precision fp32,amp-bf16 --fixtures testdata/models/training \
+        --name gpt2 --write testdata/expected/training/gpt2_124m.json
+    python tools/training/gpt2_saved.py --dropout 0 --precision fp32,amp-bf16 \
+        --fixtures testdata/models/training --name gpt2_nodropout \
+        --write testdata/expected/training/gpt2_124m_nodropout.json
+
+NNLINT (default target/release/nnlint) picks the binary.
 """
 
 import argparse
@@ -125,7 +135,8 @@ def main():
     ap.add_argument("--detail", action="store_true")
     ap.add_argument("--write", help="write the measurements to this JSON file")
     ap.add_argument("--fixtures", help="write graph-only copies of the exports to this folder, "
-                    "named gpt2_<attn>.onnx")
+                    "named <name>_<attn>.onnx")
+    ap.add_argument("--name", default="gpt2", help="fixture name prefix")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     tag = f"l{args.layers}_w{args.width}_h{args.heads}_v{args.vocab}_p{args.positions}_d{args.dropout}"
@@ -138,7 +149,7 @@ def main():
         export(model, path, args)
         rows[attn] = {}
         if args.fixtures:
-            dest = os.path.join(args.fixtures, f"gpt2_{attn}.onnx")
+            dest = os.path.join(args.fixtures, f"{args.name}_{attn}.onnx")
             graph_only(path, dest)
             rows[attn]["onnx"] = os.path.relpath(dest, ROOT)
             path = dest
@@ -166,8 +177,9 @@ def main():
                "method": "saved_tensors_hooks over model(input_ids).logits, storages deduplicated "
                          "by data_ptr and counted at nbytes, parameters and the input left out; "
                          "nnlint: mem --train --batch B --dim seq=S --device cpu --precision P",
-               "reproduce": "python tools/training/gpt2_saved.py --precision fp32,amp-bf16 "
-                            "--fixtures testdata/models/training --write " + args.write,
+               "reproduce": f"python tools/training/gpt2_saved.py --dropout {args.dropout} --precision "
+                            f"fp32,amp-bf16 --fixtures testdata/models/training --name {args.name} "
+                            f"--write {args.write}",
                "saved_activation_bytes": rows}
         with open(args.write, "w") as f:
             json.dump(doc, f, indent=1)
