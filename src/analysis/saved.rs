@@ -10,7 +10,8 @@
 //!    Nothing upstream of the first trainable parameter is saved, and graph inputs and weights are
 //!    never counted (the input is not an activation; parameters are counted as weights).
 //! 3. **Patterns** that PyTorch runs as one autograd op are matched first: SiLU, GELU (erf and tanh
-//!    forms), scaled-dot-product attention, GroupNorm's ONNX decomposition.
+//!    forms), scaled-dot-product attention (fused, or its math path on CPU when it has dropout),
+//!    GroupNorm's ONNX decomposition.
 //! 4. **Per-op rules**: Conv/Linear/MatMul save their inputs, ReLU/Sigmoid/Tanh/Softmax their output,
 //!    ReLU6/Hardswish/GELU/LeakyReLU their input, norms their input plus fp32 statistics, max pooling
 //!    its input plus int64 indices, dropout a mask (a bool per element on CUDA, the scaled noise in
