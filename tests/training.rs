@@ -827,3 +827,55 @@ fn full_size_gpt2_saved_bytes_equal_pytorch() {
     }
     assert_eq!(checked, 8);
 }
+
+#[test]
+fn autocast_noise_takes_the_dtype_of_what_it_scales() {
+    // torchvision's StochasticDepth as the legacy exporter writes it: noise drawn by
+    // RandomUniformLike(ConstantOfShape([N,1])) < p (N read off the input), cast to float, / p, times the branch. PyTorch
+    // makes the noise in the branch's dtype (`torch.empty(..., dtype=x.dtype).bernoulli_()`), so
+    // under bf16 autocast the product stays bf16: the Linear saves its bf16 copy of the input x
+    // (2·4·2 = 16 B), the Mul the noise (2·1·2 = 4 B), the Sigmoid its bf16 output (16 B).
+    // (Typed as the export's fp32, the noise made the rest of the branch fp32: 8 + 32 B.)
+    use common::onnx::{attr_int, floats, ints, node, vi, weight, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("stochastic_depth.onnx");
+    let bytes = G::new("g")
+        .input(vi("x", 1, &[2, 4]))
+        .output(vi("s", 1, &[2, 4]))
+        .init(weight("w", &[4, 4]))
+        .init(ints("one", &[1]))
+        .init(floats("p", &[], &[0.9]))
+        .node(node("Gemm", "fc", &["x", "w"], &["y"]))
+        .node(with(
+            node("Shape", "n", &["x"], &["n"]),
+            vec![attr_int("start", 0), attr_int("end", 1)],
+        ))
+        .node(with(
+            node("Concat", "shape", &["n", "one"], &["shape"]),
+            vec![attr_int("axis", 0)],
+        ))
+        .node(node("ConstantOfShape", "zeros", &["shape"], &["z0"]))
+        .node(with(
+            node("RandomUniformLike", "draw", &["z0"], &["u"]),
+            vec![attr_int("dtype", 1)],
+        ))
+        .node(node("Less", "keep", &["u", "p"], &["k"]))
+        .node(with(
+            node("Cast", "kf", &["k"], &["kf"]),
+            vec![attr_int("to", 1)],
+        ))
+        .node(node("Div", "scale", &["kf", "p"], &["noise"]))
+        .node(node("Mul", "drop_path", &["y", "noise"], &["z"]))
+        .node(node("Sigmoid", "act", &["z"], &["s"]))
+        .model();
+    std::fs::write(&model, bytes).unwrap();
+    let m = model.display().to_string();
+    let saved = |p: &str| {
+        train(&m, &["--device", "cpu", "--precision", p])["training"]["saved_activation_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(saved("amp-bf16"), 16 + 4 + 16);
+    // fp32: the noise (8 B) and the output (32 B); the Linear's input is the model input
+    assert_eq!(saved("fp32"), 8 + 32);
+}

@@ -24,7 +24,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::fact::Fact;
-use super::ops::{movement::PadMode, Autocast, Op, OpDef, SlotRole, View};
+use super::ops::{movement::PadMode, Autocast, Op, OpDef, Outputs, SlotRole, View};
 use super::storage::{self, Role};
 use crate::ir::{DType, Graph, Node, NodeId, ValueId};
 
@@ -124,6 +124,10 @@ pub struct Flow<'a> {
     grad: Vec<bool>,
     /// Element type in training (autocast changes it).
     dtype: Vec<Option<DType>>,
+    /// Values computed from a random draw without a gradient (stochastic-depth and dropout noise):
+    /// PyTorch makes them in the dtype of the tensor they scale (`torch.empty(..., dtype=x.dtype)
+    /// .bernoulli_()`, `rand_like(x)`), where the export types them fp32.
+    noise: Vec<bool>,
     stored: Vec<bool>,
     /// Outputs of attention kernels, laid out so that the head transpose after them is contiguous.
     head_major: HashSet<ValueId>,
@@ -158,6 +162,7 @@ impl<'a> Flow<'a> {
             contiguous: vec![true; n],
             grad: vec![false; n],
             dtype: facts.iter().map(|f| f.dtype).collect(),
+            noise: vec![false; n],
             stored,
             head_major,
             trains_dropout: false,
@@ -217,13 +222,25 @@ impl<'a> Flow<'a> {
             .collect();
         let passes = def.is_none_or(|d| d.grad);
         let grad = passes && data_inputs.iter().any(|&v| self.grad[v]);
+        let noise = !grad
+            && (def.is_some_and(|d| d.outputs == Outputs::Random)
+                || data_inputs.iter().any(|&v| self.noise[v]));
         let all_stored = node.inputs.iter().flatten().next().is_some()
             && node.inputs.iter().flatten().all(|&v| self.stored[v]);
         let x = node.input(0);
         let in_dtype = x.and_then(|v| self.dtype[v]);
         let out_dtype = self.out_dtype(node, op, def, in_dtype);
+        if grad && out_dtype.is_some_and(DType::is_float) {
+            // noise scaling a tensor is made in that tensor's dtype
+            for &v in &data_inputs {
+                if self.noise[v] && self.facts[v].dtype.is_some_and(DType::is_float) {
+                    self.dtype[v] = out_dtype;
+                }
+            }
+        }
         for (slot, out) in node.outputs.iter().enumerate() {
             let Some(o) = *out else { continue };
+            self.noise[o] = noise;
             // an output of unknown type (a tensor sequence: SplitToSequence) carries its input's
             let kind = self.facts[o]
                 .dtype
@@ -231,8 +248,10 @@ impl<'a> Flow<'a> {
             self.grad[o] = grad && kind.is_some_and(DType::is_float);
             self.stored[o] = all_stored;
             let indices = matches!(op, Op::MaxPool(_)) && slot == 1;
+            // a float output never takes a non-float type from what arrives (the int64 shape of a
+            // ConstantOfShape, a Where's condition)
             if self.facts[o].dtype.is_some_and(DType::is_float) && !indices {
-                self.dtype[o] = out_dtype.or(self.facts[o].dtype);
+                self.dtype[o] = out_dtype.filter(|d| d.is_float()).or(self.facts[o].dtype);
             }
             let Some(x) = x else { continue };
             let view = def.map_or(View::No, |d| d.view);
@@ -301,6 +320,7 @@ impl<'a> Flow<'a> {
                     .flatten()
                     .filter(|&&v| {
                         (scalars || !self.is_scalar(v))
+                            && !self.noise[v]
                             && self.facts[v].dtype.is_some_and(DType::is_float)
                     })
                     .filter_map(|&v| self.dtype[v])
