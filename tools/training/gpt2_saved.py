@@ -137,7 +137,19 @@ def main():
     ap.add_argument("--fixtures", help="write graph-only copies of the exports to this folder, "
                     "named <name>_<attn>.onnx")
     ap.add_argument("--name", default="gpt2", help="fixture name prefix")
+    ap.add_argument("--check", help="measure the scenario of this expectations file (its config, "
+                    "batch and seq) and fail unless PyTorch's and nnlint's bytes equal the file's")
     args = ap.parse_args()
+    want = None
+    if args.check:
+        with open(args.check) as f:
+            want = json.load(f)
+        for k, v in want["config"].items():
+            setattr(args, k, v)
+        args.batch, args.seq = want["batch"], want["seq"]
+        args.attn = ",".join(want["saved_activation_bytes"])
+        args.precision = ",".join(k for k in next(iter(want["saved_activation_bytes"].values()))
+                                  if k != "onnx")
     torch.set_num_threads(os.cpu_count() or 1)
     tag = f"l{args.layers}_w{args.width}_h{args.heads}_v{args.vocab}_p{args.positions}_d{args.dropout}"
     if args.no_optimize:
@@ -166,6 +178,19 @@ def main():
             print(f"{attn:6s} {precision:8s} batch {args.batch} seq {args.seq}: torch {measured:>14,d}  "
                   f"nnlint {est if est is None else format(est, ',d'):>14}  "
                   f"{'' if err is None else format(err, '+.2f') + '%'}", flush=True)
+    if want is not None:
+        bad = []
+        for attn, runs in rows.items():
+            for precision, got in runs.items():
+                if precision == "onnx":
+                    continue
+                exp = want["saved_activation_bytes"][attn][precision]
+                for who in ("pytorch", "nnlint"):
+                    if got[who] is not None and got[who] != exp[who]:
+                        bad.append(f"{attn} {precision} {who}: {got[who]:,} (expected {exp[who]:,})")
+        print(f"{args.check}: " + ("as expected" if not bad else "MISMATCH\n  " + "\n  ".join(bad)))
+        if bad:
+            sys.exit(1)
     if args.write:
         import transformers
         doc = {"model": "GPT2LMHeadModel(GPT2Config(...)), random weights, model.train(), "
