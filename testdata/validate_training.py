@@ -46,6 +46,7 @@ MODELS = [
     ("mnasnet1_0", "MnasNet"),
     ("convnext_tiny", "ConvNeXt"),
     ("vit_b_16", "ViT"),
+    ("swin_t", "Swin"),
 ]
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Validates `nnlint mem --train` against PyTorch on torchvision models (not part of CI).
+# Validates `nnlint mem --train` against PyTorch on torchvision models and full-size GPT-2
+# (not part of CI).
 # Uses $NNLINT_PY if set, else the fixtures' venv (testdata/.venv), created with its pinned packages.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -14,4 +15,11 @@ else
   py="$here/.venv/bin/python"
 fi
 (cd "$root" && cargo build --release --quiet)
-exec "$py" "$here/validate_training.py" "$@"
+"$py" "$here/validate_training.py" "$@"
+# full-size GPT-2 (124M, dynamo export in train mode, eager and sdpa, with and without dropout):
+# PyTorch's bytes and nnlint's must equal testdata/expected/training/*.json
+if [ $# -eq 0 ]; then
+  for f in "$here"/expected/training/gpt2_124m*.json; do
+    "$py" "$root/tools/training/gpt2_saved.py" --check "$f"
+  done
+fi

@@ -648,26 +648,25 @@ fn every_format_carries_the_training_step() {
     assert!(md.contains("| peak per GPU |"), "{md}");
 }
 
-#[test]
-fn dynamo_sdpa_through_a_tensor_sequence_and_nan_guard() {
-    // The dynamo exporter's GPT-2 attention (sdpa): the packed qkv projection is split with
-    // SplitToSequence/SequenceAt, the softmax is followed by its NaN guard Where(IsNaN(p), 0, p),
-    // and the output passes an identity Reshape before the head transpose. PyTorch runs one SDPA:
-    // it saves q, k, v (views of the packed [1,4,24] qkv: 384 B), the output [1,2,4,4] (128 B)
-    // and an fp32 logsumexp per query row (1·2·4·4 = 32 B); the out-projection's input is a
-    // view of the output (the kernel writes [B,L,h,D]), and the first projection's input is the
-    // model input. 384 + 128 + 32 = 544 B.
+/// The dynamo exporter's GPT-2 attention (sdpa) on x `[1,4,8]`, 2 heads of 4: the packed qkv
+/// projection is split with SplitToSequence/SequenceAt, the softmax is followed by its NaN guard
+/// Where(IsNaN(p), 0, p), and the output passes an identity Reshape before the head transpose.
+/// `attn_dropout` puts the exporter's inference-mode `Dropout(p, 0.1)` of SDPA's dropout between
+/// the guard and the product with v (what `optimize=False` keeps); `out_dropout` a training-mode
+/// `Dropout(y, 0.1, true)` after the out-projection (a model exported with its dropout active).
+fn dynamo_sdpa_model(attn_dropout: bool, out_dropout: bool) -> Vec<u8> {
     use common::onnx::{attr_int, floats, ints, node, vi, weight, with, G};
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("dynamo_sdpa.onnx");
     let scalar = |name: &str, v: i64| {
         let mut t = ints(name, &[v]);
         t.dims = vec![];
         t
     };
+    let mut yes = scalar("yes", 1);
+    yes.data_type = Some(9); // bool
+    yes.raw_data = Some(vec![1u8].into());
     let mut g = G::new("g")
         .input(vi("x", 1, &[1, 4, 8]))
-        .output(vi("y", 1, &[4, 8]))
+        .output(vi(if out_dropout { "yd" } else { "y" }, 1, &[4, 8]))
         .init(weight("w_qkv", &[8, 24]))
         .init(weight("w_o", &[8, 8]))
         .init(ints("s2d", &[4, 8]))
@@ -677,6 +676,8 @@ fn dynamo_sdpa_through_a_tensor_sequence_and_nan_guard() {
         .init(ints("split", &[8, 8, 8]))
         .init(floats("scale", &[], &[std::f32::consts::FRAC_1_SQRT_2]))
         .init(floats("zero", &[], &[0.0]))
+        .init(floats("ratio", &[], &[0.1]))
+        .init(yes)
         .init(scalar("i0", 0))
         .init(scalar("i1", 1))
         .init(scalar("i2", 2))
@@ -699,7 +700,7 @@ fn dynamo_sdpa_through_a_tensor_sequence_and_nan_guard() {
                 vec![common::onnx::ints_attr("perm", &[0, 2, 1, 3])],
             ));
     }
-    let bytes = g
+    g = g
         .node(with(
             node("Transpose", "kT", &["kt"], &["kT"]),
             vec![common::onnx::ints_attr("perm", &[0, 1, 3, 2])],
@@ -709,18 +710,172 @@ fn dynamo_sdpa_through_a_tensor_sequence_and_nan_guard() {
         .node(node("MatMul", "scores", &["qs", "ks"], &["scores"]))
         .node(node("Softmax", "softmax", &["scores"], &["p"]))
         .node(node("IsNaN", "isnan", &["p"], &["nan"]))
-        .node(node("Where", "guard", &["nan", "zero", "p"], &["pg"]))
-        .node(node("MatMul", "pv", &["pg", "vt"], &["o"]))
+        .node(node("Where", "guard", &["nan", "zero", "p"], &["pg"]));
+    let probs = if attn_dropout {
+        g = g.node(node("Dropout", "attn_drop", &["pg", "ratio"], &["pd"]));
+        "pd"
+    } else {
+        "pg"
+    };
+    g = g
+        .node(node("MatMul", "pv", &[probs, "vt"], &["o"]))
         .node(node("Reshape", "o_same", &["o", "heads_t"], &["o2"]))
         .node(with(
             node("Transpose", "o_t", &["o2"], &["o3"]),
             vec![common::onnx::ints_attr("perm", &[0, 2, 1, 3])],
         ))
         .node(node("Reshape", "o2d", &["o3", "s2d"], &["o4"]))
-        .node(node("Gemm", "out_proj", &["o4", "w_o"], &["y"]))
+        .node(node("Gemm", "out_proj", &["o4", "w_o"], &["y"]));
+    if out_dropout {
+        g = g.node(node("Dropout", "drop", &["y", "ratio", "yes"], &["yd"]));
+    }
+    g.model()
+}
+
+fn dynamo_sdpa_saved(attn_dropout: bool, out_dropout: bool, extra: &[&str]) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("dynamo_sdpa.onnx");
+    std::fs::write(&model, dynamo_sdpa_model(attn_dropout, out_dropout)).unwrap();
+    let r = train(&model.display().to_string(), extra);
+    r["training"]["saved_activation_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn dynamo_sdpa_through_a_tensor_sequence_and_nan_guard() {
+    // PyTorch runs one SDPA: it saves q, k, v (views of the packed [1,4,24] qkv: 384 B), the
+    // output [1,2,4,4] (128 B) and an fp32 logsumexp per query row (1·2·4·4 = 32 B); the
+    // out-projection's input is a view of the output (the kernel writes [B,L,h,D]), and the first
+    // projection's input is the model input. 384 + 128 + 32 = 544 B, on either device.
+    assert_eq!(dynamo_sdpa_saved(false, false, &[]), 544);
+    assert_eq!(dynamo_sdpa_saved(false, false, &["--device", "cpu"]), 544);
+}
+
+#[test]
+fn sdpa_with_dropout_runs_the_math_path_on_cpu() {
+    // With dropout, CPU SDPA falls back to its math path: q·s and k·s (new, 128 B each), the
+    // probabilities, the dropout noise and the dropped probabilities (1·2·4·4 fp32: 128 B each),
+    // and a contiguous copy of the strided v (128 B); its output is [B,h,L,D], so the
+    // out-projection saves a copy of the head transpose (128 B). 7 × 128 = 896 B.
+    let cpu = ["--device", "cpu"];
+    assert_eq!(dynamo_sdpa_saved(true, false, &cpu), 896);
+    // the dynamo exporter's optimizer deletes SDPA's (inference-mode) Dropout: a graph that runs
+    // dropout in training elsewhere is taken to have it in attention too; the output dropout
+    // keeps its fp32 noise (4·8·4 = 128 B)
+    assert_eq!(dynamo_sdpa_saved(false, true, &cpu), 896 + 128);
+    // the fused CUDA kernels handle dropout: still q, k, v, output and logsumexp (and the output
+    // dropout's bool mask, 32 B)
+    assert_eq!(dynamo_sdpa_saved(true, false, &[]), 544);
+    assert_eq!(dynamo_sdpa_saved(false, true, &[]), 544 + 32);
+    // under autocast the math path still runs in fp32, v included (a new fp32 copy: 6 × 128 B);
+    // around it, bf16: the qkv projection's copy of the model input and the out-projection's
+    // input (4·8·2 = 64 B each) and the out-projection weight's copy (8·8·2 = 128 B)
+    let amp = ["--device", "cpu", "--precision", "amp-bf16"];
+    assert_eq!(
+        dynamo_sdpa_saved(true, false, &amp),
+        6 * 128 + 64 + 64 + 128
+    );
+}
+
+#[test]
+fn full_size_gpt2_saved_bytes_equal_pytorch() {
+    // GPT-2 small (124M: 12 layers, 768 wide, 12 heads, vocab 50257), with its default dropout 0.1
+    // and without dropout, exported in train mode by the dynamo exporter with eager and sdpa
+    // attention; graph-only fixtures and the bytes PyTorch saves at batch 8, seq 128 on CPU
+    // (tools/training/gpt2_saved.py).
+    let mut checked = 0;
+    for file in ["gpt2_124m.json", "gpt2_124m_nodropout.json"] {
+        let path = common::testdata().join("expected/training").join(file);
+        let exp: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let (batch, seq) = (exp["batch"].as_u64().unwrap(), exp["seq"].as_u64().unwrap());
+        let dropout = exp["config"]["dropout"].as_f64().unwrap();
+        for (attn, runs) in exp["saved_activation_bytes"].as_object().unwrap() {
+            let onnx = common::testdata()
+                .join("..")
+                .join(runs["onnx"].as_str().unwrap());
+            for precision in ["fp32", "amp-bf16"] {
+                let want = runs[precision]["pytorch"].as_u64().unwrap();
+                let (b, s) = (batch.to_string(), format!("seq={seq}"));
+                let args = [
+                    "--batch",
+                    &b,
+                    "--dim",
+                    &s,
+                    "--device",
+                    "cpu",
+                    "--precision",
+                    precision,
+                    "-q",
+                ];
+                let r = train(&onnx.display().to_string(), &args);
+                let got = r["training"]["saved_activation_bytes"].as_u64().unwrap();
+                let what = format!("{file} {attn} {precision}: nnlint {got}, PyTorch {want}");
+                if attn == "eager" && precision == "amp-bf16" && dropout > 0.0 {
+                    // GPT-2 casts the probabilities to v's dtype before its attention dropout; the
+                    // fp32 export drops that no-op cast, so the noise and the dropped
+                    // probabilities are taken as fp32 (+2 bytes per L×L element and layer)
+                    assert_eq!(Some(got), runs[precision]["nnlint"].as_u64(), "{what}");
+                    assert!(
+                        got > want && (got - want) as f64 / (want as f64) < 0.04,
+                        "{what}"
+                    );
+                } else {
+                    assert_eq!(got, want, "{what}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 8);
+}
+
+#[test]
+fn autocast_noise_takes_the_dtype_of_what_it_scales() {
+    // torchvision's StochasticDepth as the legacy exporter writes it: noise drawn by
+    // RandomUniformLike(ConstantOfShape([N,1])) < p (N read off the input), cast to float, / p, times the branch. PyTorch
+    // makes the noise in the branch's dtype (`torch.empty(..., dtype=x.dtype).bernoulli_()`), so
+    // under bf16 autocast the product stays bf16: the Linear saves its bf16 copy of the input x
+    // (2·4·2 = 16 B), the Mul the noise (2·1·2 = 4 B), the Sigmoid its bf16 output (16 B).
+    // (Typed as the export's fp32, the noise made the rest of the branch fp32: 8 + 32 B.)
+    use common::onnx::{attr_int, floats, ints, node, vi, weight, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("stochastic_depth.onnx");
+    let bytes = G::new("g")
+        .input(vi("x", 1, &[2, 4]))
+        .output(vi("s", 1, &[2, 4]))
+        .init(weight("w", &[4, 4]))
+        .init(ints("one", &[1]))
+        .init(floats("p", &[], &[0.9]))
+        .node(node("Gemm", "fc", &["x", "w"], &["y"]))
+        .node(with(
+            node("Shape", "n", &["x"], &["n"]),
+            vec![attr_int("start", 0), attr_int("end", 1)],
+        ))
+        .node(with(
+            node("Concat", "shape", &["n", "one"], &["shape"]),
+            vec![attr_int("axis", 0)],
+        ))
+        .node(node("ConstantOfShape", "zeros", &["shape"], &["z0"]))
+        .node(with(
+            node("RandomUniformLike", "draw", &["z0"], &["u"]),
+            vec![attr_int("dtype", 1)],
+        ))
+        .node(node("Less", "keep", &["u", "p"], &["k"]))
+        .node(with(
+            node("Cast", "kf", &["k"], &["kf"]),
+            vec![attr_int("to", 1)],
+        ))
+        .node(node("Div", "scale", &["kf", "p"], &["noise"]))
+        .node(node("Mul", "drop_path", &["y", "noise"], &["z"]))
+        .node(node("Sigmoid", "act", &["z"], &["s"]))
         .model();
     std::fs::write(&model, bytes).unwrap();
-    let r = train(&model.display().to_string(), &[]);
-    let t = &r["training"];
-    assert_eq!(t["saved_activation_bytes"].as_u64(), Some(544), "{t:#}");
+    let m = model.display().to_string();
+    let saved = |p: &str| {
+        train(&m, &["--device", "cpu", "--precision", p])["training"]["saved_activation_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(saved("amp-bf16"), 16 + 4 + 16);
+    // fp32: the noise (8 B) and the output (32 B); the Linear's input is the model input
+    assert_eq!(saved("fp32"), 8 + 32);
 }

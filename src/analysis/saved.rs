@@ -10,7 +10,8 @@
 //!    Nothing upstream of the first trainable parameter is saved, and graph inputs and weights are
 //!    never counted (the input is not an activation; parameters are counted as weights).
 //! 3. **Patterns** that PyTorch runs as one autograd op are matched first: SiLU, GELU (erf and tanh
-//!    forms), scaled-dot-product attention, GroupNorm's ONNX decomposition.
+//!    forms), scaled-dot-product attention (fused, or its math path on CPU when it has dropout),
+//!    GroupNorm's ONNX decomposition.
 //! 4. **Per-op rules**: Conv/Linear/MatMul save their inputs, ReLU/Sigmoid/Tanh/Softmax their output,
 //!    ReLU6/Hardswish/GELU/LeakyReLU their input, norms their input plus fp32 statistics, max pooling
 //!    its input plus int64 indices, dropout a mask (a bool per element on CUDA, the scaled noise in
@@ -23,7 +24,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::fact::Fact;
-use super::ops::{movement::PadMode, Autocast, Op, OpDef, SlotRole, View};
+use super::ops::{movement::PadMode, Autocast, Op, OpDef, Outputs, SlotRole, View};
 use super::storage::{self, Role};
 use crate::ir::{DType, Graph, Node, NodeId, ValueId};
 
@@ -123,9 +124,17 @@ pub struct Flow<'a> {
     grad: Vec<bool>,
     /// Element type in training (autocast changes it).
     dtype: Vec<Option<DType>>,
+    /// Values computed from a random draw without a gradient (stochastic-depth and dropout noise):
+    /// PyTorch makes them in the dtype of the tensor they scale (`torch.empty(..., dtype=x.dtype)
+    /// .bernoulli_()`, `rand_like(x)`), where the export types them fp32.
+    noise: Vec<bool>,
     stored: Vec<bool>,
     /// Outputs of attention kernels, laid out so that the head transpose after them is contiguous.
     head_major: HashSet<ValueId>,
+    /// Whether the graph runs dropout in training mode (a `Dropout` with ratio > 0 and
+    /// `training_mode` set, on a tensor that requires grad): the model was exported with its
+    /// dropout active.
+    trains_dropout: bool,
     precision: Precision,
     device: Device,
 }
@@ -153,8 +162,10 @@ impl<'a> Flow<'a> {
             contiguous: vec![true; n],
             grad: vec![false; n],
             dtype: facts.iter().map(|f| f.dtype).collect(),
+            noise: vec![false; n],
             stored,
             head_major,
+            trains_dropout: false,
             precision,
             device,
         };
@@ -168,6 +179,19 @@ impl<'a> Flow<'a> {
         for (n, node) in graph.nodes.iter().enumerate() {
             f.visit(node, &ops[n]);
         }
+        f.trains_dropout = graph.nodes.iter().enumerate().any(|(n, node)| {
+            let training = node.input(2).is_some_and(|t| {
+                facts[t]
+                    .value
+                    .as_ref()
+                    .and_then(|k| k.as_i64s())
+                    .is_none_or(|v| v.iter().any(|&b| b != 0))
+            });
+            matches!(ops[n], Op::Dropout(_))
+                && training
+                && node.input(0).is_some_and(|x| f.grad[x])
+                && f.dropout_ratio(node, &ops[n]).is_some_and(|r| r > 0.0)
+        });
         f
     }
 
@@ -198,13 +222,25 @@ impl<'a> Flow<'a> {
             .collect();
         let passes = def.is_none_or(|d| d.grad);
         let grad = passes && data_inputs.iter().any(|&v| self.grad[v]);
+        let noise = !grad
+            && (def.is_some_and(|d| d.outputs == Outputs::Random)
+                || data_inputs.iter().any(|&v| self.noise[v]));
         let all_stored = node.inputs.iter().flatten().next().is_some()
             && node.inputs.iter().flatten().all(|&v| self.stored[v]);
         let x = node.input(0);
         let in_dtype = x.and_then(|v| self.dtype[v]);
         let out_dtype = self.out_dtype(node, op, def, in_dtype);
+        if grad && out_dtype.is_some_and(DType::is_float) {
+            // noise scaling a tensor is made in that tensor's dtype
+            for &v in &data_inputs {
+                if self.noise[v] && self.facts[v].dtype.is_some_and(DType::is_float) {
+                    self.dtype[v] = out_dtype;
+                }
+            }
+        }
         for (slot, out) in node.outputs.iter().enumerate() {
             let Some(o) = *out else { continue };
+            self.noise[o] = noise;
             // an output of unknown type (a tensor sequence: SplitToSequence) carries its input's
             let kind = self.facts[o]
                 .dtype
@@ -212,8 +248,10 @@ impl<'a> Flow<'a> {
             self.grad[o] = grad && kind.is_some_and(DType::is_float);
             self.stored[o] = all_stored;
             let indices = matches!(op, Op::MaxPool(_)) && slot == 1;
+            // a float output never takes a non-float type from what arrives (the int64 shape of a
+            // ConstantOfShape, a Where's condition)
             if self.facts[o].dtype.is_some_and(DType::is_float) && !indices {
-                self.dtype[o] = out_dtype.or(self.facts[o].dtype);
+                self.dtype[o] = out_dtype.filter(|d| d.is_float()).or(self.facts[o].dtype);
             }
             let Some(x) = x else { continue };
             let view = def.map_or(View::No, |d| d.view);
@@ -276,16 +314,23 @@ impl<'a> Flow<'a> {
             if matches!(op, Op::Add) && self.is_bias_add(node) {
                 return Some(p.half());
             }
-            let widest = node
-                .inputs
-                .iter()
-                .flatten()
-                .filter(|&&v| {
-                    !self.is_scalar(v) && self.facts[v].dtype.is_some_and(DType::is_float)
-                })
-                .filter_map(|&v| self.dtype[v])
-                .max_by_key(|d| d.bits());
-            widest.or(arriving)
+            let widest = |scalars: bool| {
+                node.inputs
+                    .iter()
+                    .flatten()
+                    .filter(|&&v| {
+                        (scalars || !self.is_scalar(v))
+                            && !self.noise[v]
+                            && self.facts[v].dtype.is_some_and(DType::is_float)
+                    })
+                    .filter_map(|&v| self.dtype[v])
+                    .max_by_key(|d| d.bits())
+            };
+            // scalars decide only among themselves (`where(mask, 0.0, min)` builds an fp32 mask);
+            // a non-float operand (Where's condition) never gives the type
+            widest(false)
+                .or_else(|| widest(true))
+                .or(arriving.filter(|d| d.is_float()))
         }
     }
 
@@ -486,11 +531,13 @@ fn match_patterns(flow: &Flow) -> Patterns {
                 }
             }
             Op::Softmax(_) => {
-                if let Some((region, last, saves)) = sdpa(flow, n) {
-                    p.attention_outputs.extend(g.nodes[last].output(0));
-                    p.absorbed.extend(region.iter().copied());
-                    p.absorbed.remove(&last);
-                    p.replace.insert(last, saves);
+                if let Some(a) = sdpa(flow, n) {
+                    if a.fused {
+                        p.attention_outputs.extend(g.nodes[a.last].output(0));
+                    }
+                    p.absorbed.extend(a.region.iter().copied());
+                    p.absorbed.remove(&a.last);
+                    p.replace.insert(a.last, a.saves);
                 }
             }
             Op::InstanceNormalization(_) => {
@@ -628,10 +675,29 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
     Some((region, last, x))
 }
 
+/// A matched scaled-dot-product attention.
+struct Sdpa {
+    /// The pattern's nodes.
+    region: Vec<NodeId>,
+    /// Its last node (the product with v), charged with the saves.
+    last: NodeId,
+    saves: Vec<Save>,
+    /// Whether PyTorch runs it as one fused kernel (its output laid out `[B,L,h,D]`), rather than
+    /// its math decomposition.
+    fused: bool,
+}
+
 /// Scaled-dot-product attention: `Mul(q, s)`, `Mul(kᵀ, s)` → `MatMul` → [`Add` mask] → `Softmax` →
-/// `MatMul(·, v)`, with both scalings present (how PyTorch exports SDPA). PyTorch saves q, k, v, the
-/// output and an fp32 logsumexp per query row, and no L×L matrix.
-fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)> {
+/// [NaN guard] → [`Dropout`] → `MatMul(·, v)`, with both scalings present (how PyTorch exports
+/// SDPA). The fused kernels (flash on CPU without dropout; flash, memory-efficient and cuDNN on
+/// CUDA) save q, k, v, the output and an fp32 logsumexp per query row, and no L×L matrix.
+///
+/// With dropout, PyTorch's CPU SDPA falls back to its math path, which saves `q·s`, `k·s`, the
+/// probabilities, the dropout noise, the dropped probabilities and v, upcast to fp32. The dynamo
+/// exporter writes SDPA's dropout as an inference-mode `Dropout` that its optimizer deletes, so a
+/// pattern without one is taken to have dropout when the graph runs dropout in training elsewhere
+/// (GPT-2, BERT and T5 configurations use one rate for both).
+fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
     let g = flow.graph;
     let mut region = vec![softmax];
     let mut v = g.nodes[softmax].input(0)?;
@@ -672,20 +738,53 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<(Vec<NodeId>, NodeId, Vec<Save>)
         region.extend(guard);
         probs = w;
     }
+    let mut dropout = flow.trains_dropout;
+    if let Some((d, dnode)) = single_consumer(g, probs) {
+        if matches!(flow.ops[d], Op::Dropout(_)) && dnode.input(0) == Some(probs) {
+            region.push(d);
+            dropout = flow.dropout_ratio(dnode, &flow.ops[d]) != Some(0.0);
+            probs = dnode.output(0)?;
+        }
+    }
     let (m2, mm2) = single_consumer(g, probs)?;
     if !matches!(flow.ops[m2], Op::MatMul) || mm2.input(0) != Some(probs) {
         return None;
     }
     let value = mm2.input(1)?;
     let out = mm2.output(0)?;
+    let p_elems = numel(&flow.facts[probs]);
+    if dropout && flow.device == Device::Cpu {
+        // the math path, in fp32: q·s and k·s (new), probabilities, noise, dropped probabilities,
+        // and v (as it is in fp32: a copy when its batch axes cannot fold; an fp32 copy otherwise)
+        let mut saves: Vec<Save> = qk
+            .iter()
+            .map(|&t| Save::Own(numel(&flow.facts[t]).saturating_mul(4)))
+            .collect();
+        saves.extend((0..3).map(|_| Save::Own(p_elems.saturating_mul(4))));
+        saves.push(if flow.precision == Precision::Fp32 {
+            operand(flow, value)
+        } else {
+            Save::Own(numel(&flow.facts[value]).saturating_mul(4))
+        });
+        return Some(Sdpa {
+            region,
+            last: m2,
+            saves,
+            fused: false,
+        });
+    }
     // logsumexp: one fp32 per query row (the softmax output without its last axis)
-    let rows =
-        numel(&flow.facts[probs]) / flow.facts[probs].shape.as_ref()?.last()?.as_u64()?.max(1);
+    let rows = p_elems / flow.facts[probs].shape.as_ref()?.last()?.as_u64()?.max(1);
     let mut saves: Vec<Save> = qk.into_iter().map(Save::Value).collect();
     saves.push(Save::Value(value));
     saves.push(Save::Value(out));
     saves.push(Save::Own(4 * rows));
-    Some((region, m2, saves))
+    Some(Sdpa {
+        region,
+        last: m2,
+        saves,
+        fused: true,
+    })
 }
 
 /// `Where(IsNaN(p), 0, p)`: the dynamo exporter's guard for fully masked rows after an attention
