@@ -1053,3 +1053,29 @@ fn the_decoding_cache_splits_into_what_grows_and_what_is_fixed() {
         Some(2 * 2 * 2 * 8 * 4)
     );
 }
+
+#[test]
+fn a_config_that_trains_with_dropout_makes_the_step_a_lower_bound() {
+    // the tape does not model dropout: GPT-2's released config trains with 0.1 everywhere
+    let dir = tempfile::tempdir().unwrap();
+    let (mut config, _) = load("gpt2");
+    for k in ["resid_pdrop", "embd_pdrop", "attn_pdrop"] {
+        config[k] = serde_json::json!(0.1);
+    }
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        testdata("gpt2/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let j = mem_json(dir.path(), &["--train", "--seq", "24"]);
+    assert_eq!(j["training"]["lower_bound"], true);
+    let why = j["training"]["unknown"][0].as_str().unwrap();
+    assert!(
+        why.contains("resid_pdrop 0.1") && why.contains("dropout 0"),
+        "{why}"
+    );
+    // the measured fixture (dropout 0) is exact and says nothing of it
+    let j = mem_json(&testdata("gpt2"), &["--train", "--seq", "24"]);
+    assert_eq!(j["training"]["lower_bound"], false);
+}

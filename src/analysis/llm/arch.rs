@@ -233,6 +233,11 @@ pub struct Arch {
     /// the tensors refine it).
     #[serde(skip)]
     pub head_from_config: bool,
+    /// The dropout probabilities config.json trains with (`hidden_dropout_prob`, `attn_pdrop`,
+    /// ...), those above 0: the tape does not model dropout, so a training estimate with any is
+    /// a lower bound.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropout: Vec<(String, f64)>,
 }
 
 impl Arch {
@@ -577,7 +582,27 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Family::Vit => head == Head::None,
         _ => false,
     };
+    // the dropouts the modeling code applies in training (`classifier_dropout` and the like
+    // belong to heads; `summary_first_dropout` to GPT-2's double-heads model)
+    let dropout: Vec<(String, f64)> = [
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "hidden_dropout",
+        "attention_dropout",
+        "resid_pdrop",
+        "embd_pdrop",
+        "attn_pdrop",
+        "dropout",
+        "activation_dropout",
+    ]
+    .iter()
+    .filter_map(|k| {
+        let p = c.get(*k)?.as_f64()?;
+        (p > 0.0 && p < 1.0).then(|| (k.to_string(), p))
+    })
+    .collect();
     Ok(Some(Arch {
+        dropout,
         head,
         class: class.map(str::to_string),
         pooler,

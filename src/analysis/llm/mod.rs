@@ -488,6 +488,13 @@ pub fn training_step(
         ));
     }
     let mut unknown = Vec::new();
+    if !a.dropout.is_empty() {
+        let list: Vec<String> = a.dropout.iter().map(|(k, p)| format!("{k} {p}")).collect();
+        unknown.push(format!(
+            "config.json trains with dropout ({}): what each dropout keeps for backward (a full-size tensor per dropout on CPU, a byte per element on CUDA; SDPA with dropout runs PyTorch's math path on CPU) is not counted; the count is exact with dropout 0",
+            list.join(", ")
+        ));
+    }
     match &a.head {
         Head::None => unknown.push(format!(
             "{} has no head: the head, the loss and their saved tensors that you add are not counted (with a loss that sums the outputs the count is exact)",
