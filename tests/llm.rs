@@ -18,6 +18,7 @@ const FAMILIES: &[&str] = &[
     "gemma3",
     "phi3",
     "gpt2",
+    "gpt2_seqcls",
     "gpt_neox",
     "mixtral",
     "qwen2_moe",

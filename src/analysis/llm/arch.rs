@@ -87,9 +87,10 @@ impl Head {
         labels: u64,
     ) -> Option<Head> {
         let has = |suffix: &str| {
-            names
-                .clone()
-                .any(|n| n == suffix || n.ends_with(&format!(".{suffix}")))
+            names.clone().any(|n| {
+                n.strip_suffix(suffix)
+                    .is_some_and(|head| head.is_empty() || head.ends_with('.'))
+            })
         };
         if has("cls.predictions.bias")
             || has("cls.predictions.transform.dense.weight")
