@@ -64,7 +64,12 @@ impl Head {
     /// The head an `architectures` entry names, `None` for a class of another kind.
     fn from_class(class: &str, labels: u64) -> Head {
         let ends = |s: &str| class.ends_with(s);
-        if ends("ForCausalLM") || ends("LMHeadModel") || ends("ForConditionalGeneration") {
+        // GPT2DoubleHeadsModel: the LM head and a small multiple-choice head
+        if ends("ForCausalLM")
+            || ends("LMHeadModel")
+            || ends("DoubleHeadsModel")
+            || ends("ForConditionalGeneration")
+        {
             Head::CausalLm
         } else if ends("ForMaskedLM") || ends("ForPreTraining") {
             Head::MaskedLm
@@ -101,7 +106,8 @@ impl Head {
         if has("lm_head.weight") || has("embed_out.weight") || has("output.weight") {
             return Some(Head::CausalLm);
         }
-        if has("classifier.weight") || has("score.weight") {
+        // RoBERTa's classifier is `classifier.dense` + `classifier.out_proj`
+        if has("classifier.weight") || has("classifier.out_proj.weight") || has("score.weight") {
             return Some(Head::Classifier { labels });
         }
         match family {
@@ -727,6 +733,67 @@ mod tests {
         from_config(&serde_json::from_str(json).unwrap())
             .unwrap()
             .unwrap()
+    }
+
+    #[test]
+    fn the_head_comes_from_the_class_then_the_tensors() {
+        for (class, head) in [
+            ("LlamaForCausalLM", Head::CausalLm),
+            ("GPT2LMHeadModel", Head::CausalLm),
+            ("GPT2DoubleHeadsModel", Head::CausalLm),
+            ("Gemma3ForConditionalGeneration", Head::CausalLm),
+            ("BertForMaskedLM", Head::MaskedLm),
+            (
+                "BertForSequenceClassification",
+                Head::Classifier { labels: 5 },
+            ),
+            ("ViTForImageClassification", Head::Classifier { labels: 5 }),
+            ("BertModel", Head::None),
+            ("LlamaModel", Head::None),
+        ] {
+            assert_eq!(Head::from_class(class, 5), head, "{class}");
+        }
+        assert_eq!(
+            Head::from_class("BertForQuestionAnswering", 5),
+            Head::Other {
+                class: "BertForQuestionAnswering".into()
+            }
+        );
+        let of = |family, names: &[&str]| Head::from_tensors(family, names.iter().copied(), 3);
+        assert_eq!(
+            of(
+                Family::Bert,
+                &[
+                    "bert.encoder.layer.0.output.dense.weight",
+                    "cls.predictions.bias"
+                ]
+            ),
+            Some(Head::MaskedLm)
+        );
+        assert_eq!(
+            of(
+                Family::Bert,
+                &["roberta.pooler.dense.weight", "classifier.out_proj.weight"]
+            ),
+            Some(Head::Classifier { labels: 3 })
+        );
+        assert_eq!(
+            of(
+                Family::Bert,
+                &["encoder.layer.0.attention.output.dense.weight"]
+            ),
+            Some(Head::None)
+        );
+        assert_eq!(
+            of(Family::Decoder, &["lm_head.weight"]),
+            Some(Head::CausalLm)
+        );
+        assert_eq!(
+            of(Family::Decoder, &["score.weight"]),
+            Some(Head::Classifier { labels: 3 })
+        );
+        // a tied decoder's head has no tensor: the tensors cannot tell
+        assert_eq!(of(Family::Decoder, &["model.embed_tokens.weight"]), None);
     }
 
     #[test]
