@@ -312,6 +312,15 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
     if let Some(o) = f.optimizer {
         notes.push(format!("every training plan uses --optimizer {}", o.name()));
     }
+    notes.push(format!(
+        "max seq at batch 1 is searched up to {} for serving ({}) and up to --seq {max_seq} for training",
+        serve_seq,
+        if m.arch.max_positions > 0 {
+            "the context, max_position_embeddings"
+        } else {
+            "--seq: the config gives no context length"
+        }
+    ));
     Ok(LlmFit {
         model: m.name.clone(),
         gpu,
