@@ -312,6 +312,9 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
     if let Some(o) = f.optimizer {
         notes.push(format!("every training plan uses --optimizer {}", o.name()));
     }
+    notes.push(
+        "serving is transformers' generate: the batch is prefilled at once (the largest layer's workspace grows with it) and the logits kept are the last position's; vLLM's chunked prefill bounds the workspace by its token budget".into(),
+    );
     notes.push(format!(
         "max seq at batch 1 is searched up to {} for serving ({}) and up to --seq {max_seq} for training",
         serve_seq,
