@@ -1080,3 +1080,39 @@ fn a_config_that_trains_with_dropout_makes_the_step_a_lower_bound() {
     let j = mem_json(&testdata("gpt2"), &["--train", "--seq", "24"]);
     assert_eq!(j["training"]["lower_bound"], false);
 }
+
+#[test]
+fn an_unknown_model_type_gets_a_kv_guess_said_as_one() {
+    // a hybrid nnlint does not model: 3 full-attention layers, 1 sliding (window 8), 2 linear
+    // attention; 2 KV heads x head_dim 16, bf16
+    let dir = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"model_type": "some_hybrid", "num_hidden_layers": 6,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "hidden_size": 32,
+        "sliding_window": 8, "max_position_embeddings": 64, "torch_dtype": "bfloat16",
+        "layer_types": ["full_attention", "linear_attention", "full_attention",
+                        "sliding_attention", "linear_attention", "full_attention"]});
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let j = mem_json(dir.path(), &["--batch", "2", "--seq", "24"]);
+    // no number presented as exact: no inference block, the guess is a note
+    assert!(j["inference"].is_null(), "{}", j["inference"]);
+    let notes = j["notes"].to_string();
+    // by hand: per token and layer 2 x 2 x 16 x 2 B = 128 B; 3 full layers x 24 tokens + the
+    // sliding layer's 8, x 2 sequences: (72 + 8) x 128 x 2 = 20,480 B
+    assert!(notes.contains("a guess, not a model"), "{notes}");
+    assert!(notes.contains("about 20 KiB"), "{notes}");
+    assert!(
+        notes.contains("linear_attention layers hold a state of their own"),
+        "{notes}"
+    );
+    // multi-head latent attention gets no number
+    let config = serde_json::json!({"model_type": "deepseek_v3", "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 32, "kv_lora_rank": 16});
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let j = mem_json(dir.path(), &[]);
+    assert!(j["notes"].to_string().contains("nnlint gives no guess"));
+}
