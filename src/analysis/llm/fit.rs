@@ -365,13 +365,20 @@ pub fn render(f: &LlmFit) -> String {
             p.plan.clone(),
             if p.max_batch == 0 {
                 "does not fit".into()
+            } else if p.max_batch == MAX_BATCH && p.lower_bound {
+                // the search stopped at its cap on peaks that are lower bounds: nothing is known
+                "?".into()
             } else if p.max_batch == MAX_BATCH {
                 format!("≥ {MAX_BATCH}")
+            } else if p.lower_bound {
+                format!("≤ {}", p.max_batch)
             } else {
                 p.max_batch.to_string()
             },
             if p.max_seq_at_batch_1 == 0 {
                 "-".into()
+            } else if p.lower_bound {
+                format!("≤ {}", p.max_seq_at_batch_1)
             } else {
                 p.max_seq_at_batch_1.to_string()
             },
