@@ -1116,3 +1116,32 @@ fn an_unknown_model_type_gets_a_kv_guess_said_as_one() {
     let j = mem_json(dir.path(), &[]);
     assert!(j["notes"].to_string().contains("nnlint gives no guess"));
 }
+
+#[test]
+fn a_config_without_model_type_is_read_from_architectures_and_a_typo_gets_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut config, _) = load("llama");
+    config.as_object_mut().unwrap().remove("model_type");
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let j = mem_json(dir.path(), &["--seq", "24"]);
+    assert_eq!(j["llm"]["model_type"], "llama");
+    assert!(j["warnings"]
+        .to_string()
+        .contains("read as llama from its architectures"));
+    // `lama`: the parameter table, a hint, and fit's refusal names the type and the list
+    config["model_type"] = serde_json::json!("lama");
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let j = mem_json(dir.path(), &[]);
+    assert!(j["notes"].to_string().contains("did you mean 'llama'?"));
+    let (code, _, err) = nnlint(&["fit", dir.path().to_str().unwrap(), "--gpu", "T4"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("model_type lama") && err.contains("qwen3_moe"),
+        "{err}"
+    );
+}

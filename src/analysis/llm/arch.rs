@@ -373,6 +373,44 @@ pub const KNOWN: &[&str] = &[
     "vit",
 ];
 
+/// The `model_type` the class in `architectures` belongs to, for a config that lacks the field
+/// (older exports): `LlamaForCausalLM` is `llama`.
+pub fn model_type_of_class(config: &Value) -> Option<&'static str> {
+    let class = config.get("architectures")?.as_array()?.first()?.as_str()?;
+    // the longest prefix first: Qwen2Moe before Qwen2, GPTNeoX before GPT2
+    const PREFIXES: &[(&str, &str)] = &[
+        ("Qwen2Moe", "qwen2_moe"),
+        ("Qwen3Moe", "qwen3_moe"),
+        ("GPTNeoX", "gpt_neox"),
+        ("Gemma3ForCausalLM", "gemma3_text"),
+        ("Gemma3", "gemma3"),
+        ("Gemma2", "gemma2"),
+        ("Gemma", "gemma"),
+        ("Qwen2", "qwen2"),
+        ("Qwen3", "qwen3"),
+        ("Llama", "llama"),
+        ("Mistral", "mistral"),
+        ("Mixtral", "mixtral"),
+        ("Phi3", "phi3"),
+        ("GPT2", "gpt2"),
+        ("Roberta", "roberta"),
+        ("Bert", "bert"),
+        ("ViT", "vit"),
+    ];
+    PREFIXES
+        .iter()
+        .find(|(p, _)| {
+            class.strip_prefix(p).is_some_and(|rest| {
+                rest.is_empty()
+                    || rest.starts_with("For")
+                    || rest.starts_with("Model")
+                    || rest.starts_with("LMHead")
+                    || p.ends_with("ForCausalLM")
+            })
+        })
+        .map(|(_, t)| *t)
+}
+
 /// Qwen-MoE's blocks: block `i` routes to experts unless it is in `mlp_only_layers` or `i + 1`
 /// is not a multiple of `decoder_sparse_step` (transformers' `Qwen2MoeDecoderLayer`).
 fn qwen_sparse_layers(c: &Value, layers: u64) -> Result<Vec<bool>, ConfigError> {
@@ -415,7 +453,12 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Some(t) if t.is_object() && outer_type == Some("gemma3") => t,
         _ => config,
     };
-    let model_type = match c.get("model_type").and_then(Value::as_str).or(outer_type) {
+    let model_type = match c
+        .get("model_type")
+        .and_then(Value::as_str)
+        .or(outer_type)
+        .or_else(|| model_type_of_class(config))
+    {
         Some(t) => t.to_string(),
         None => return Err(ConfigError("field 'model_type' is missing".into())),
     };

@@ -795,6 +795,14 @@ pub fn analyze_checkpoint(
         .and_then(|d| d.bytes_for(1))
         .unwrap_or(2);
     let mut warnings = ck.weights.warnings.clone();
+    if ck.config.get("model_type").is_none() {
+        if let Some(a) = &arch {
+            warnings.push(format!(
+                "{cfg_file} has no model_type: read as {} from its architectures",
+                a.model_type
+            ));
+        }
+    }
     let guess = if arch.is_none() {
         kv_guess(&ck.config, o, elem)
     } else {
@@ -1164,9 +1172,12 @@ fn finish(
     let Some(a) = arch else {
         // a GGUF file's notes already say why there is no architecture
         if notes.is_empty() {
+            let given = model_type.as_deref().unwrap_or("(none)");
+            let hint = crate::util::suggest::closest(given, arch::KNOWN)
+                .map(|k| format!(" (did you mean '{k}'?)"))
+                .unwrap_or_default();
             notes.push(format!(
-                "model_type {} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
-                model_type.as_deref().unwrap_or("(none)"),
+                "model_type {given}{hint} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
                 arch::KNOWN.join(", ")
             ));
         }
