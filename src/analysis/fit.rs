@@ -20,6 +20,27 @@ pub struct Gpu {
     pub bf16: bool,
 }
 
+impl Gpu {
+    /// `RTX-4090 (24 GiB)`, or for a size given on the command line the exact bytes beside the
+    /// binary units (`--gpu 24GB` is 24,000,000,000 B, 22.4 GiB).
+    pub fn describe(&self) -> String {
+        use crate::util::units::bytes;
+        if self.name == "custom" {
+            let digits = self.bytes.to_string();
+            let mut grouped = String::new();
+            for (i, c) in digits.chars().enumerate() {
+                if i > 0 && (digits.len() - i) % 3 == 0 {
+                    grouped.push(',');
+                }
+                grouped.push(c);
+            }
+            format!("a {} card ({grouped} B)", bytes(self.bytes))
+        } else {
+            format!("{} ({})", self.name, bytes(self.bytes))
+        }
+    }
+}
+
 const MIB: u64 = 1 << 20;
 
 /// Known cards: memory is `nvidia-smi --query-gpu=memory.total`, in MiB.

@@ -7,10 +7,9 @@ use crate::util::table::{Align, Table};
 /// The table, its plan names shortened to fit `width` when given.
 pub fn render(r: &FitReport, width: Option<usize>) -> String {
     let mut out = format!(
-        "{} on {} ({}), {}{}\n\n",
+        "{} on {}, {}{}\n\n",
         r.model,
-        r.gpu.name,
-        bytes(r.gpu.bytes),
+        r.gpu.describe(),
         r.mode,
         if r.mode == "training" {
             format!(", effective batch {}", r.effective_batch)

@@ -340,15 +340,14 @@ pub fn render(f: &LlmFit) -> String {
     use crate::util::table::{Align, Table};
     use crate::util::units::bytes;
     let mut out = format!(
-        "{} on {}{} ({}), sequences of {} tokens, {} parameters\n\n",
+        "{} on {}{}, sequences of {} tokens, {} parameters\n\n",
         f.model,
         if f.gpus > 1 {
             format!("{} x ", f.gpus)
         } else {
             String::new()
         },
-        f.gpu.name,
-        bytes(f.gpu.bytes),
+        f.gpu.describe(),
         f.seq,
         f.params
     );
