@@ -26,11 +26,25 @@ pub fn render(r: &FitReport, width: Option<usize>) -> String {
         "recompute",
         "communication",
     ];
+    // serving has no accumulation, recompute or gradient traffic: those columns are training's
+    let serving = r.mode != "training";
+    let keep = |i: usize| !serving || matches!(i, 0..=4);
+    let headers: Vec<&str> = headers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(i, h)| match (serving, i) {
+            (true, 2) => "max batch",
+            (true, 3) => "peak at batch",
+            (true, 4) => "peak",
+            _ => *h,
+        })
+        .collect();
     let rows: Vec<Vec<String>> = r
         .plans
         .iter()
         .map(|p| {
-            vec![
+            let row = vec![
                 if p.fits {
                     p.rank.to_string()
                 } else {
@@ -44,7 +58,9 @@ pub fn render(r: &FitReport, width: Option<usize>) -> String {
                 } else {
                     "does not fit".into()
                 },
-                if p.fits {
+                if serving {
+                    p.micro_batch.to_string()
+                } else if p.fits {
                     format!("{} x {} x {}", p.micro_batch, p.accumulate, p.gpus)
                 } else {
                     "-".into()
@@ -56,7 +72,12 @@ pub fn render(r: &FitReport, width: Option<usize>) -> String {
                 },
                 recompute_text(p),
                 communication_text(p),
-            ]
+            ];
+            row.into_iter()
+                .enumerate()
+                .filter(|(i, _)| keep(*i))
+                .map(|(_, c)| c)
+                .collect()
         })
         .collect();
     let mut t = Table::new(
