@@ -27,6 +27,13 @@ const FAMILIES: &[&str] = &[
     "bert_model",
     "bert_seqcls",
     "vit",
+    "bert_dropout",
+    "roberta_dropout",
+    "bert_seqcls_dropout",
+    "gpt2_dropout",
+    "gpt_neox_dropout",
+    "llama_dropout",
+    "vit_dropout",
 ];
 
 fn load(family: &str) -> (Value, Value) {

@@ -80,7 +80,7 @@ VERSIONS = {
 # ---------------------------------------------------------------------------------------------------
 # Families. Common tiny decoder shape: 2 layers, hidden 32, 4 heads of 8, 2 KV heads (GQA),
 # intermediate 64, vocab 128, 64 positions. Families that allow head_dim != hidden/heads get 16.
-# All dropouts 0 (the saved-bytes rules for dropout are in the reference doc).
+# All dropouts 0 except the *_dropout families (the saved-bytes rules for dropout are in the reference doc).
 # ---------------------------------------------------------------------------------------------------
 DEC = dict(
     vocab_size=128,
@@ -178,6 +178,44 @@ FAMILIES: dict[str, dict] = {
                                     num_labels=3),
                         why="encoder, BertForSequenceClassification: pooler + classifier (3 labels), "
                             "cross_entropy"),
+    "bert_dropout": dict(model_type="bert", head="mlm", dtype="float32",
+                         config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
+                                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, pad_token_id=0),
+                         why="bert with hidden and attention dropout 0.1 (each dropout saves its scaled noise "
+                             "on CPU; SDPA with dropout runs the math path)"),
+    "gpt2_dropout": dict(model_type="gpt2", head="causal", dtype="float32",
+                         config=dict(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_inner=64, n_positions=64,
+                                     resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
+                                     bos_token_id=1, eos_token_id=2, tie_word_embeddings=True),
+                         why="gpt2 with resid/embd/attn dropout 0.1"),
+    "roberta_dropout": dict(model_type="roberta", head="mlm", dtype="float32",
+                            config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1,
+                                        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                                        pad_token_id=1, bos_token_id=0, eos_token_id=2),
+                            why="roberta with hidden and attention dropout 0.1"),
+    "bert_seqcls_dropout": dict(model_type="bert", head="seqcls", dtype="float32",
+                                config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                                            type_vocab_size=2, hidden_dropout_prob=0.1,
+                                            attention_probs_dropout_prob=0.1, pad_token_id=0, num_labels=3),
+                                why="bert_seqcls with dropout 0.1 (the classifier's dropout on the pooled output "
+                                    "takes hidden_dropout_prob)"),
+    "gpt_neox_dropout": dict(model_type="gpt_neox", head="causal", dtype="float32",
+                             config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=64, max_position_embeddings=64, hidden_dropout=0.1,
+                                         attention_dropout=0.1, bos_token_id=1, eos_token_id=2,
+                                         tie_word_embeddings=False),
+                             why="gpt_neox with hidden and attention dropout 0.1"),
+    "llama_dropout": dict(model_type="llama", head="causal", dtype="float32",
+                          config=dict(DEC, tie_word_embeddings=False, attention_dropout=0.1),
+                          why="llama (GQA) with attention dropout 0.1"),
+    "vit_dropout": dict(model_type="vit", head="image", dtype="float32",
+                        config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    image_size=16, patch_size=4, num_channels=3, hidden_dropout_prob=0.1,
+                                    attention_probs_dropout_prob=0.1, num_labels=10),
+                        why="vit with hidden and attention dropout 0.1"),
     "vit": dict(model_type="vit", head="image", dtype="float32",
                 config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                             image_size=16, patch_size=4, num_channels=3, hidden_dropout_prob=0.0,

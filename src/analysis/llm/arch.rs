@@ -234,10 +234,28 @@ pub struct Arch {
     #[serde(skip)]
     pub head_from_config: bool,
     /// The dropout probabilities config.json trains with (`hidden_dropout_prob`, `attn_pdrop`,
-    /// ...), those above 0: the tape does not model dropout, so a training estimate with any is
-    /// a lower bound.
+    /// ...), those above 0 that the forward does not model: a training estimate with any is a
+    /// lower bound.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropout: Vec<(String, f64)>,
+    /// The dropouts the forward models, by site (0: none).
+    #[serde(skip)]
+    pub drop: Dropout,
+}
+
+/// Dropout probabilities where the family's modeling code (transformers 5) applies them in
+/// training.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dropout {
+    /// On the embeddings (BERT: after the LayerNorm; GPT-2: after adding positions; GPT-NeoX:
+    /// on `embed_in`; ViT: after adding positions).
+    pub embed: f64,
+    /// On the attention probabilities (eager) or SDPA's `dropout_p`.
+    pub attn: f64,
+    /// On the attention output projection's and the MLP's outputs, before the residual add.
+    pub hidden: f64,
+    /// BERT's sequence classifier, on the pooled output.
+    pub classifier: f64,
 }
 
 impl Arch {
@@ -583,7 +601,59 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         _ => false,
     };
     // the dropouts the modeling code applies in training (`classifier_dropout` and the like
-    // belong to heads; `summary_first_dropout` to GPT-2's double-heads model)
+    // belong to heads; `summary_first_dropout` to GPT-2's double-heads model), and the sites
+    // each one reaches in this family's modeling code; one that reaches none modelled is listed
+    // (a lower bound)
+    let prob = |k: &str| {
+        c.get(k)
+            .and_then(Value::as_f64)
+            .filter(|p| *p > 0.0 && *p < 1.0)
+    };
+    let mut drop = Dropout::default();
+    let mut modelled: Vec<&str> = Vec::new();
+    let mut site = |k: &'static str, sites: &[fn(&mut Dropout) -> &mut f64]| {
+        if let Some(p) = prob(k) {
+            for f in sites {
+                *f(&mut drop) = p;
+            }
+        }
+        modelled.push(k);
+    };
+    match family {
+        Family::Bert | Family::Vit => {
+            site(
+                "hidden_dropout_prob",
+                &[|d| &mut d.embed, |d| &mut d.hidden, |d| &mut d.classifier],
+            );
+            site("attention_probs_dropout_prob", &[|d| &mut d.attn]);
+        }
+        Family::Gpt2 => {
+            site("embd_pdrop", &[|d| &mut d.embed]);
+            site("attn_pdrop", &[|d| &mut d.attn]);
+            site("resid_pdrop", &[|d| &mut d.hidden]);
+        }
+        Family::GptNeox => {
+            site("hidden_dropout", &[|d| &mut d.embed, |d| &mut d.hidden]);
+            site("attention_dropout", &[|d| &mut d.attn]);
+        }
+        Family::Decoder => {
+            site("attention_dropout", &[|d| &mut d.attn]);
+            if mt == "phi3" {
+                // Phi-3 drops the attention and MLP outputs; it reads embd_pdrop but applies it
+                // nowhere
+                site("resid_pdrop", &[|d| &mut d.hidden]);
+                site("embd_pdrop", &[]);
+            }
+        }
+    }
+    // BERT's classifier takes classifier_dropout when set (ViT's has none)
+    if family == Family::Bert {
+        if let Some(p) = c.get("classifier_dropout").and_then(Value::as_f64) {
+            drop.classifier = if p > 0.0 && p < 1.0 { p } else { 0.0 };
+        }
+    } else {
+        drop.classifier = 0.0;
+    }
     let dropout: Vec<(String, f64)> = [
         "hidden_dropout_prob",
         "attention_probs_dropout_prob",
@@ -596,13 +666,12 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         "activation_dropout",
     ]
     .iter()
-    .filter_map(|k| {
-        let p = c.get(*k)?.as_f64()?;
-        (p > 0.0 && p < 1.0).then(|| (k.to_string(), p))
-    })
+    .filter(|k| !modelled.contains(k))
+    .filter_map(|k| Some((k.to_string(), prob(k)?)))
     .collect();
     Ok(Some(Arch {
         dropout,
+        drop,
         head,
         class: class.map(str::to_string),
         pooler,
