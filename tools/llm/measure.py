@@ -202,6 +202,21 @@ FAMILIES: dict[str, dict] = {
                                             attention_probs_dropout_prob=0.1, pad_token_id=0, num_labels=3),
                                 why="bert_seqcls with dropout 0.1 (the classifier's dropout on the pooled output "
                                     "takes hidden_dropout_prob)"),
+    "roberta_seqcls": dict(model_type="roberta", head="seqcls", dtype="float32",
+                           config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=64, max_position_embeddings=66, type_vocab_size=1,
+                                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                       pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=3),
+                           why="RobertaForSequenceClassification: its head (dense + tanh on <s>, out_proj), "
+                               "no pooler"),
+    "roberta_seqcls_dropout": dict(model_type="roberta", head="seqcls", dtype="float32",
+                                   config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                               num_attention_heads=4, intermediate_size=64,
+                                               max_position_embeddings=66, type_vocab_size=1,
+                                               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                                               pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=3),
+                                   why="roberta_seqcls with dropout 0.1 (its head drops <s> before the dense "
+                                       "and after the tanh)"),
     "gpt_neox_dropout": dict(model_type="gpt_neox", head="causal", dtype="float32",
                              config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                          intermediate_size=64, max_position_embeddings=64, hidden_dropout=0.1,

@@ -233,9 +233,8 @@ pub struct Arch {
     /// the tensors refine it).
     #[serde(skip)]
     pub head_from_config: bool,
-    /// The dropout probabilities config.json trains with (`hidden_dropout_prob`, `attn_pdrop`,
-    /// ...), those above 0 that the forward does not model: a training estimate with any is a
-    /// lower bound.
+    /// Dropout probabilities above 0 that config.json sets for a head nnlint does not model
+    /// (GPT-2's and GPT-NeoX's token classifiers): a training estimate with any is a lower bound.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropout: Vec<(String, f64)>,
     /// The dropouts the forward models, by site (0: none).
@@ -600,75 +599,63 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Family::Vit => head == Head::None,
         _ => false,
     };
-    // the dropouts the modeling code applies in training (`classifier_dropout` and the like
-    // belong to heads; `summary_first_dropout` to GPT-2's double-heads model), and the sites
-    // each one reaches in this family's modeling code; one that reaches none modelled is listed
-    // (a lower bound)
+    // the dropouts the family's modeling code (transformers 5.24) applies in training, by site:
+    // each family reads only the keys below (others in config.json are ignored by it, so they
+    // keep nothing); head-only keys of heads nnlint does not model are listed (a lower bound,
+    // as the head itself is)
     let prob = |k: &str| {
         c.get(k)
             .and_then(Value::as_f64)
             .filter(|p| *p > 0.0 && *p < 1.0)
     };
     let mut drop = Dropout::default();
-    let mut modelled: Vec<&str> = Vec::new();
-    let mut site = |k: &'static str, sites: &[fn(&mut Dropout) -> &mut f64]| {
+    let mut set = |k: &str, sites: &[fn(&mut Dropout) -> &mut f64]| {
         if let Some(p) = prob(k) {
             for f in sites {
                 *f(&mut drop) = p;
             }
         }
-        modelled.push(k);
     };
     match family {
         Family::Bert | Family::Vit => {
-            site(
+            set(
                 "hidden_dropout_prob",
                 &[|d| &mut d.embed, |d| &mut d.hidden, |d| &mut d.classifier],
             );
-            site("attention_probs_dropout_prob", &[|d| &mut d.attn]);
+            set("attention_probs_dropout_prob", &[|d| &mut d.attn]);
         }
         Family::Gpt2 => {
-            site("embd_pdrop", &[|d| &mut d.embed]);
-            site("attn_pdrop", &[|d| &mut d.attn]);
-            site("resid_pdrop", &[|d| &mut d.hidden]);
+            set("embd_pdrop", &[|d| &mut d.embed]);
+            set("attn_pdrop", &[|d| &mut d.attn]);
+            set("resid_pdrop", &[|d| &mut d.hidden]);
         }
         Family::GptNeox => {
-            site("hidden_dropout", &[|d| &mut d.embed, |d| &mut d.hidden]);
-            site("attention_dropout", &[|d| &mut d.attn]);
+            set("hidden_dropout", &[|d| &mut d.embed, |d| &mut d.hidden]);
+            set("attention_dropout", &[|d| &mut d.attn]);
         }
         Family::Decoder => {
-            site("attention_dropout", &[|d| &mut d.attn]);
+            set("attention_dropout", &[|d| &mut d.attn]);
             if mt == "phi3" {
-                // Phi-3 drops the attention and MLP outputs; it reads embd_pdrop but applies it
-                // nowhere
-                site("resid_pdrop", &[|d| &mut d.hidden]);
-                site("embd_pdrop", &[]);
+                // Phi-3 drops the attention and MLP outputs (it applies embd_pdrop nowhere)
+                set("resid_pdrop", &[|d| &mut d.hidden]);
             }
         }
     }
-    // BERT's classifier takes classifier_dropout when set (ViT's has none)
-    if family == Family::Bert {
-        if let Some(p) = c.get("classifier_dropout").and_then(Value::as_f64) {
-            drop.classifier = if p > 0.0 && p < 1.0 { p } else { 0.0 };
-        }
-    } else {
-        drop.classifier = 0.0;
+    // BERT's classifiers take classifier_dropout when set, RoBERTa's head too (ViT's has none)
+    match (family, c.get("classifier_dropout").and_then(Value::as_f64)) {
+        (Family::Bert, Some(p)) => drop.classifier = if p > 0.0 && p < 1.0 { p } else { 0.0 },
+        (Family::Bert, None) => {}
+        _ => drop.classifier = 0.0,
     }
-    let dropout: Vec<(String, f64)> = [
-        "hidden_dropout_prob",
-        "attention_probs_dropout_prob",
-        "hidden_dropout",
-        "attention_dropout",
-        "resid_pdrop",
-        "embd_pdrop",
-        "attn_pdrop",
-        "dropout",
-        "activation_dropout",
-    ]
-    .iter()
-    .filter(|k| !modelled.contains(k))
-    .filter_map(|k| Some((k.to_string(), prob(k)?)))
-    .collect();
+    let head_only: &[&str] = match (family, &head) {
+        (Family::Gpt2, Head::Other { .. }) => &["hidden_dropout", "classifier_dropout"],
+        (Family::GptNeox, Head::Other { .. }) => &["classifier_dropout"],
+        _ => &[],
+    };
+    let dropout: Vec<(String, f64)> = head_only
+        .iter()
+        .filter_map(|k| Some((k.to_string(), prob(k)?)))
+        .collect();
     Ok(Some(Arch {
         dropout,
         drop,

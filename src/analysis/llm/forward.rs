@@ -720,7 +720,11 @@ impl Run<'_> {
     /// BERT's and ViT's pooler: dense and tanh on the [CLS] token (a view of `x`).
     fn pooler(&mut self, x: X) -> X {
         let h = self.a.hidden;
-        let cls = self.t.view(x, self.s.batch.saturating_mul(h));
+        let mut cls = self.t.view(x, self.s.batch.saturating_mul(h));
+        if self.a.model_type == "roberta" && matches!(self.a.head, Head::Classifier { .. }) {
+            // RobertaClassificationHead drops the <s> token before its dense as well as after
+            cls = self.t.dropout(cls, self.a.drop.classifier);
+        }
         let d = self.linear(cls, "pooler.dense", Role::Other, h, h);
         self.t.keeps_result(d, d.numel, d.dtype)
     }

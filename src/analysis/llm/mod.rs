@@ -491,8 +491,7 @@ pub fn training_step(
     if !a.dropout.is_empty() {
         let list: Vec<String> = a.dropout.iter().map(|(k, p)| format!("{k} {p}")).collect();
         unknown.push(format!(
-            "config.json trains with dropout that nnlint does not place in this {} model ({}): what those dropouts keep for backward (a full-size tensor each on CPU, a byte per element on CUDA) is not counted",
-            a.model_type,
+            "config.json trains the head with dropout ({}): what it keeps for backward (a full-size tensor on CPU, a byte per element on CUDA) is not counted",
             list.join(", ")
         ));
     }
