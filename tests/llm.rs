@@ -36,6 +36,8 @@ const FAMILIES: &[&str] = &[
     "gpt_neox_dropout",
     "llama_dropout",
     "vit_dropout",
+    "phi3_dropout",
+    "gemma2_dropout",
 ];
 
 fn load(family: &str) -> (Value, Value) {
