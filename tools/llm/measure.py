@@ -937,10 +937,12 @@ def measure_training(folder, spec, cfg, scenarios, sdpa_error=None):
                                              % transformers.__version__,
            "points": [{"batch": B, "seq": S} for B, S in TRAIN_POINTS],
            "cpu_vs_cuda": "measured on CPU. SDPA here is ScaledDotProductFlashAttentionForCpuBackward0 (q, k, v, "
-                          "output, fp32 logsumexp; no SxS matrix; a given mask is saved as a float [B,1,S,S]). "
+                          "output, fp32 logsumexp; no SxS matrix; a given mask is saved as a float [B,1,S,S]); "
+                          "with dropout_p > 0 (the *_dropout families) CPU SDPA runs the math path instead, which "
+                          "saves q*s, k*s, the probabilities, the noise, the dropped probabilities and v, all fp32. "
                           "On CUDA the flash/efficient/cuDNN kernels also save no SxS matrix (plus an RNG state); "
-                          "CUDA autocast additionally runs norms/softmax/log_softmax in fp32; dropout (0 here) "
-                          "would save a bool mask on CUDA instead of scaled noise on CPU.",
+                          "CUDA autocast additionally runs norms/softmax/log_softmax in fp32; dropout (0 but in the "
+                          "*_dropout families) would save a bool mask on CUDA instead of scaled noise on CPU.",
            "summary_activation_bytes": {}, "scenarios": {}}
     for name in scenarios:
         sc = SCENARIOS[name]

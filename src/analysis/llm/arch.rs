@@ -829,4 +829,55 @@ mod tests {
         let v = serde_json::json!({"model_type": "mamba", "hidden_size": 8});
         assert!(from_config(&v).unwrap().is_none());
     }
+
+    #[test]
+    fn dropouts_are_placed_by_the_keys_each_family_reads() {
+        let d = |json: &str| arch(json).drop;
+        let gpt2 = d(
+            r#"{"model_type":"gpt2","n_embd":8,"n_layer":1,"n_head":2,"vocab_size":4,
+            "embd_pdrop":0.1,"attn_pdrop":0.2,"resid_pdrop":0.3}"#,
+        );
+        assert_eq!(
+            (gpt2.embed, gpt2.attn, gpt2.hidden, gpt2.classifier),
+            (0.1, 0.2, 0.3, 0.0)
+        );
+        let bert = d(
+            r#"{"model_type":"bert","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"hidden_dropout_prob":0.1,
+            "attention_probs_dropout_prob":0.2,"classifier_dropout":0.3}"#,
+        );
+        assert_eq!(
+            (bert.embed, bert.attn, bert.hidden, bert.classifier),
+            (0.1, 0.2, 0.1, 0.3)
+        );
+        // Llama reads attention_dropout only; Phi-3 resid_pdrop too (embd_pdrop nowhere)
+        let llama = d(
+            r#"{"model_type":"llama","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"attention_dropout":0.1,"resid_pdrop":0.2,
+            "hidden_dropout":0.3}"#,
+        );
+        assert_eq!(
+            llama,
+            Dropout {
+                attn: 0.1,
+                ..Dropout::default()
+            }
+        );
+        let phi3 = d(
+            r#"{"model_type":"phi3","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"resid_pdrop":0.2,"embd_pdrop":0.3}"#,
+        );
+        assert_eq!(
+            phi3,
+            Dropout {
+                hidden: 0.2,
+                ..Dropout::default()
+            }
+        );
+        let neox = d(
+            r#"{"model_type":"gpt_neox","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"hidden_dropout":0.1,"attention_dropout":0.2}"#,
+        );
+        assert_eq!((neox.embed, neox.attn, neox.hidden), (0.1, 0.2, 0.1));
+    }
 }
