@@ -297,3 +297,21 @@ fn a_fused_batchnorms_stored_bias_is_its_shift() {
     assert_eq!(v["totals"]["params"], 108 + 4 + 4, "{}", v["totals"]);
     assert_eq!(v["totals"]["buffers"], 8, "{}", v["totals"]);
 }
+
+#[test]
+fn attention_without_dropout_says_an_eval_export_may_have_removed_it() {
+    let g = G::new("attn")
+        .input(vi("s", FLOAT, &[2, 4, 8, 8]))
+        .output(vi("p", FLOAT, &[2, 4, 8, 8]))
+        .node(with(
+            node("Softmax", "softmax", &["s"], &["p"]),
+            vec![attr_int("axis", -1)],
+        ));
+    let (t, _) = train(&g.model());
+    assert_eq!(t["lower_bound"], false, "{t}");
+    assert!(
+        t["notes"].to_string().contains("no Dropout in the graph"),
+        "{}",
+        t["notes"]
+    );
+}

@@ -18,6 +18,7 @@ const FAMILIES: &[&str] = &[
     "gemma3",
     "phi3",
     "gpt2",
+    "gpt2_seqcls",
     "gpt_neox",
     "mixtral",
     "qwen2_moe",
@@ -1117,4 +1118,69 @@ fn a_config_that_trains_with_dropout_is_counted_and_only_unmodelled_heads_stay_a
     assert_eq!(j["training"]["lower_bound"], true);
     let unknown = j["training"]["unknown"].to_string();
     assert!(unknown.contains("classifier_dropout 0.1"), "{unknown}");
+}
+
+#[test]
+fn an_unknown_model_type_gets_a_kv_guess_said_as_one() {
+    // a hybrid nnlint does not model: 3 full-attention layers, 1 sliding (window 8), 2 linear
+    // attention; 2 KV heads x head_dim 16, bf16
+    let dir = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"model_type": "some_hybrid", "num_hidden_layers": 6,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "hidden_size": 32,
+        "sliding_window": 8, "max_position_embeddings": 64, "torch_dtype": "bfloat16",
+        "layer_types": ["full_attention", "linear_attention", "full_attention",
+                        "sliding_attention", "linear_attention", "full_attention"]});
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let j = mem_json(dir.path(), &["--batch", "2", "--seq", "24"]);
+    // no number presented as exact: no inference block, the guess is a note
+    assert!(j["inference"].is_null(), "{}", j["inference"]);
+    let notes = j["notes"].to_string();
+    // by hand: per token and layer 2 x 2 x 16 x 2 B = 128 B; 3 full layers x 24 tokens + the
+    // sliding layer's 8, x 2 sequences: (72 + 8) x 128 x 2 = 20,480 B
+    assert!(notes.contains("a guess, not a model"), "{notes}");
+    assert!(notes.contains("about 20 KiB"), "{notes}");
+    assert!(
+        notes.contains("linear_attention layers hold a state of their own"),
+        "{notes}"
+    );
+    // multi-head latent attention gets no number
+    let config = serde_json::json!({"model_type": "deepseek_v3", "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 32, "kv_lora_rank": 16});
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let j = mem_json(dir.path(), &[]);
+    assert!(j["notes"].to_string().contains("nnlint gives no guess"));
+}
+
+#[test]
+fn a_config_without_model_type_is_read_from_architectures_and_a_typo_gets_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut config, _) = load("llama");
+    config.as_object_mut().unwrap().remove("model_type");
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let j = mem_json(dir.path(), &["--seq", "24"]);
+    assert_eq!(j["llm"]["model_type"], "llama");
+    assert!(j["warnings"]
+        .to_string()
+        .contains("read as llama from its architectures"));
+    // `lama`: the parameter table, a hint, and fit's refusal names the type and the list
+    config["model_type"] = serde_json::json!("lama");
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let j = mem_json(dir.path(), &[]);
+    assert!(j["notes"].to_string().contains("did you mean 'llama'?"));
+    let (code, _, err) = nnlint(&["fit", dir.path().to_str().unwrap(), "--gpu", "T4"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("model_type lama") && err.contains("qwen3_moe"),
+        "{err}"
+    );
 }

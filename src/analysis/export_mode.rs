@@ -116,6 +116,10 @@ pub fn inference_export(g: &Graph, facts: &[Fact]) -> ExportMode {
     if train > 0 {
         return out;
     }
+    let attention = g
+        .nodes
+        .iter()
+        .any(|n| onnx_domain(n) && n.op_type == "Softmax");
     if folded > 0 {
         let why = if fused.is_empty() {
             format!(
@@ -151,6 +155,11 @@ pub fn inference_export(g: &Graph, facts: &[Fact]) -> ExportMode {
         out.note = Some(format!(
             "an inference export ({}): counted as training runs them; a Dropout the export removed cannot be seen; {EXACT}",
             what.join(", ")
+        ));
+    } else if attention && eval_dropout == 0 {
+        // an eval-mode export and a model without dropout look the same
+        out.note = Some(format!(
+            "no Dropout in the graph: an eval-mode export removes it, so if the model trains with dropout (BERT and GPT-2 do, 0.1) what it keeps for backward is not counted; {EXACT}"
         ));
     }
     out

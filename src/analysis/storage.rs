@@ -113,8 +113,6 @@ const NORMS: &[&str] = &[
     "LayerNormalization",
     "SimplifiedLayerNormalization",
     "RMSNormalization",
-    "SkipLayerNormalization",
-    "SkipSimplifiedLayerNormalization",
     "GroupNormalization",
     "InstanceNormalization",
     "BatchNormalization",
@@ -126,6 +124,8 @@ const NORMS: &[&str] = &[
 fn parameter_slot(graph: &Graph, n: usize, slot: usize) -> bool {
     let node = &graph.nodes[n];
     match node.op_type.as_str() {
+        // SkipLayerNormalization's slot 1 is the skip input, its parameters follow
+        "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => slot >= 2,
         op if NORMS.contains(&op) => slot >= 1,
         "Conv" | "ConvTranspose" | "Gemm" => slot == 2,
         "Add" => node

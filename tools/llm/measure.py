@@ -133,6 +133,12 @@ FAMILIES: dict[str, dict] = {
                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                              bos_token_id=1, eos_token_id=2, tie_word_embeddings=True),
                  why="Conv1D weights stored [in, out], fused c_attn, learned positions, LayerNorm, tied"),
+    "gpt2_seqcls": dict(model_type="gpt2", head="seqcls", dtype="float32",
+                        config=dict(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_inner=64, n_positions=64,
+                                    resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, summary_first_dropout=0.0,
+                                    bos_token_id=1, eos_token_id=2, pad_token_id=0, num_labels=3),
+                        why="GPT2ForSequenceClassification: score over every position, gathered at each "
+                            "sequence's last token, 3 labels"),
     "gpt_neox": dict(model_type="gpt_neox", head="causal", dtype="float32",
                      config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                  intermediate_size=64, max_position_embeddings=64, hidden_dropout=0.0,
@@ -752,7 +758,9 @@ def measure_scenario(folder, spec, cfg, sc_name, sc, B, S, detail=False, with_op
         return h.t
 
     kwargs = dict(inputs)
-    if spec["head"] == "causal":
+    # decoders are trained without a KV cache (use_cache=True would keep copies of every layer's
+    # keys and values for the whole step)
+    if spec["head"] == "causal" or (spec["head"] == "seqcls" and spec["model_type"] not in ("bert", "roberta")):
         kwargs["use_cache"] = False
     ac = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with AllocTrace() as fwd:

@@ -64,7 +64,12 @@ impl Head {
     /// The head an `architectures` entry names, `None` for a class of another kind.
     fn from_class(class: &str, labels: u64) -> Head {
         let ends = |s: &str| class.ends_with(s);
-        if ends("ForCausalLM") || ends("LMHeadModel") || ends("ForConditionalGeneration") {
+        // GPT2DoubleHeadsModel: the LM head and a small multiple-choice head
+        if ends("ForCausalLM")
+            || ends("LMHeadModel")
+            || ends("DoubleHeadsModel")
+            || ends("ForConditionalGeneration")
+        {
             Head::CausalLm
         } else if ends("ForMaskedLM") || ends("ForPreTraining") {
             Head::MaskedLm
@@ -87,9 +92,10 @@ impl Head {
         labels: u64,
     ) -> Option<Head> {
         let has = |suffix: &str| {
-            names
-                .clone()
-                .any(|n| n == suffix || n.ends_with(&format!(".{suffix}")))
+            names.clone().any(|n| {
+                n.strip_suffix(suffix)
+                    .is_some_and(|head| head.is_empty() || head.ends_with('.'))
+            })
         };
         if has("cls.predictions.bias")
             || has("cls.predictions.transform.dense.weight")
@@ -100,7 +106,8 @@ impl Head {
         if has("lm_head.weight") || has("embed_out.weight") || has("output.weight") {
             return Some(Head::CausalLm);
         }
-        if has("classifier.weight") || has("score.weight") {
+        // RoBERTa's classifier is `classifier.dense` + `classifier.out_proj`
+        if has("classifier.weight") || has("classifier.out_proj.weight") || has("score.weight") {
             return Some(Head::Classifier { labels });
         }
         match family {
@@ -383,6 +390,44 @@ pub const KNOWN: &[&str] = &[
     "vit",
 ];
 
+/// The `model_type` the class in `architectures` belongs to, for a config that lacks the field
+/// (older exports): `LlamaForCausalLM` is `llama`.
+pub fn model_type_of_class(config: &Value) -> Option<&'static str> {
+    let class = config.get("architectures")?.as_array()?.first()?.as_str()?;
+    // the longest prefix first: Qwen2Moe before Qwen2, GPTNeoX before GPT2
+    const PREFIXES: &[(&str, &str)] = &[
+        ("Qwen2Moe", "qwen2_moe"),
+        ("Qwen3Moe", "qwen3_moe"),
+        ("GPTNeoX", "gpt_neox"),
+        ("Gemma3ForCausalLM", "gemma3_text"),
+        ("Gemma3", "gemma3"),
+        ("Gemma2", "gemma2"),
+        ("Gemma", "gemma"),
+        ("Qwen2", "qwen2"),
+        ("Qwen3", "qwen3"),
+        ("Llama", "llama"),
+        ("Mistral", "mistral"),
+        ("Mixtral", "mixtral"),
+        ("Phi3", "phi3"),
+        ("GPT2", "gpt2"),
+        ("Roberta", "roberta"),
+        ("Bert", "bert"),
+        ("ViT", "vit"),
+    ];
+    PREFIXES
+        .iter()
+        .find(|(p, _)| {
+            class.strip_prefix(p).is_some_and(|rest| {
+                rest.is_empty()
+                    || rest.starts_with("For")
+                    || rest.starts_with("Model")
+                    || rest.starts_with("LMHead")
+                    || p.ends_with("ForCausalLM")
+            })
+        })
+        .map(|(_, t)| *t)
+}
+
 /// Qwen-MoE's blocks: block `i` routes to experts unless it is in `mlp_only_layers` or `i + 1`
 /// is not a multiple of `decoder_sparse_step` (transformers' `Qwen2MoeDecoderLayer`).
 fn qwen_sparse_layers(c: &Value, layers: u64) -> Result<Vec<bool>, ConfigError> {
@@ -425,7 +470,12 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Some(t) if t.is_object() && outer_type == Some("gemma3") => t,
         _ => config,
     };
-    let model_type = match c.get("model_type").and_then(Value::as_str).or(outer_type) {
+    let model_type = match c
+        .get("model_type")
+        .and_then(Value::as_str)
+        .or(outer_type)
+        .or_else(|| model_type_of_class(config))
+    {
         Some(t) => t.to_string(),
         None => return Err(ConfigError("field 'model_type' is missing".into())),
     };
@@ -782,6 +832,67 @@ mod tests {
         from_config(&serde_json::from_str(json).unwrap())
             .unwrap()
             .unwrap()
+    }
+
+    #[test]
+    fn the_head_comes_from_the_class_then_the_tensors() {
+        for (class, head) in [
+            ("LlamaForCausalLM", Head::CausalLm),
+            ("GPT2LMHeadModel", Head::CausalLm),
+            ("GPT2DoubleHeadsModel", Head::CausalLm),
+            ("Gemma3ForConditionalGeneration", Head::CausalLm),
+            ("BertForMaskedLM", Head::MaskedLm),
+            (
+                "BertForSequenceClassification",
+                Head::Classifier { labels: 5 },
+            ),
+            ("ViTForImageClassification", Head::Classifier { labels: 5 }),
+            ("BertModel", Head::None),
+            ("LlamaModel", Head::None),
+        ] {
+            assert_eq!(Head::from_class(class, 5), head, "{class}");
+        }
+        assert_eq!(
+            Head::from_class("BertForQuestionAnswering", 5),
+            Head::Other {
+                class: "BertForQuestionAnswering".into()
+            }
+        );
+        let of = |family, names: &[&str]| Head::from_tensors(family, names.iter().copied(), 3);
+        assert_eq!(
+            of(
+                Family::Bert,
+                &[
+                    "bert.encoder.layer.0.output.dense.weight",
+                    "cls.predictions.bias"
+                ]
+            ),
+            Some(Head::MaskedLm)
+        );
+        assert_eq!(
+            of(
+                Family::Bert,
+                &["roberta.pooler.dense.weight", "classifier.out_proj.weight"]
+            ),
+            Some(Head::Classifier { labels: 3 })
+        );
+        assert_eq!(
+            of(
+                Family::Bert,
+                &["encoder.layer.0.attention.output.dense.weight"]
+            ),
+            Some(Head::None)
+        );
+        assert_eq!(
+            of(Family::Decoder, &["lm_head.weight"]),
+            Some(Head::CausalLm)
+        );
+        assert_eq!(
+            of(Family::Decoder, &["score.weight"]),
+            Some(Head::Classifier { labels: 3 })
+        );
+        // a tied decoder's head has no tensor: the tensors cannot tell
+        assert_eq!(of(Family::Decoder, &["model.embed_tokens.weight"]), None);
     }
 
     #[test]

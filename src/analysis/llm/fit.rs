@@ -312,6 +312,18 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
     if let Some(o) = f.optimizer {
         notes.push(format!("every training plan uses --optimizer {}", o.name()));
     }
+    notes.push(
+        "serving is transformers' generate: the batch is prefilled at once (the largest layer's workspace grows with it) and the logits kept are the last position's; vLLM's chunked prefill bounds the workspace by its token budget".into(),
+    );
+    notes.push(format!(
+        "max seq at batch 1 is searched up to {} for serving ({}) and up to --seq {max_seq} for training",
+        serve_seq,
+        if m.arch.max_positions > 0 {
+            "the context, max_position_embeddings"
+        } else {
+            "--seq: the config gives no context length"
+        }
+    ));
     Ok(LlmFit {
         model: m.name.clone(),
         gpu,
@@ -353,13 +365,20 @@ pub fn render(f: &LlmFit) -> String {
             p.plan.clone(),
             if p.max_batch == 0 {
                 "does not fit".into()
+            } else if p.max_batch == MAX_BATCH && p.lower_bound {
+                // the search stopped at its cap on peaks that are lower bounds: nothing is known
+                "?".into()
             } else if p.max_batch == MAX_BATCH {
                 format!("≥ {MAX_BATCH}")
+            } else if p.lower_bound {
+                format!("≤ {}", p.max_batch)
             } else {
                 p.max_batch.to_string()
             },
             if p.max_seq_at_batch_1 == 0 {
                 "-".into()
+            } else if p.lower_bound {
+                format!("≤ {}", p.max_seq_at_batch_1)
             } else {
                 p.max_seq_at_batch_1.to_string()
             },

@@ -440,6 +440,13 @@ impl Run<'_> {
                 // `score` over every position, gathered at each sequence's last token
                 let logits = self.linear(x, "score", Role::Other, h, labels);
                 let b = self.s.batch;
+                // logits[arange(b), last]: the index keeps both int64 index vectors
+                if logits.grad {
+                    for _ in 0..2 {
+                        let idx = self.t.new_act(b, DType::I64, false);
+                        self.t.save(idx);
+                    }
+                }
                 let pooled = self.t.plain(&[logits], b.saturating_mul(labels));
                 let target = self.t.input(b, DType::I64);
                 self.t.cross_entropy(pooled, target);

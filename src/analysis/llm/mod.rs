@@ -799,7 +799,20 @@ pub fn analyze_checkpoint(
         .and_then(|d| d.bytes_for(1))
         .unwrap_or(2);
     let mut warnings = ck.weights.warnings.clone();
-    finish(
+    if ck.config.get("model_type").is_none() {
+        if let Some(a) = &arch {
+            warnings.push(format!(
+                "{cfg_file} has no model_type: read as {} from its architectures",
+                a.model_type
+            ));
+        }
+    }
+    let guess = if arch.is_none() {
+        kv_guess(&ck.config, o, elem)
+    } else {
+        None
+    };
+    let mut r = finish(
         ck.dir.display().to_string(),
         Format::Checkpoint,
         arch,
@@ -818,7 +831,90 @@ pub fn analyze_checkpoint(
             .and_then(|m| m.as_str())
             .map(str::to_string),
     )
-    .map_err(|e| e.in_file(&ck.dir))
+    .map_err(|e| e.in_file(&ck.dir))?;
+    r.notes.extend(guess);
+    Ok(r)
+}
+
+/// For a `model_type` nnlint does not model: the KV cache its config's usual fields imply if its
+/// attention layers cache keys and values as Llama's do, said as a guess (a note, never a number
+/// in the JSON's fields), with the layers that do not fit that picture named.
+fn kv_guess(config: &serde_json::Value, o: &LlmOptions, elem: u64) -> Option<String> {
+    let c = config
+        .get("text_config")
+        .filter(|t| t.is_object())
+        .unwrap_or(config);
+    let u = |k: &str| c.get(k).and_then(serde_json::Value::as_u64);
+    if u("kv_lora_rank").is_some() {
+        // multi-head latent attention caches a compressed latent, not per-head keys and values
+        return Some(
+            "multi-head latent attention (kv_lora_rank in config.json): its cache is not per-head keys and values, and nnlint gives no guess of it".into(),
+        );
+    }
+    // the cache takes the dtype the config runs in, else the stored weights'
+    let elem = match ["torch_dtype", "dtype"]
+        .iter()
+        .find_map(|k| c.get(*k).or(config.get(*k))?.as_str())
+    {
+        Some("bfloat16" | "float16") => 2,
+        Some("float32") => 4,
+        _ => elem,
+    };
+    let layers = u("num_hidden_layers")?;
+    let heads = u("num_attention_heads")?;
+    let kv_heads = u("num_key_value_heads").unwrap_or(heads);
+    let head_dim = u("head_dim").or_else(|| Some(u("hidden_size")? / heads.max(1)))?;
+    let seq = if o.seq > 0 {
+        o.seq
+    } else {
+        u("max_position_embeddings").unwrap_or(4096).clamp(1, 4096)
+    };
+    // layer_types, when given, says which layers attend (and which slide)
+    let window = u("sliding_window");
+    let (mut full, mut sliding, mut other) = (0u64, 0u64, Vec::new());
+    match c.get("layer_types").and_then(serde_json::Value::as_array) {
+        Some(types) => {
+            for t in types.iter().filter_map(serde_json::Value::as_str) {
+                match t {
+                    "full_attention" | "attention" => full += 1,
+                    "sliding_attention" | "chunked_attention" => sliding += 1,
+                    t => other.push(t.to_string()),
+                }
+            }
+        }
+        None => full = layers,
+    }
+    other.sort();
+    other.dedup();
+    let per_token_layer = 2u64
+        .checked_mul(kv_heads)?
+        .checked_mul(head_dim)?
+        .checked_mul(elem)?;
+    let kept = |n: u64| seq.min(n);
+    let per_seq = full
+        .checked_mul(seq)?
+        .checked_add(sliding.checked_mul(kept(window.unwrap_or(seq)))?)?
+        .checked_mul(per_token_layer)?;
+    let total = per_seq.checked_mul(o.batch)?;
+    Some(format!(
+        "a guess, not a model: if the {} attention layers of this config cache keys and values as Llama's do ({kv_heads} KV heads x head_dim {head_dim}, {elem} B each{}), the KV cache at batch {} x {seq} tokens is about {}{}",
+        full + sliding,
+        if sliding > 0 {
+            format!(", {sliding} of them keeping a window of {}", window.unwrap_or(seq))
+        } else {
+            String::new()
+        },
+        o.batch,
+        crate::util::units::bytes(total),
+        if other.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; its {} layers hold a state of their own, not counted",
+                other.join(", ")
+            )
+        }
+    ))
 }
 
 /// Analyses a GGUF file from its metadata.
@@ -1080,9 +1176,12 @@ fn finish(
     let Some(a) = arch else {
         // a GGUF file's notes already say why there is no architecture
         if notes.is_empty() {
+            let given = model_type.as_deref().unwrap_or("(none)");
+            let hint = crate::util::suggest::closest(given, arch::KNOWN)
+                .map(|k| format!(" (did you mean '{k}'?)"))
+                .unwrap_or_default();
             notes.push(format!(
-                "model_type {} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
-                model_type.as_deref().unwrap_or("(none)"),
+                "model_type {given}{hint} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
                 arch::KNOWN.join(", ")
             ));
         }

@@ -88,9 +88,16 @@ fn fit_llm(
         _ => unreachable!("fit_llm is called for checkpoints only"),
     };
     let Some(m) = r.llm.as_ref().and_then(|l| l.model.as_ref()) else {
+        // the analysis's note names the type and the ones nnlint models
+        let why = r
+            .notes
+            .iter()
+            .find(|n| n.starts_with("model_type") || n.contains("GGUF"))
+            .cloned()
+            .unwrap_or_else(|| "its model_type is not one nnlint models".into());
         return Err(Error::refused(
             &args.model,
-            "has a model_type nnlint does not model: fit needs the architecture (the parameters alone are in `nnlint mem`)",
+            format!("fit needs the architecture, and {why}"),
         ));
     };
     let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
