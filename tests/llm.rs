@@ -28,6 +28,17 @@ const FAMILIES: &[&str] = &[
     "bert_model",
     "bert_seqcls",
     "vit",
+    "bert_dropout",
+    "roberta_dropout",
+    "bert_seqcls_dropout",
+    "roberta_seqcls",
+    "roberta_seqcls_dropout",
+    "gpt2_dropout",
+    "gpt_neox_dropout",
+    "llama_dropout",
+    "vit_dropout",
+    "phi3_dropout",
+    "gemma2_dropout",
 ];
 
 fn load(family: &str) -> (Value, Value) {
@@ -1056,13 +1067,47 @@ fn the_decoding_cache_splits_into_what_grows_and_what_is_fixed() {
 }
 
 #[test]
-fn a_config_that_trains_with_dropout_makes_the_step_a_lower_bound() {
-    // the tape does not model dropout: GPT-2's released config trains with 0.1 everywhere
+fn a_config_that_trains_with_dropout_is_counted_and_only_unmodelled_heads_stay_a_lower_bound() {
+    // GPT-2's released config trains with 0.1 everywhere: the measured fixture with dropout is
+    // exact from the CLI too
+    let j = mem_json(
+        &testdata("gpt2_dropout"),
+        &["--train", "--seq", "24", "--batch", "2"],
+    );
+    assert_eq!(j["training"]["lower_bound"], false, "{}", j["training"]);
+    let (_, expected) = load("gpt2_dropout");
+    let run = &expected["training"]["scenarios"]["sdpa_fp32"]["runs"][0];
+    assert_eq!(
+        (run["batch"].as_u64(), run["seq"].as_u64()),
+        (Some(2), Some(24))
+    );
+    assert_eq!(
+        j["training"]["saved_activation_bytes"],
+        run["saved"]["activation_bytes"]
+    );
+    // keys the modeling code does not read keep nothing (Llama reads attention_dropout only)
+    let dir = tempfile::tempdir().unwrap();
+    let (mut config, _) = load("llama");
+    config["hidden_dropout"] = serde_json::json!(0.1);
+    config["resid_pdrop"] = serde_json::json!(0.1);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        testdata("llama/model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .unwrap();
+    let with = mem_json(dir.path(), &["--train", "--seq", "24"]);
+    let without = mem_json(&testdata("llama"), &["--train", "--seq", "24"]);
+    assert_eq!(with["training"]["lower_bound"], false);
+    assert_eq!(
+        with["training"]["saved_activation_bytes"],
+        without["training"]["saved_activation_bytes"]
+    );
+    // a token classifier nnlint does not model names its dropout among the unknowns
     let dir = tempfile::tempdir().unwrap();
     let (mut config, _) = load("gpt2");
-    for k in ["resid_pdrop", "embd_pdrop", "attn_pdrop"] {
-        config[k] = serde_json::json!(0.1);
-    }
+    config["architectures"] = serde_json::json!(["GPT2ForTokenClassification"]);
+    config["classifier_dropout"] = serde_json::json!(0.1);
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     std::fs::copy(
         testdata("gpt2/model.safetensors"),
@@ -1071,14 +1116,8 @@ fn a_config_that_trains_with_dropout_makes_the_step_a_lower_bound() {
     .unwrap();
     let j = mem_json(dir.path(), &["--train", "--seq", "24"]);
     assert_eq!(j["training"]["lower_bound"], true);
-    let why = j["training"]["unknown"][0].as_str().unwrap();
-    assert!(
-        why.contains("resid_pdrop 0.1") && why.contains("dropout 0"),
-        "{why}"
-    );
-    // the measured fixture (dropout 0) is exact and says nothing of it
-    let j = mem_json(&testdata("gpt2"), &["--train", "--seq", "24"]);
-    assert_eq!(j["training"]["lower_bound"], false);
+    let unknown = j["training"]["unknown"].to_string();
+    assert!(unknown.contains("classifier_dropout 0.1"), "{unknown}");
 }
 
 #[test]

@@ -80,7 +80,7 @@ VERSIONS = {
 # ---------------------------------------------------------------------------------------------------
 # Families. Common tiny decoder shape: 2 layers, hidden 32, 4 heads of 8, 2 KV heads (GQA),
 # intermediate 64, vocab 128, 64 positions. Families that allow head_dim != hidden/heads get 16.
-# All dropouts 0 (the saved-bytes rules for dropout are in the reference doc).
+# All dropouts 0 except the *_dropout families (the saved-bytes rules for dropout are in the reference doc).
 # ---------------------------------------------------------------------------------------------------
 DEC = dict(
     vocab_size=128,
@@ -184,6 +184,70 @@ FAMILIES: dict[str, dict] = {
                                     num_labels=3),
                         why="encoder, BertForSequenceClassification: pooler + classifier (3 labels), "
                             "cross_entropy"),
+    "bert_dropout": dict(model_type="bert", head="mlm", dtype="float32",
+                         config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
+                                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, pad_token_id=0),
+                         why="bert with hidden and attention dropout 0.1 (each dropout saves its scaled noise "
+                             "on CPU; SDPA with dropout runs the math path)"),
+    "gpt2_dropout": dict(model_type="gpt2", head="causal", dtype="float32",
+                         config=dict(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_inner=64, n_positions=64,
+                                     resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
+                                     bos_token_id=1, eos_token_id=2, tie_word_embeddings=True),
+                         why="gpt2 with resid/embd/attn dropout 0.1"),
+    "roberta_dropout": dict(model_type="roberta", head="mlm", dtype="float32",
+                            config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1,
+                                        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                                        pad_token_id=1, bos_token_id=0, eos_token_id=2),
+                            why="roberta with hidden and attention dropout 0.1"),
+    "bert_seqcls_dropout": dict(model_type="bert", head="seqcls", dtype="float32",
+                                config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                                            type_vocab_size=2, hidden_dropout_prob=0.1,
+                                            attention_probs_dropout_prob=0.1, pad_token_id=0, num_labels=3),
+                                why="bert_seqcls with dropout 0.1 (the classifier's dropout on the pooled output "
+                                    "takes hidden_dropout_prob)"),
+    "roberta_seqcls": dict(model_type="roberta", head="seqcls", dtype="float32",
+                           config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=64, max_position_embeddings=66, type_vocab_size=1,
+                                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                       pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=3),
+                           why="RobertaForSequenceClassification: its head (dense + tanh on <s>, out_proj), "
+                               "no pooler"),
+    "roberta_seqcls_dropout": dict(model_type="roberta", head="seqcls", dtype="float32",
+                                   config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2,
+                                               num_attention_heads=4, intermediate_size=64,
+                                               max_position_embeddings=66, type_vocab_size=1,
+                                               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                                               pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=3),
+                                   why="roberta_seqcls with dropout 0.1 (its head drops <s> before the dense "
+                                       "and after the tanh)"),
+    "gpt_neox_dropout": dict(model_type="gpt_neox", head="causal", dtype="float32",
+                             config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=64, max_position_embeddings=64, hidden_dropout=0.1,
+                                         attention_dropout=0.1, bos_token_id=1, eos_token_id=2,
+                                         tie_word_embeddings=False),
+                             why="gpt_neox with hidden and attention dropout 0.1"),
+    "llama_dropout": dict(model_type="llama", head="causal", dtype="float32",
+                          config=dict(DEC, tie_word_embeddings=False, attention_dropout=0.1),
+                          why="llama (GQA) with attention dropout 0.1"),
+    "phi3_dropout": dict(model_type="phi3", head="causal", dtype="float32",
+                         config=dict(DEC, pad_token_id=0, tie_word_embeddings=False, attention_dropout=0.1,
+                                     resid_pdrop=0.1, embd_pdrop=0.1, original_max_position_embeddings=64),
+                         why="phi3 with attention and residual dropout 0.1 (embd_pdrop is read but applied nowhere)"),
+    "gemma2_dropout": dict(model_type="gemma2", head="causal", dtype="bfloat16",
+                           config=dict(DEC, head_dim=16, pad_token_id=0, tie_word_embeddings=True,
+                                       sliding_window=SLIDING,
+                                       layer_types=["sliding_attention", "full_attention"],
+                                       attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                                       query_pre_attn_scalar=16, attention_dropout=0.1),
+                           why="gemma2 (bf16, sliding window, softcapping) with attention dropout 0.1"),
+    "vit_dropout": dict(model_type="vit", head="image", dtype="float32",
+                        config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                    image_size=16, patch_size=4, num_channels=3, hidden_dropout_prob=0.1,
+                                    attention_probs_dropout_prob=0.1, num_labels=10),
+                        why="vit with hidden and attention dropout 0.1"),
     "vit": dict(model_type="vit", head="image", dtype="float32",
                 config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
                             image_size=16, patch_size=4, num_channels=3, hidden_dropout_prob=0.0,
@@ -881,10 +945,12 @@ def measure_training(folder, spec, cfg, scenarios, sdpa_error=None):
                                              % transformers.__version__,
            "points": [{"batch": B, "seq": S} for B, S in TRAIN_POINTS],
            "cpu_vs_cuda": "measured on CPU. SDPA here is ScaledDotProductFlashAttentionForCpuBackward0 (q, k, v, "
-                          "output, fp32 logsumexp; no SxS matrix; a given mask is saved as a float [B,1,S,S]). "
+                          "output, fp32 logsumexp; no SxS matrix; a given mask is saved as a float [B,1,S,S]); "
+                          "with dropout_p > 0 (the *_dropout families) CPU SDPA runs the math path instead, which "
+                          "saves q*s, k*s, the probabilities, the noise, the dropped probabilities and v, all fp32. "
                           "On CUDA the flash/efficient/cuDNN kernels also save no SxS matrix (plus an RNG state); "
-                          "CUDA autocast additionally runs norms/softmax/log_softmax in fp32; dropout (0 here) "
-                          "would save a bool mask on CUDA instead of scaled noise on CPU.",
+                          "CUDA autocast additionally runs norms/softmax/log_softmax in fp32; dropout (0 but in the "
+                          "*_dropout families) would save a bool mask on CUDA instead of scaled noise on CPU.",
            "summary_activation_bytes": {}, "scenarios": {}}
     for name in scenarios:
         sc = SCENARIOS[name]

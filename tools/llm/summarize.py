@@ -5,8 +5,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "testdata" / "llm"
-FAMS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "gpt2", "gpt2_seqcls", "gpt_neox", "mixtral",
-        "qwen2_moe", "qwen3_moe", "bert", "roberta", "vit", "bert_model", "bert_seqcls"]
+FAMS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "gpt2", "gpt2_seqcls", "gpt_neox",
+        "mixtral", "qwen2_moe", "qwen3_moe", "bert", "roberta", "vit", "bert_model", "bert_seqcls",
+        "bert_dropout", "roberta_dropout", "bert_seqcls_dropout", "roberta_seqcls",
+        "roberta_seqcls_dropout", "gpt2_dropout", "gpt_neox_dropout",
+        "llama_dropout", "vit_dropout",
+        "phi3_dropout", "gemma2_dropout"]
 COLS = ["eager_fp32", "sdpa_fp32", "sdpa_fp32_padded", "eager_autocast_bf16", "sdpa_autocast_bf16",
         "sdpa_bf16_weights", "sdpa_fp32_gc", "sdpa_fp32_gc_reentrant", "sdpa_fp32_lora_qv",
         "sdpa_fp32_lora_all_linear"]

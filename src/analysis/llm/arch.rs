@@ -240,11 +240,28 @@ pub struct Arch {
     /// the tensors refine it).
     #[serde(skip)]
     pub head_from_config: bool,
-    /// The dropout probabilities config.json trains with (`hidden_dropout_prob`, `attn_pdrop`,
-    /// ...), those above 0: the tape does not model dropout, so a training estimate with any is
-    /// a lower bound.
+    /// Dropout probabilities above 0 that config.json sets for a head nnlint does not model
+    /// (GPT-2's and GPT-NeoX's token classifiers): a training estimate with any is a lower bound.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropout: Vec<(String, f64)>,
+    /// The dropouts the forward models, by site (0: none).
+    #[serde(skip)]
+    pub drop: Dropout,
+}
+
+/// Dropout probabilities where the family's modeling code (transformers 5) applies them in
+/// training.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Dropout {
+    /// On the embeddings (BERT: after the LayerNorm; GPT-2: after adding positions; GPT-NeoX:
+    /// on `embed_in`; ViT: after adding positions).
+    pub embed: f64,
+    /// On the attention probabilities (eager) or SDPA's `dropout_p`.
+    pub attn: f64,
+    /// On the attention output projection's and the MLP's outputs, before the residual add.
+    pub hidden: f64,
+    /// BERT's sequence classifier, on the pooled output.
+    pub classifier: f64,
 }
 
 impl Arch {
@@ -632,27 +649,66 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Family::Vit => head == Head::None,
         _ => false,
     };
-    // the dropouts the modeling code applies in training (`classifier_dropout` and the like
-    // belong to heads; `summary_first_dropout` to GPT-2's double-heads model)
-    let dropout: Vec<(String, f64)> = [
-        "hidden_dropout_prob",
-        "attention_probs_dropout_prob",
-        "hidden_dropout",
-        "attention_dropout",
-        "resid_pdrop",
-        "embd_pdrop",
-        "attn_pdrop",
-        "dropout",
-        "activation_dropout",
-    ]
-    .iter()
-    .filter_map(|k| {
-        let p = c.get(*k)?.as_f64()?;
-        (p > 0.0 && p < 1.0).then(|| (k.to_string(), p))
-    })
-    .collect();
+    // the dropouts the family's modeling code (transformers 5.24) applies in training, by site:
+    // each family reads only the keys below (others in config.json are ignored by it, so they
+    // keep nothing); head-only keys of heads nnlint does not model are listed (a lower bound,
+    // as the head itself is)
+    let prob = |k: &str| {
+        c.get(k)
+            .and_then(Value::as_f64)
+            .filter(|p| *p > 0.0 && *p < 1.0)
+    };
+    let mut drop = Dropout::default();
+    let mut set = |k: &str, sites: &[fn(&mut Dropout) -> &mut f64]| {
+        if let Some(p) = prob(k) {
+            for f in sites {
+                *f(&mut drop) = p;
+            }
+        }
+    };
+    match family {
+        Family::Bert | Family::Vit => {
+            set(
+                "hidden_dropout_prob",
+                &[|d| &mut d.embed, |d| &mut d.hidden, |d| &mut d.classifier],
+            );
+            set("attention_probs_dropout_prob", &[|d| &mut d.attn]);
+        }
+        Family::Gpt2 => {
+            set("embd_pdrop", &[|d| &mut d.embed]);
+            set("attn_pdrop", &[|d| &mut d.attn]);
+            set("resid_pdrop", &[|d| &mut d.hidden]);
+        }
+        Family::GptNeox => {
+            set("hidden_dropout", &[|d| &mut d.embed, |d| &mut d.hidden]);
+            set("attention_dropout", &[|d| &mut d.attn]);
+        }
+        Family::Decoder => {
+            set("attention_dropout", &[|d| &mut d.attn]);
+            if mt == "phi3" {
+                // Phi-3 drops the attention and MLP outputs (it applies embd_pdrop nowhere)
+                set("resid_pdrop", &[|d| &mut d.hidden]);
+            }
+        }
+    }
+    // BERT's classifiers take classifier_dropout when set, RoBERTa's head too (ViT's has none)
+    match (family, c.get("classifier_dropout").and_then(Value::as_f64)) {
+        (Family::Bert, Some(p)) => drop.classifier = if p > 0.0 && p < 1.0 { p } else { 0.0 },
+        (Family::Bert, None) => {}
+        _ => drop.classifier = 0.0,
+    }
+    let head_only: &[&str] = match (family, &head) {
+        (Family::Gpt2, Head::Other { .. }) => &["hidden_dropout", "classifier_dropout"],
+        (Family::GptNeox, Head::Other { .. }) => &["classifier_dropout"],
+        _ => &[],
+    };
+    let dropout: Vec<(String, f64)> = head_only
+        .iter()
+        .filter_map(|k| Some((k.to_string(), prob(k)?)))
+        .collect();
     Ok(Some(Arch {
         dropout,
+        drop,
         head,
         class: class.map(str::to_string),
         pooler,
@@ -883,5 +939,56 @@ mod tests {
     fn unknown_model_types_are_not_errors() {
         let v = serde_json::json!({"model_type": "mamba", "hidden_size": 8});
         assert!(from_config(&v).unwrap().is_none());
+    }
+
+    #[test]
+    fn dropouts_are_placed_by_the_keys_each_family_reads() {
+        let d = |json: &str| arch(json).drop;
+        let gpt2 = d(
+            r#"{"model_type":"gpt2","n_embd":8,"n_layer":1,"n_head":2,"vocab_size":4,
+            "embd_pdrop":0.1,"attn_pdrop":0.2,"resid_pdrop":0.3}"#,
+        );
+        assert_eq!(
+            (gpt2.embed, gpt2.attn, gpt2.hidden, gpt2.classifier),
+            (0.1, 0.2, 0.3, 0.0)
+        );
+        let bert = d(
+            r#"{"model_type":"bert","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"hidden_dropout_prob":0.1,
+            "attention_probs_dropout_prob":0.2,"classifier_dropout":0.3}"#,
+        );
+        assert_eq!(
+            (bert.embed, bert.attn, bert.hidden, bert.classifier),
+            (0.1, 0.2, 0.1, 0.3)
+        );
+        // Llama reads attention_dropout only; Phi-3 resid_pdrop too (embd_pdrop nowhere)
+        let llama = d(
+            r#"{"model_type":"llama","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"attention_dropout":0.1,"resid_pdrop":0.2,
+            "hidden_dropout":0.3}"#,
+        );
+        assert_eq!(
+            llama,
+            Dropout {
+                attn: 0.1,
+                ..Dropout::default()
+            }
+        );
+        let phi3 = d(
+            r#"{"model_type":"phi3","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"resid_pdrop":0.2,"embd_pdrop":0.3}"#,
+        );
+        assert_eq!(
+            phi3,
+            Dropout {
+                hidden: 0.2,
+                ..Dropout::default()
+            }
+        );
+        let neox = d(
+            r#"{"model_type":"gpt_neox","hidden_size":8,"num_hidden_layers":1,
+            "num_attention_heads":2,"vocab_size":4,"hidden_dropout":0.1,"attention_dropout":0.2}"#,
+        );
+        assert_eq!((neox.embed, neox.attn, neox.hidden), (0.1, 0.2, 0.1));
     }
 }

@@ -309,6 +309,15 @@ impl Run<'_> {
         let q_numel = self.tokens.saturating_mul(a.q_dim());
         let masked = self.s.padded || a.sliding.get(layer).copied().flatten().is_some();
         match self.s.attn {
+            // with dropout, CPU SDPA runs PyTorch's math path
+            Attn::Sdpa if a.drop.attn > 0.0 => {
+                let probs = b
+                    .saturating_mul(a.heads)
+                    .saturating_mul(n)
+                    .saturating_mul(n);
+                let o = self.t.sdpa_math(q, k, v, q_numel, probs);
+                self.t.plain(&[o], q_numel) // transpose + contiguous: a copy
+            }
             Attn::Sdpa | Attn::Flash => {
                 let (k, v) = if masked {
                     (self.repeat_kv(k), self.repeat_kv(v))
@@ -354,6 +363,7 @@ impl Run<'_> {
                 };
                 let p = self.t.softmax(s, dt);
                 let p = self.t.to(p, q.dtype);
+                let p = self.t.dropout(p, a.drop.attn);
                 let o = self.t.matmul(p, v, q_numel);
                 self.t.plain(&[o], q_numel) // transpose + reshape: a copy
             }
@@ -402,6 +412,9 @@ impl Run<'_> {
             let wpe = self.param(a.max_positions.saturating_mul(h));
             let p = self.t.embedding(pos, wpe, self.n.saturating_mul(h));
             x = self.t.plain(&[x, p], x.numel);
+        }
+        if matches!(a.family, Family::Gpt2 | Family::GptNeox) {
+            x = self.t.dropout(x, a.drop.embed);
         }
         if a.embed_scale {
             let normalizer = self.t.param(1, self.w, false);
@@ -488,6 +501,7 @@ impl Run<'_> {
         if a.sandwich_norms {
             o = self.norm(o, h);
         }
+        let o = self.t.dropout(o, a.drop.hidden);
         let x = self.t.plain(&[x, o], x.numel);
         let xn = self.norm(x, h);
         let mut m = match &a.moe {
@@ -497,6 +511,7 @@ impl Run<'_> {
         if a.sandwich_norms {
             m = self.norm(m, h);
         }
+        let m = self.t.dropout(m, a.drop.hidden);
         self.t.plain(&[x, m], x.numel)
     }
 
@@ -589,11 +604,13 @@ impl Run<'_> {
         let q = self.t.view(qkv, tok.saturating_mul(h));
         let o = self.attention(q, q, q, layer, false);
         let o = self.linear(o, "c_proj", Role::O, h, h);
+        let o = self.t.dropout(o, a.drop.hidden);
         let x = self.t.plain(&[x, o], x.numel);
         let xn = self.norm(x, h);
         let f = self.linear(xn, "c_fc", Role::Up, h, a.intermediate);
         let g = self.act(f);
         let m = self.linear(g, "c_proj", Role::Down, a.intermediate, h);
+        let m = self.t.dropout(m, a.drop.hidden);
         self.t.plain(&[x, m], x.numel)
     }
 
@@ -609,6 +626,7 @@ impl Run<'_> {
         };
         let o = self.attention(q, k, qv, layer, true);
         let o = self.linear(o, "dense", Role::O, h, h);
+        let o = self.t.dropout(o, a.drop.hidden);
         let x2 = if a.parallel_residual {
             x
         } else {
@@ -618,6 +636,7 @@ impl Run<'_> {
         let f = self.linear(xn2, "dense_h_to_4h", Role::Up, h, a.intermediate);
         let g = self.act(f);
         let m = self.linear(g, "dense_4h_to_h", Role::Down, a.intermediate, h);
+        let m = self.t.dropout(m, a.drop.hidden);
         if a.parallel_residual {
             self.t.plain(&[x, o, m], x.numel)
         } else {
@@ -635,6 +654,7 @@ impl Run<'_> {
         let v = self.linear(xn, "value", Role::V, h, h);
         let o = self.attention(q, k, v, layer, false);
         let o = self.linear(o, "dense", Role::O, h, h);
+        let o = self.t.dropout(o, a.drop.hidden);
         let mut x = self.t.plain(&[o, x], x.numel);
         if !pre_norm {
             x = self.norm(x, h);
@@ -643,6 +663,7 @@ impl Run<'_> {
         let f = self.linear(xn, "intermediate.dense", Role::Up, h, a.intermediate);
         let g = self.act(f);
         let m = self.linear(g, "output.dense", Role::Down, a.intermediate, h);
+        let m = self.t.dropout(m, a.drop.hidden);
         let x = self.t.plain(&[m, x], x.numel);
         if pre_norm {
             x
@@ -664,11 +685,18 @@ impl Run<'_> {
         };
         let pos = self.param(a.max_positions.saturating_mul(h));
         let p = self.t.embedding(pos_ids, pos, tok.saturating_mul(h));
-        let types = self.t.new_act(n, DType::I64, false);
+        // BERT expands its token_type_ids buffer ([1, S]); RoBERTa gathers it at the position
+        // ids, a new [B, S]
+        let types = if a.model_type == "roberta" {
+            self.t.new_act(tok, DType::I64, false)
+        } else {
+            self.t.new_act(n, DType::I64, false)
+        };
         let type_w = self.param(2 * h);
         let ty = self.t.embedding(types, type_w, tok.saturating_mul(h));
         let x = self.t.plain(&[e, p, ty], e.numel);
-        let mut x = self.norm(x, h);
+        let x = self.norm(x, h);
+        let mut x = self.t.dropout(x, a.drop.embed);
         for layer in 0..a.layers as usize {
             x = self.block(x, |r, x| r.encoder_block(x, layer, false));
         }
@@ -699,7 +727,11 @@ impl Run<'_> {
     /// BERT's and ViT's pooler: dense and tanh on the [CLS] token (a view of `x`).
     fn pooler(&mut self, x: X) -> X {
         let h = self.a.hidden;
-        let cls = self.t.view(x, self.s.batch.saturating_mul(h));
+        let mut cls = self.t.view(x, self.s.batch.saturating_mul(h));
+        if self.a.model_type == "roberta" && matches!(self.a.head, Head::Classifier { .. }) {
+            // RobertaClassificationHead drops the <s> token before its dense as well as after
+            cls = self.t.dropout(cls, self.a.drop.classifier);
+        }
         let d = self.linear(cls, "pooler.dense", Role::Other, h, h);
         self.t.keeps_result(d, d.numel, d.dtype)
     }
@@ -707,6 +739,7 @@ impl Run<'_> {
     /// A classifier of `labels` outputs on one row per sequence, and its cross-entropy.
     fn classify(&mut self, x: X, labels: u64) -> u64 {
         let b = self.s.batch;
+        let x = self.t.dropout(x, self.a.drop.classifier);
         let logits = self.linear(x, "classifier", Role::Other, self.a.hidden, labels);
         let target = self.t.input(b, DType::I64);
         self.t.cross_entropy(logits, target);
@@ -727,7 +760,8 @@ impl Run<'_> {
         let pe = self.t.linear(pixels, conv, b.saturating_mul(patches * h));
         let cls = self.param(h);
         // cat with [CLS] and add the positions (both parameters: fp32 under autocast)
-        let mut x = self.t.plain(&[pe, cls], self.tokens.saturating_mul(h));
+        let x = self.t.plain(&[pe, cls], self.tokens.saturating_mul(h));
+        let mut x = self.t.dropout(x, a.drop.embed);
         for layer in 0..a.layers as usize {
             x = self.block(x, |r, x| r.encoder_block(x, layer, true));
         }

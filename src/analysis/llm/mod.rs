@@ -491,7 +491,7 @@ pub fn training_step(
     if !a.dropout.is_empty() {
         let list: Vec<String> = a.dropout.iter().map(|(k, p)| format!("{k} {p}")).collect();
         unknown.push(format!(
-            "config.json trains with dropout ({}): what each dropout keeps for backward (a full-size tensor per dropout on CPU, a byte per element on CUDA; SDPA with dropout runs PyTorch's math path on CPU) is not counted; the count is exact with dropout 0",
+            "config.json trains the head with dropout ({}): what it keeps for backward (a full-size tensor on CPU, a byte per element on CUDA) is not counted",
             list.join(", ")
         ));
     }
@@ -580,7 +580,11 @@ pub fn training_step(
         ));
     }
     if c.device == super::saved::Device::Cuda {
-        notes.push("saved activations follow PyTorch's CPU kernels (measured); on CUDA, autocast also keeps fp32 copies around norms and softmax, and flash attention an RNG state".into());
+        let mut note = "saved activations follow PyTorch's CPU kernels (measured); on CUDA, autocast also keeps fp32 copies around norms and softmax, and flash attention an RNG state".to_string();
+        if a.drop != arch::Dropout::default() {
+            note.push_str("; dropout keeps a bool mask (a byte per element) instead of CPU's scaled noise, and SDPA with dropout stays on a fused kernel instead of CPU's fp32 math path");
+        }
+        notes.push(note);
     }
     let t = Training {
         config: *c,

@@ -278,6 +278,47 @@ impl Tape {
         o
     }
 
+    /// `scaled_dot_product_attention` with `dropout_p > 0` on CPU: no fused kernel takes dropout,
+    /// so PyTorch runs its math path, upcasting half inputs to fp32: `matmul(q·s, kᵀ·s)` keeps
+    /// both scaled operands, `_safe_softmax` its probabilities, dropout its noise and
+    /// `matmul(p, v)` the dropped probabilities and v, all fp32 ([B, h, S, S] for the
+    /// probabilities; k and v as repeated to q's heads). A given mask is added in place and
+    /// not kept. Returns the output, `q_numel` elements in q's (lowered) dtype, laid out
+    /// [B, h, S, d] (the caller's transpose copies it).
+    pub fn sdpa_math(&mut self, q: X, k: X, v: X, q_numel: u64, probs: u64) -> X {
+        let (q, k, v) = (self.lower(q), self.lower(k), self.lower(v));
+        let scores = q.grad || k.grad;
+        // q·s for k's gradient, k·s for q's; the probabilities and the noise when the scores
+        // require grad; the dropped probabilities for v's gradient, v for theirs
+        for (n, keep) in [
+            (q_numel, k.grad),
+            (q_numel, q.grad),
+            (probs, scores),
+            (probs, scores),
+            (probs, v.grad),
+            (q_numel, scores),
+        ] {
+            if keep {
+                let t = self.new_act(n, DType::F32, false);
+                self.save(t);
+            }
+        }
+        self.new_act(q_numel, q.dtype, scores || v.grad)
+    }
+
+    /// `F.dropout(x, p)` in training on CPU: `x * noise`, which keeps the noise (`x`'s dtype
+    /// and size) when `x` requires grad; `p = 0` returns `x` itself.
+    pub fn dropout(&mut self, x: X, p: f64) -> X {
+        if p <= 0.0 {
+            return x;
+        }
+        if x.grad {
+            let noise = self.new_act(x.numel, x.dtype, false);
+            self.save(noise);
+        }
+        self.new_act(x.numel, x.dtype, x.grad)
+    }
+
     /// `F.embedding(ids, w)`: keeps the indices for the weight's gradient.
     pub fn embedding(&mut self, ids: X, w: X, out: u64) -> X {
         if w.grad {
