@@ -238,3 +238,34 @@ fn quiet_drops_notices_but_not_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no-such-model.onnx"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_language_model_folder_takes_mems_options() {
+    // issue 22: `report DIR` refused --seq, which `mem DIR` takes
+    let html = page(&[
+        "report",
+        "testdata/llm/llama",
+        "--seq",
+        "24",
+        "--batch",
+        "2",
+        "-o",
+        "-",
+    ]);
+    assert!(html.contains("seq=24"), "the page is for the asked shape");
+    // on an ONNX graph they are refused, in one grammatical line with the way to bind it
+    let out = nnlint(&[
+        "report",
+        "testdata/models/torch/minicnn.onnx",
+        "--seq",
+        "24",
+        "-o",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--seq applies only to language-model checkpoints") && err.contains("--dim"),
+        "{err}"
+    );
+}

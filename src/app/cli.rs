@@ -130,6 +130,8 @@ pub struct ReportArgs {
     pub dims: DimArgs,
     #[command(flatten)]
     pub plan: TrainArgs,
+    #[command(flatten)]
+    pub llm: LlmArgs,
 }
 
 /// Where rule thresholds come from, for the commands that run the rules.
@@ -487,6 +489,25 @@ impl LlmArgs {
             }
         }
         out
+    }
+
+    /// The error for these options on a model that is not a language-model checkpoint (an ONNX
+    /// graph, a weights file), `None` when none was given.
+    pub fn refused_for_graphs(&self) -> Option<crate::error::Error> {
+        let given = self.given();
+        if given.is_empty() {
+            return None;
+        }
+        Some(crate::error::Error::Usage(format!(
+            "{} {} only to language-model checkpoints (a Hugging Face folder or a .gguf file){}",
+            given.join(", "),
+            if given.len() == 1 { "applies" } else { "apply" },
+            if given.contains(&"--seq") {
+                "; an ONNX graph's sequence is bound with --dim NAME=N"
+            } else {
+                ""
+            }
+        )))
     }
 
     /// The analysis options.

@@ -63,17 +63,13 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
             }
         }
     }
-    let given = args.llm.given();
-    if !given.is_empty()
-        && matches!(
-            report.format,
-            analysis::Format::Onnx | analysis::Format::Safetensors
-        )
-    {
-        return Err(crate::error::Error::Usage(format!(
-            "{} only apply to language-model checkpoints (a Hugging Face folder or a .gguf file); for an ONNX graph bind the sequence with --dim NAME=N",
-            given.join(", ")
-        )));
+    if matches!(
+        report.format,
+        analysis::Format::Onnx | analysis::Format::Safetensors
+    ) {
+        if let Some(e) = args.llm.refused_for_graphs() {
+            return Err(e);
+        }
     }
     let view = report::ViewOptions {
         sort: args.sort,

@@ -62,15 +62,22 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
             Some(NO_GRAPH.to_string()),
         ),
         Loaded::Checkpoint(_) | Loaded::Gguf(_) => {
-            match analysis::analyze_loaded(&model_path, &loaded, &s.bindings, Some(&s.train)) {
+            // `mem`'s language-model options (--seq, --kv-dtype, --attn, --lora, --qlora)
+            let llm = args.llm.options();
+            let with = |train| {
+                analysis::analyze_loaded_with(&model_path, &loaded, &s.bindings, train, Some(&llm))
+            };
+            match with(Some(&s.train)) {
                 Ok(r) => (r, None),
-                Err(e) => (
-                    analysis::analyze_loaded(&model_path, &loaded, &s.bindings, None)?,
-                    Some(e.to_string()),
-                ),
+                Err(e) => (with(None)?, Some(e.to_string())),
             }
         }
     };
+    if matches!(loaded, Loaded::Onnx(_) | Loaded::Weights(_)) {
+        if let Some(e) = args.llm.refused_for_graphs() {
+            return Err(e);
+        }
+    }
     let (lint, fit) = match &loaded {
         Loaded::Onnx(model) => (
             lint(model, &s).map_err(|e| e.to_string()),
