@@ -32,7 +32,7 @@ from onnx.reference import ReferenceEvaluator
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from truth import NONDETERMINISTIC, SHAPE_OPS, feeds_of, node_inputs  # noqa: E402
+from truth import classify, feeds_of, propagate  # noqa: E402
 
 
 def subgraphs_of(n):
@@ -43,38 +43,23 @@ def subgraphs_of(n):
 
 
 def classify_sub(graph, const, shape):
-    """Const and shape-only values of a subgraph, given the enclosing graphs' (by name)."""
+    """Const and shape-only values of a subgraph, given the enclosing graphs' (by name), and the
+    scope each nested subgraph sees."""
     const = set(const) | {t.name for t in graph.initializer}
     shape = set(shape)
     data = {i.name for i in graph.input}  # a loop's counter and state
     out = {}
-    for n in graph.node:
-        ins = node_inputs(n)
-        outs = {o for o in n.output if o}
-        if n.op_type in NONDETERMINISTIC and n.domain in ("", "ai.onnx"):
-            data |= outs
-        elif all(x in const for x in ins):
-            const |= outs
-        elif n.op_type in SHAPE_OPS and n.domain in ("", "ai.onnx"):
-            shape |= outs
-        elif any(x in data for x in ins):
-            data |= outs
-        elif all(x in const or x in shape for x in ins):
-            shape |= outs
-        else:
-            data |= outs
-        for a, i, g in subgraphs_of(n):
+
+    def record(n):
+        for _, _, g in subgraphs_of(n):
             out[id(g)] = (const, shape)
+
+    propagate(graph.node, const, shape, data, record)
     return const, shape, out
 
 
 def main_classes(model):
-    g = model.graph
-    const = {t.name for t in g.initializer}
-    if model.ir_version >= 4:
-        const -= {i.name for i in g.input}
-    c, s, _ = classify_sub(onnx.helper.make_graph(list(g.node), "main", list(g.input), list(g.output)), const, set())
-    return c, s
+    return classify(model.graph, model.ir_version)
 
 
 def measure(entry, overrides):

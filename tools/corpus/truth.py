@@ -126,7 +126,16 @@ def classify(graph, ir_version):
         const -= {i.name for i in graph.input}
     data = {i.name for i in graph.input} - const
     shape = set()
-    for n in graph.node:
+    propagate(graph.node, const, shape, data)
+    return const, shape
+
+
+def propagate(nodes, const, shape, data, on_node=None):
+    """Extends the const / shape-only / data sets (in place) over `nodes`, in order: a node whose
+    inputs are all const is const; Shape and Size make shape-only values; anything reading data
+    (or a name none of the sets holds: an enclosing scope's data) is data. `on_node(n)` is called
+    after each node is classified (branch_truth.py records each subgraph's scope there)."""
+    for n in nodes:
         ins = node_inputs(n)
         outs = {o for o in n.output if o}
         if n.op_type in NONDETERMINISTIC and n.domain in ("", "ai.onnx"):
@@ -137,9 +146,12 @@ def classify(graph, ir_version):
             shape |= outs
         elif any(x in data for x in ins):
             data |= outs
-        else:
+        elif all(x in const or x in shape for x in ins):
             shape |= outs
-    return const, shape
+        else:
+            data |= outs
+        if on_node:
+            on_node(n)
 
 
 def type_name(v):
