@@ -32,14 +32,8 @@ from onnx.reference import ReferenceEvaluator
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from macs import sub_evaluator, subgraphs_of  # noqa: E402
 from truth import classify, feeds_of, propagate  # noqa: E402
-
-
-def subgraphs_of(n):
-    for a in n.attribute:
-        subs = [a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []
-        for i, g in enumerate(subs):
-            yield a, i, g
 
 
 def classify_sub(graph, const, shape):
@@ -82,10 +76,8 @@ def measure(entry, overrides):
         for rt in evaluator.rt_nodes_:
             proto = rt.onnx_node
             for a, i, g in subgraphs_of(proto):
-                sub = getattr(rt, a.name, None)
-                subs = sub if isinstance(sub, list) else [sub]
-                sub = subs[i] if i < len(subs) else None
-                if sub is None or not hasattr(sub, "rt_nodes_"):
+                sub = sub_evaluator(rt, a, i)
+                if sub is None:
                     raise RuntimeError(f"no evaluator for {proto.name}:{a.name}")
                 sc, ss = scopes[id(g)]
                 c_sub, s_sub, _ = classify_sub(g, sc, ss)

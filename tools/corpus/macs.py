@@ -407,6 +407,15 @@ def subgraphs_of(n):
             yield a, i, g
 
 
+def sub_evaluator(rt, a, i):
+    """The onnx.reference evaluator of subgraph `i` of attribute `a` of the runtime node `rt`, or
+    None when it holds none."""
+    sub = getattr(rt, a.name, None)
+    subs = sub if isinstance(sub, list) else [sub]
+    sub = subs[i] if i < len(subs) else None
+    return sub if sub is not None and hasattr(sub, "rt_nodes_") else None
+
+
 def sub_path(prefix, n, a, i):
     """The subgraph naming of fetch.walk_subgraphs / the truth's skipped list."""
     return f"{prefix}{n.name or n.op_type}:{a.name}" + (f"[{i}]" if a.type == a.GRAPHS else "")
@@ -462,10 +471,8 @@ def run_reference(model, feeds, truth_values, ort_values=None):
             if prefix and is_mac(proto):
                 wrap(rt, prefix[:-3], proto)
             for a, i, _ in subgraphs_of(proto):
-                sub = getattr(rt, a.name, None)
-                subs = sub if isinstance(sub, list) else [sub]
-                sub = subs[i] if i < len(subs) else None
-                if sub is None or not hasattr(sub, "rt_nodes_"):
+                sub = sub_evaluator(rt, a, i)
+                if sub is None:
                     raise Unknown(f"onnx.reference holds no evaluator for {sub_path(prefix, proto, a, i)}")
                 instrument(sub, sub_path(prefix, proto, a, i) + " > ")
 
