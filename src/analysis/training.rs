@@ -586,16 +586,12 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         };
         let numel = storage::logical_numel(graph, id, t.dtype, numel);
         match storage::classify(graph, id, t.dtype, numel) {
-            Role::Param if storage::copies(graph, id, t) > 1 => {
-                // a shared tensor standing for each reader's own parameter
-                for n in storage::shared_readers(graph, id, t).unwrap_or_default() {
-                    params = params.saturating_add(numel);
-                    node_params[n] = node_params[n].saturating_add(numel);
-                }
-            }
             Role::Param => {
-                params = params.saturating_add(numel);
-                if let Some(n) = storage::charged_node(graph, id) {
+                // a shared tensor stands for each reader's own parameter
+                let readers = storage::shared_readers(graph, id, t)
+                    .unwrap_or_else(|| storage::charged_node(graph, id).into_iter().collect());
+                params = params.saturating_add(numel.saturating_mul(readers.len().max(1) as u64));
+                for n in readers {
                     node_params[n] = node_params[n].saturating_add(numel);
                 }
             }
