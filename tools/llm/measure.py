@@ -53,6 +53,7 @@ from transformers import (  # noqa: E402
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForImageClassification,
+    AutoModelForImageTextToText,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
 )
@@ -255,8 +256,214 @@ FAMILIES: dict[str, dict] = {
                 why="ViTForImageClassification, 16x16 image, patch 4: 16 patches + [CLS] = 17 tokens"),
 }
 
+# ---------------------------------------------------------------------------------------------------
+# Newer families (ext=True): measured through run_family_ext, which adds a per-layer cache breakdown
+# (kv_cache.points[].layers_detail), the config fields that decide each layer's kind (config.layer_kind_fields),
+# MoE counts from the model's own expert tensors, and, for multimodal wrappers, params.by_prefix. The older
+# families above keep their original path, so their expected.json files do not change.
+# ---------------------------------------------------------------------------------------------------
+MIN_SCENARIOS = ["sdpa_fp32", "eager_fp32", "sdpa_autocast_bf16", "sdpa_fp32_gc", "sdpa_fp32_lora_all_linear"]
+MOE_SMALL = dict(moe_intermediate_size=32, num_experts_per_tok=2)
+MAMBA_TINY = dict(mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=16, mamba_d_conv=4,
+                  mamba_expand=2, mamba_chunk_size=16)
+# multimodal wrappers: special ids 124..127 are kept out of the random text ids (make_inputs id_high)
+MM_IDS = dict(image_token_id=124, video_token_id=125, vision_start_token_id=126, vision_end_token_id=127)
+
+NEW_FAMILIES: dict[str, dict] = {
+    # group 1: dense decoders
+    "smollm3": dict(model_type="smollm3", head="causal", dtype="bfloat16",
+                    config=dict(DEC, pad_token_id=0, no_rope_layers=[1, 0], tie_word_embeddings=True),
+                    layer_kind_fields=["no_rope_layers", "no_rope_layer_interval", "use_sliding_window",
+                                       "sliding_window", "layer_types"],
+                    why="SmolLM3: llama-like, no_rope_layers [1, 0] (layer 1 is NoPE: no rotary on q/k), tied"),
+    "olmo2": dict(model_type="olmo2", head="causal", dtype="float32",
+                  config=dict(DEC, pad_token_id=0, tie_word_embeddings=False),
+                  layer_kind_fields=[],
+                  why="OLMo-2: post-norms only (post_attention_layernorm, post_feedforward_layernorm), "
+                      "q_norm/k_norm RMSNorm over the full projected width (heads*head_dim, kv_heads*head_dim)"),
+    "olmo3": dict(model_type="olmo3", head="causal", dtype="bfloat16",
+                  config=dict(DEC, pad_token_id=0, tie_word_embeddings=False, sliding_window=SLIDING,
+                              layer_types=["sliding_attention", "full_attention"]),
+                  layer_kind_fields=["layer_types", "sliding_window"],
+                  why="OLMo-3: OLMo-2 blocks with layer_types [sliding, full], sliding window 8"),
+    "cohere2": dict(model_type="cohere2", head="causal", dtype="bfloat16",
+                    config=dict(DEC, head_dim=8, pad_token_id=0, tie_word_embeddings=True, sliding_window=SLIDING,
+                                layer_types=["sliding_attention", "full_attention"]),
+                    layer_kind_fields=["layer_types", "sliding_window"],
+                    why="Cohere2: parallel attention + MLP off one LayerNorm (no bias), logit_scale 0.0625, tied, "
+                        "[sliding, full]; rotary on sliding layers only"),
+    "exaone4": dict(model_type="exaone4", head="causal", dtype="bfloat16",
+                    config=dict(DEC, tie_word_embeddings=False, sliding_window=SLIDING, sliding_window_pattern=2),
+                    layer_kind_fields=["sliding_window_pattern", "layer_types", "sliding_window"],
+                    why="EXAONE-4: post-norms, q/k norm per head, sliding_window_pattern 2 -> layer_types "
+                        "[sliding, full]; rotary on sliding layers only (when sliding layers exist)"),
+    # group 2: MoE / MLA
+    "deepseek_v3": dict(model_type="deepseek_v3", head="causal", dtype="bfloat16",
+                        config=dict(DEC, num_hidden_layers=3, num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=24,
+                                    qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, head_dim=8,
+                                    n_routed_experts=4, n_shared_experts=1, first_k_dense_replace=1,
+                                    n_group=1, topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                    tie_word_embeddings=False, **MOE_SMALL),
+                        lora_qv_targets=["q_b_proj", "kv_b_proj"],
+                        layer_kind_fields=["first_k_dense_replace", "n_routed_experts", "n_shared_experts",
+                                           "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                           "v_head_dim", "n_group", "topk_group"],
+                        why="DeepSeek-V3: MLA (q_lora_rank 16, kv_lora_rank 24, rope 8 + nope 8, v 8), block 0 dense, "
+                            "blocks 1-2 MoE (4 routed experts top-2 sigmoid group routing + 1 shared expert)"),
+    "deepseek_v3_noqlora": dict(model_type="deepseek_v3", head="causal", dtype="bfloat16",
+                                config=dict(DEC, num_hidden_layers=3, num_key_value_heads=4, q_lora_rank=None,
+                                            kv_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+                                            head_dim=8, n_routed_experts=4, n_shared_experts=1,
+                                            first_k_dense_replace=1, n_group=1, topk_group=1,
+                                            routed_scaling_factor=2.5, norm_topk_prob=True,
+                                            tie_word_embeddings=False, **MOE_SMALL),
+                                lora_qv_targets=["q_proj", "kv_b_proj"],
+                                layer_kind_fields=["first_k_dense_replace", "q_lora_rank", "kv_lora_rank"],
+                                why="deepseek_v3 with q_lora_rank None: q_proj [heads*(nope+rope), H] directly"),
+    "glm4_moe": dict(model_type="glm4_moe", head="causal", dtype="bfloat16",
+                     config=dict(DEC, num_hidden_layers=3, n_routed_experts=4, n_shared_experts=1,
+                                 first_k_dense_replace=1, n_group=1, topk_group=1, use_qk_norm=True,
+                                 attention_bias=True, norm_topk_prob=True, tie_word_embeddings=False,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                  "partial_rotary_factor": 0.5}, **MOE_SMALL),
+                     layer_kind_fields=["first_k_dense_replace", "n_routed_experts", "n_shared_experts",
+                                        "use_qk_norm", "attention_bias"],
+                     why="GLM-4.5 MoE: partial rotary 0.5, qkv bias, q/k norm, block 0 dense, 4 routed experts "
+                         "top-2 (sigmoid, e_score_correction_bias) + 1 shared"),
+    "gpt_oss": dict(model_type="gpt_oss", head="causal", dtype="bfloat16",
+                    config=dict(DEC, head_dim=8, num_local_experts=4, num_experts_per_tok=2, sliding_window=SLIDING,
+                                layer_types=["sliding_attention", "full_attention"], tie_word_embeddings=False),
+                    layer_kind_fields=["layer_types", "sliding_window"],
+                    why="gpt-oss: attention sinks (per-head learned logit), qkv/o bias, [sliding, full], 4 experts "
+                        "top-2 with biases (gate_up_proj interleaved + bias, down_proj + bias), router with bias"),
+    "ernie4_5_moe": dict(model_type="ernie4_5_moe", head="causal", dtype="bfloat16",
+                         config=dict(DEC, num_hidden_layers=3, moe_num_experts=4, moe_k=2, moe_num_shared_experts=1,
+                                     moe_intermediate_size=32, moe_layer_start_index=1, moe_layer_end_index=2,
+                                     moe_layer_interval=1, use_bias=False, pad_token_id=0, tie_word_embeddings=True),
+                         layer_kind_fields=["moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval",
+                                            "moe_num_experts", "moe_k", "moe_num_shared_experts"],
+                         why="ERNIE-4.5 MoE: block 0 dense, blocks 1-2 MoE (4 experts top-2, softmax router, "
+                             "e_score_correction_bias, 1 shared expert of moe_intermediate*1), tied"),
+    "llama4_text": dict(model_type="llama4_text", head="causal", dtype="bfloat16",
+                        config=dict(DEC, num_hidden_layers=4, head_dim=8, intermediate_size=32,
+                                    intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,
+                                    interleave_moe_layer_step=2, attention_chunk_size=SLIDING,
+                                    no_rope_layers=[1, 1, 1, 0], use_qk_norm=True, tie_word_embeddings=False),
+                        layer_kind_fields=["layer_types", "attention_chunk_size", "no_rope_layers",
+                                           "no_rope_layer_interval", "interleave_moe_layer_step", "moe_layers",
+                                           "use_qk_norm", "attn_temperature_tuning"],
+                        why="Llama-4 text: chunked attention (chunk 8) on RoPE layers, layer 3 NoPE full attention "
+                            "with temperature tuning, MoE on layers 1 and 3 (interleave step 2: 4 experts top-1 + "
+                            "shared expert), dense MLP (intermediate_size_mlp 64) on 0 and 2, qk L2 norm"),
+    # group 3: state-space / hybrid
+    "mamba2": dict(model_type="mamba2", head="causal", dtype="float32",
+                   config=dict(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_heads=4, head_dim=16,
+                               expand=2, state_size=16, n_groups=1, conv_kernel=4, chunk_size=16,
+                               pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False),
+                   layer_kind_fields=[],
+                   lora_qv_targets=["in_proj"],
+                   why="Mamba-2 (torch reference path): in_proj -> conv1d(k=4) -> SSD chunked scan (chunk 16), gated "
+                       "RMSNorm, out_proj; no attention (so no SDPA: the sdpa scenarios run as eager). LoRA 'qv' "
+                       "targets in_proj; peft refuses all-linear (out_proj/conv1d are incompatible with Mamba "
+                       "models)"),
+    "lfm2": dict(model_type="lfm2", head="causal", dtype="bfloat16",
+                 config=dict(DEC, pad_token_id=0, tie_word_embeddings=True, conv_L_cache=3,
+                             block_auto_adjust_ff_dim=False, layer_types=["conv", "full_attention"]),
+                 layer_kind_fields=["layer_types", "full_attn_idxs", "conv_L_cache"],
+                 why="LFM2: layer 0 gated short conv (in_proj 3H, depthwise conv k=3, out_proj), layer 1 GQA "
+                     "attention with q/k layernorm; SwiGLU feed-forward on both"),
+    "granitemoehybrid": dict(model_type="granitemoehybrid", head="causal", dtype="bfloat16",
+                             config=dict(DEC, layer_types=["linear_attention", "full_attention"],
+                                         num_local_experts=4, num_experts_per_tok=2, intermediate_size=32,
+                                         shared_intermediate_size=64, position_embedding_type="rope",
+                                         tie_word_embeddings=False, **MAMBA_TINY),
+                             layer_kind_fields=["layer_types", "position_embedding_type", "num_local_experts",
+                                                "shared_intermediate_size"],
+                             why="Granite-4 hybrid: layer 0 Mamba-2 mixer, layer 1 GQA attention; every layer a "
+                                 "4-expert top-2 MoE + shared MLP; scaled embeddings/residuals/logits"),
+    "qwen3_next": dict(model_type="qwen3_next", head="causal", dtype="bfloat16",
+                       config=dict(DEC, num_hidden_layers=4, head_dim=16,
+                                   layer_types=["linear_attention"] * 3 + ["full_attention"],
+                                   linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                   linear_value_head_dim=8, linear_conv_kernel_dim=4, num_experts=4,
+                                   moe_intermediate_size=32, shared_expert_intermediate_size=64,
+                                   num_experts_per_tok=2, decoder_sparse_step=1, tie_word_embeddings=False),
+                       layer_kind_fields=["layer_types", "decoder_sparse_step", "mlp_only_layers",
+                                          "linear_conv_kernel_dim"],
+                       why="Qwen3-Next: layers 0-2 Gated DeltaNet (torch chunked reference), layer 3 gated full "
+                           "attention (q_proj 2x for the output gate, q/k norm, partial rotary 0.25); MoE on every "
+                           "layer (4 experts top-2 + sigmoid-gated shared expert)"),
+    "falcon_h1": dict(model_type="falcon_h1", head="causal", dtype="bfloat16",
+                      config=dict(DEC, mamba_d_ssm=64, mamba_rms_norm=True, tie_word_embeddings=False,
+                                  **MAMBA_TINY),
+                      layer_kind_fields=[],
+                      why="Falcon-H1: every layer runs GQA attention and a Mamba-2 mixer in parallel on the same "
+                          "normed input (summed), then SwiGLU; muP multipliers"),
+    "nemotron_h": dict(model_type="nemotron_h", head="causal", dtype="bfloat16",
+                       config=dict(vocab_size=128, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                                   head_dim=8, max_position_embeddings=64, intermediate_size=64,
+                                   layers_block_type=["linear_attention", "moe", "full_attention", "mlp"],
+                                   mamba_num_heads=4, mamba_head_dim=16, ssm_state_size=16, n_groups=1,
+                                   conv_kernel=4, expand=2, chunk_size=16, use_mamba_kernels=False,
+                                   n_routed_experts=4, n_shared_experts=1, moe_intermediate_size=32,
+                                   moe_shared_expert_intermediate_size=32, num_experts_per_tok=2,
+                                   n_group=1, topk_group=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                   tie_word_embeddings=False),
+                       layer_kind_fields=["layers_block_type", "mamba_ssm_cache_dtype"],
+                       why="Nemotron-H: one mixer per block: Mamba-2, MoE (relu2 experts + shared), attention "
+                           "(no rotary), relu2 MLP; pre-norm only"),
+    # group 4: multimodal wrappers (text-only training and KV; vision/projector params by prefix)
+    "qwen2_5_vl": dict(model_type="qwen2_5_vl", head="vlm", dtype="bfloat16", id_high=124,
+                       config=dict(MM_IDS, tie_word_embeddings=False,
+                                   text_config=dict(DEC, pad_token_id=0, tie_word_embeddings=False,
+                                                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                                     "mrope_section": [1, 1, 2]}),
+                                   vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4,
+                                                      out_hidden_size=32, patch_size=4, spatial_merge_size=2,
+                                                      temporal_patch_size=2, window_size=16,
+                                                      fullatt_block_indexes=[1])),
+                       layer_kind_fields=[],
+                       why="Qwen2.5-VL wrapper: Qwen2 text model (M-RoPE sections [1,1,2], qkv bias) + ViT "
+                           "(window attention, full attention block 1) + patch merger; text-only measurements"),
+    "qwen3_vl": dict(model_type="qwen3_vl", head="vlm", dtype="bfloat16", id_high=124,
+                     config=dict(MM_IDS, tie_word_embeddings=False,
+                                 text_config=dict(DEC, head_dim=16, pad_token_id=0, tie_word_embeddings=False,
+                                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                                   "mrope_section": [4, 2, 2],
+                                                                   "mrope_interleaved": True}),
+                                 vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4,
+                                                    out_hidden_size=32, patch_size=4, spatial_merge_size=2,
+                                                    temporal_patch_size=2, num_position_embeddings=16,
+                                                    deepstack_visual_indexes=[0])),
+                     layer_kind_fields=[],
+                     why="Qwen3-VL wrapper: Qwen3 text model (q/k norm, head_dim 16, interleaved M-RoPE) + ViT "
+                         "with deepstack mergers; text-only measurements"),
+    "mistral3": dict(model_type="mistral3", head="vlm", dtype="bfloat16", id_high=124,
+                     config=dict(image_token_index=127, tie_word_embeddings=False, spatial_merge_size=2,
+                                 text_config=dict(DEC, model_type="mistral", sliding_window=None,
+                                                  tie_word_embeddings=False),
+                                 vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=64,
+                                                    num_hidden_layers=2, num_attention_heads=4, head_dim=8,
+                                                    image_size=16, patch_size=4)),
+                     layer_kind_fields=[],
+                     why="Mistral-3 wrapper: Mistral text model + Pixtral vision tower + patch-merger projector; "
+                         "text-only measurements"),
+    "llava": dict(model_type="llava", head="vlm", dtype="float32", id_high=124,
+                  config=dict(image_token_index=127, image_seq_length=16, tie_word_embeddings=False,
+                              text_config=dict(DEC, model_type="llama", tie_word_embeddings=False),
+                              vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=64,
+                                                 num_hidden_layers=2, num_attention_heads=4, image_size=16,
+                                                 patch_size=4, projection_dim=32)),
+                  layer_kind_fields=[],
+                  why="LLaVA wrapper: Llama text model + CLIP vision tower + 2-layer MLP projector; text-only "
+                      "measurements"),
+}
+for _n, _s in NEW_FAMILIES.items():
+    _s["ext"] = True
+FAMILIES.update(NEW_FAMILIES)
+
 HEADS = {"causal": AutoModelForCausalLM, "mlm": AutoModelForMaskedLM, "image": AutoModelForImageClassification,
-         "bare": AutoModel, "seqcls": AutoModelForSequenceClassification}
+         "bare": AutoModel, "seqcls": AutoModelForSequenceClassification, "vlm": AutoModelForImageTextToText}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 SHARDED_FAMILY = "llama"
 SHARD_SIZE = "20KB"
@@ -382,7 +589,8 @@ def make_inputs(spec, cfg, B, S, seed=1):
         px = torch.randn(B, cfg.num_channels, cfg.image_size, cfg.image_size, generator=g)
         labels = torch.randint(0, cfg.num_labels, (B,), generator=g)
         return {"pixel_values": px, "labels": labels}
-    ids = torch.randint(3, cfg.vocab_size, (B, S), generator=g)  # no pad/bos/eos ids
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config(decoder=True).vocab_size
+    ids = torch.randint(3, spec.get("id_high", vocab), (B, S), generator=g)  # no pad/bos/eos (or image) ids
     if spec["head"] == "bare":
         return {"input_ids": ids}
     if spec["head"] == "seqcls":
@@ -429,6 +637,14 @@ def build(name, spec, out: Path):
 # parameters
 # ---------------------------------------------------------------------------------------------------
 def param_info(model, spec, cfg):
+    info = param_info_base(model, spec)
+    moe = moe_info(model, spec, cfg)
+    if moe:
+        info["moe"] = moe
+    return info
+
+
+def param_info_base(model, spec):
     params = list(model.parameters())
     count = sum(p.numel() for p in params)
     stored = DTYPES[spec["dtype"]]
@@ -454,9 +670,6 @@ def param_info(model, spec, cfg):
         "persistent_buffer_elements": sum(math.prod(b["shape"]) for b in bufs if b["persistent"]),
         "method": METHODS["params"],
     }
-    moe = moe_info(model, spec, cfg)
-    if moe:
-        info["moe"] = moe
     return info
 
 
@@ -530,6 +743,13 @@ def collect_tensors(obj, path="cache", seen=None, out=None, depth=0):
     return out
 
 
+def _seq_length(cache):
+    try:
+        return cache.get_seq_length() if hasattr(cache, "get_seq_length") else None
+    except ValueError:  # a cache of linear-attention (state) layers only, e.g. Mamba-2
+        return None
+
+
 def cache_summary(cache):
     tensors = collect_tensors(cache)
     storages = {}
@@ -560,7 +780,7 @@ def cache_summary(cache):
         layers.append(entry)
     return {
         "class": type(cache).__name__,
-        "seq_length": cache.get_seq_length() if hasattr(cache, "get_seq_length") else None,
+        "seq_length": _seq_length(cache),
         "storage_bytes": sum(storages.values()),
         "storages": len(storages),
         "kv_view_bytes": kv_view,
@@ -712,7 +932,8 @@ def measure_scenario(folder, spec, cfg, sc_name, sc, B, S, detail=False, with_op
         result["gradient_checkpointing"] = {"kwargs_passed": kw, "use_reentrant": sc["gc"] == "reentrant"}
     if sc.get("lora"):
         from peft import LoraConfig, get_peft_model
-        targets = lora_targets(model, sc["lora"])
+        targets = (spec["lora_qv_targets"] if sc["lora"] == "qv" and spec.get("lora_qv_targets")
+                   else lora_targets(model, sc["lora"]))
         task = "CAUSAL_LM" if spec["head"] == "causal" else None
         lcfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=targets, task_type=task)
         model = get_peft_model(model, lcfg)
@@ -760,7 +981,7 @@ def measure_scenario(folder, spec, cfg, sc_name, sc, B, S, detail=False, with_op
     kwargs = dict(inputs)
     # decoders are trained without a KV cache (use_cache=True would keep copies of every layer's
     # keys and values for the whole step)
-    if spec["head"] == "causal" or (spec["head"] == "seqcls" and spec["model_type"] not in ("bert", "roberta")):
+    if spec["head"] in ("causal", "vlm") or (spec["head"] == "seqcls" and spec["model_type"] not in ("bert", "roberta")):
         kwargs["use_cache"] = False
     ac = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     with AllocTrace() as fwd:
@@ -1068,6 +1289,302 @@ def routing_counts(model, spec, cfg):
                 "activations saved for backward scale with these counts"}
 
 
+# ---------------------------------------------------------------------------------------------------
+# the ext path (NEW_FAMILIES)
+# ---------------------------------------------------------------------------------------------------
+def text_config(cfg):
+    return cfg.get_text_config(decoder=True)
+
+
+def layer_tensors(obj, prefix="", depth=0):
+    """(attribute path, tensor) for every tensor a cache layer holds in its attributes (dicts/lists followed)."""
+    out = []
+    if isinstance(obj, torch.Tensor):
+        return [(prefix, obj)]
+    if depth > 3:
+        return out
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += layer_tensors(v, f"{prefix}[{k!r}]", depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            out += layer_tensors(v, f"{prefix}[{i}]", depth + 1)
+    elif depth == 0 and hasattr(obj, "__dict__"):
+        for k, v in vars(obj).items():
+            out += layer_tensors(v, k, depth + 1)
+    return out
+
+
+def layers_detail(cache, tc):
+    """Per cache layer: its class, the layer kind the config gives it, and every tensor it holds."""
+    kinds = getattr(tc, "layer_types", None) or getattr(tc, "layers_block_type", None)
+    rows = []
+    seen = set()
+    for i, layer in enumerate(getattr(cache, "layers", [])):
+        tens = []
+        for path, t in layer_tensors(layer):
+            st = t.untyped_storage()
+            key = (st.data_ptr(), st.nbytes())
+            tens.append({"attr": path, "shape": list(t.shape), "dtype": dtype_name(t.dtype),
+                         "view_bytes": t.numel() * t.element_size(), "storage_bytes": st.nbytes(),
+                         **({"storage_counted_before": True} if key in seen else {})})
+            seen.add(key)
+        rows.append({"index": i, "class": type(layer).__name__,
+                     "mro": [c.__name__ for c in type(layer).__mro__[1:] if c.__name__ not in ("object", "ABC")],
+                     "config_kind": kinds[i] if kinds and i < len(kinds) else None,
+                     "tensors": tens,
+                     "storage_bytes": sum(t["storage_bytes"] for t in tens if not t.get("storage_counted_before")),
+                     "view_bytes": sum(t["view_bytes"] for t in tens)})
+    return rows
+
+
+def measure_kv_ext(folder, spec, cfg):
+    tc = text_config(cfg)
+    res = {"applicable": True, "method": METHODS["kv_cache"] + " layers_detail: per cache layer, every tensor "
+           "attribute of the layer object (keys, values, conv_states, recurrent_states, _sliding_window_tensor, "
+           "...), its shape, dtype, bytes as exposed (view) and of its whole storage; a storage already counted "
+           "in an earlier entry is flagged.",
+           "model_dtype": "float32", "attn_implementation": spec["default_attn"], "points": []}
+    L = tc.num_hidden_layers
+    kvh = getattr(tc, "num_key_value_heads", None) or getattr(tc, "num_attention_heads", None)
+    hd = getattr(tc, "head_dim", None) or (tc.hidden_size // tc.num_attention_heads
+                                           if getattr(tc, "num_attention_heads", None) else None)
+    res["dims"] = {"layers": L, "kv_heads": kvh, "head_dim": hd,
+                   "sliding_window": getattr(tc, "sliding_window", None),
+                   "attention_chunk_size": getattr(tc, "attention_chunk_size", None),
+                   "layer_types": getattr(tc, "layer_types", None)}
+    res["sliding_window_note"] = (
+        "sliding_attention and chunked_attention layers are both DynamicSlidingWindowLayer (window = sliding_window "
+        "or attention_chunk_size): the view keeps window-1 tokens, the storage after prefill is the whole S-token "
+        "tensor, after one decode step window tokens. LinearAttentionLayer (conv / linear_attention / mamba "
+        "layers) holds conv_states [B, channels, kernel] and recurrent_states of fixed size, independent of S.")
+    for dtype in ("float32", "bfloat16"):
+        model = load(folder, spec, attn=spec["default_attn"], dtype=DTYPES[dtype]).eval()
+        points = KV_POINTS if dtype == "float32" else KV_POINTS[:1]
+        for B, S in points:
+            inp = make_inputs(spec, cfg, B, S)
+            with torch.no_grad():
+                out = model(input_ids=inp["input_ids"], use_cache=True)
+                cache = out.cache
+                pre = cache_summary(cache)
+                pre["layers_detail"] = layers_detail(cache, tc)
+                pre.update(batch=B, seq=S, phase="prefill", model_dtype=dtype)
+                if kvh and hd:
+                    pre["full_formula_bytes"] = 2 * L * B * kvh * S * hd * DTYPES[dtype].itemsize
+                    pre["full_formula"] = ("2 (k,v) * layers * B * kv_heads * S * head_dim * element size, as if "
+                                           "every layer were plain full attention (a reference, not the answer)")
+                res["points"].append(pre)
+                nxt = torch.randint(3, spec.get("id_high", tc.vocab_size), (B, 1),
+                                    generator=torch.Generator().manual_seed(7))
+                out2 = model(input_ids=nxt, cache=cache, use_cache=True)
+                dec = cache_summary(out2.cache)
+                dec["layers_detail"] = layers_detail(out2.cache, tc)
+                dec.update(batch=B, seq=S + 1, phase="prefill S tokens then decode 1 token", model_dtype=dtype)
+                res["points"].append(dec)
+            del out, out2, cache
+        del model
+    return res
+
+
+def decoder_layers(model, tc):
+    L = tc.num_hidden_layers
+    for n, m in model.named_modules():
+        if isinstance(m, torch.nn.ModuleList) and len(m) == L and n.endswith("layers") and "vision" not in n \
+                and "visual" not in n:
+            return n, m
+    return None, None
+
+
+def layer_structure(model, tc):
+    name, layers = decoder_layers(model, tc)
+    if layers is None:
+        return None
+    rows = []
+    for i, layer in enumerate(layers):
+        kids = {}
+        for cn, child in layer.named_children():
+            sub = {gn: type(g).__name__ for gn, g in child.named_children()}
+            kids[cn] = type(child).__name__ + (" {" + ", ".join(f"{k}: {v}" for k, v in sub.items()) + "}"
+                                               if sub else "")
+        direct = {pn: list(p.shape) for pn, p in layer.named_parameters(recurse=False)}
+        bufs = sorted({bn.split(".")[-1] + ":" + ("persistent" if bn in layer.state_dict() else "non-persistent")
+                       for bn, _ in layer.named_buffers()})
+        rows.append({"index": i, "class": type(layer).__name__, "children": kids,
+                     **({"direct_params": direct} if direct else {}),
+                     **({"buffers": bufs} if bufs else {}),
+                     "params": sum(p.numel() for p in layer.parameters())})
+    return {"module_list": name, "layers": rows}
+
+
+def by_prefix(model):
+    out = collections.Counter()
+    for n, p in model.named_parameters():
+        parts = n.split(".")
+        key = ".".join(parts[:2]) if parts[0] == "model" and len(parts) > 2 else parts[0]
+        if parts[0] == "model" and len(parts) > 3 and parts[1] in ("model",):
+            key = ".".join(parts[:3])
+        out[key] += p.numel()
+    return dict(out)
+
+
+def moe_info_ext(model, tc):
+    E = (getattr(tc, "num_local_experts", None) or getattr(tc, "num_experts", None)
+         or getattr(tc, "n_routed_experts", None) or getattr(tc, "moe_num_experts", None))
+    k = getattr(tc, "num_experts_per_tok", None) or getattr(tc, "moe_k", None)
+    if not E:
+        return None
+    name, layers = decoder_layers(model, tc)
+    per_layer = []
+    for i, layer in enumerate(layers):
+        ex = [(n, p) for n, p in layer.named_parameters() if ".experts." in "." + n]
+        if not ex:
+            per_layer.append({"index": i, "moe": False})
+            continue
+        lead = sorted({p.shape[0] for _, p in ex})
+        routed = sum(p.numel() for _, p in ex)
+        shared = sum(p.numel() for n, p in layer.named_parameters() if "shared_expert" in n or "shared_mlp" in n)
+        per_layer.append({"index": i, "moe": True, "routed_expert_params": routed, "expert_tensor_leading_dims": lead,
+                          "params_per_expert": routed // E, "shared_expert_params": shared,  # shared_expert* / shared_mlp
+                          "expert_tensors": {n: list(p.shape) for n, p in ex}})
+    total = sum(p.numel() for p in model.parameters())
+    inactive = sum((E - k) * r["params_per_expert"] for r in per_layer if r["moe"])
+    return {"num_experts": E, "top_k": k, "moe_layers": [r["index"] for r in per_layer if r["moe"]],
+            "per_layer": per_layer, "total_params": total, "active_params_per_token": total - inactive,
+            "method": "from the loaded model: routed expert tensors are the parameters under '.experts.' in each "
+                      "decoder layer (fused 3-D [E, ...] tensors in transformers 5, biases included); params_per_"
+                      "expert = their sum / E; active = total - sum over MoE layers of (E - top_k) * "
+                      "params_per_expert (router, shared experts, dense layers, attention always count)"}
+
+
+def summarize_config_ext(cfg, spec):
+    tc = text_config(cfg)
+    out = summarize_config(tc)
+    kinds = {}
+    for f in list(spec.get("layer_kind_fields", [])) + ["layer_types", "sliding_window"]:
+        if hasattr(tc, f) and f not in kinds:
+            v = getattr(tc, f)
+            kinds[f] = list(v) if isinstance(v, tuple) else v
+    out["layer_kind_fields"] = kinds
+    d = tc.to_dict()
+    skip = {"id2label", "label2id", "architectures", "transformers_version", "_name_or_path", "output_attentions",
+            "return_dict", "output_hidden_states", "dtype", "chunk_size_feed_forward", "is_encoder_decoder",
+            "problem_type", "tokenizer_class", "torchscript", "use_cache", "initializer_range"}
+    out["all_text_config_fields"] = {k: v for k, v in d.items() if k not in skip and not isinstance(v, dict)
+                                     or k == "rope_parameters"}
+    if cfg is not tc:
+        out["wrapper_model_type"] = cfg.model_type
+        top = cfg.to_dict()
+        out["wrapper_fields"] = {k: v for k, v in top.items() if k not in skip and not isinstance(v, dict)}
+        vc = getattr(cfg, "vision_config", None)
+        if vc is not None:
+            out["vision_config"] = {k: v for k, v in vc.to_dict().items() if k not in skip and not isinstance(v, dict)}
+    return out
+
+
+def routing_counts_ext(model, spec, cfg, tc):
+    B, S = TRAIN_POINTS[0]
+    inp = make_inputs(spec, cfg, B, S)
+    got = []
+    hooks = []
+    for n, m in model.named_modules():
+        cn = type(m).__name__
+        if cn.endswith("TopKRouter") or cn.endswith("Router"):
+            hooks.append(m.register_forward_hook(lambda mod, a, o, n=n: got.append((n, o))))
+    with torch.no_grad():
+        model(input_ids=inp["input_ids"], use_cache=False)
+    for h in hooks:
+        h.remove()
+    E = (getattr(tc, "num_local_experts", None) or getattr(tc, "num_experts", None)
+         or getattr(tc, "n_routed_experts", None) or getattr(tc, "moe_num_experts", None))
+    res = {}
+    for n, o in got:
+        outs = o if isinstance(o, tuple) else (o,)
+        idx = [t for t in outs if isinstance(t, torch.Tensor) and not t.is_floating_point()]
+        if idx:
+            res[n] = torch.bincount(idx[-1].reshape(-1), minlength=E).tolist()
+        elif outs[0].dim() == 2 and outs[0].shape[-1] == E:  # dense [tokens, E] scores, 0 where not routed
+            res[n] = (outs[0] != 0).sum(0).tolist()
+        else:
+            res[n] = "router output " + ", ".join(f"{type(t).__name__}{list(t.shape) if isinstance(t, torch.Tensor) else ''}"
+                                                  for t in outs)
+    res["note"] = f"tokens routed to each expert (B={B}, S={S}); read from the router module's integer output"
+    return res
+
+
+def run_family_ext(name, spec, out: Path, train=True, scenarios=None):
+    import time
+    t0 = time.time()
+    folder = build(name, spec, out)
+    cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
+    tc = text_config(cfg)
+    sdpa_error = None
+    try:
+        model = load(folder, spec, attn="sdpa", dtype=torch.float32)
+    except ValueError as exc:
+        sdpa_error = str(exc).split(". Please")[0]
+        model = load(folder, spec, attn="eager", dtype=torch.float32)
+    spec = dict(spec, default_attn="eager" if sdpa_error else "sdpa")
+    params = param_info_ext(model, spec, cfg, tc)
+    exp = {
+        "family": name,
+        "generated_by": "tools/llm/measure.py",
+        "versions": VERSIONS,
+        "device": "cpu",
+        "seed": SEED,
+        "what": spec["why"],
+        "model_class": type(model).__name__,
+        "sdpa_supported": sdpa_error is None,
+        **({"sdpa_error": sdpa_error} if sdpa_error else {}),
+        "storage_dtype": spec["dtype"],
+        "config": summarize_config_ext(cfg, spec),
+        "layer_structure": layer_structure(model, tc),
+        "files": folder_files(folder),
+        "safetensors": dict(safetensors_summary(folder), method=METHODS["safetensors"]),
+        "params": params,
+    }
+    if "moe" in params:
+        params["moe"]["experts_implementation"] = getattr(model.config, "_experts_implementation_internal",
+                                                          getattr(model.config, "_experts_implementation", None))
+        try:
+            params["moe"]["routing_at_first_training_point"] = routing_counts_ext(model, spec, cfg, tc)
+        except Exception as exc:
+            params["moe"]["routing_at_first_training_point"] = f"{type(exc).__name__}: {exc}"
+    del model
+    exp["kv_cache"] = measure_kv_ext(folder, spec, cfg)
+    if train:
+        chosen = scenarios or spec.get("scenarios") or list(SCENARIOS)
+        exp["training"] = measure_training(folder, spec, cfg, chosen, sdpa_error)
+        if spec["head"] == "vlm":
+            exp["training"]["loss_fn"] = ("text only: the ForConditionalGeneration model's cross_entropy over "
+                                          "shifted logits from labels = input_ids; no pixel_values, so the vision "
+                                          "tower and projector are not run (their parameters still get no grad)")
+        if spec.get("scenarios") and not scenarios:
+            exp["training"]["scenario_subset"] = ("only these scenarios are measured for this family: "
+                                                  + ", ".join(chosen))
+    write_json(folder / "expected.json", exp)
+    print(f"  ({name}: {time.time() - t0:.1f} s)", flush=True)
+    return exp
+
+
+def param_info_ext(model, spec, cfg, tc):
+    info = param_info_base(model, spec)
+    info["by_prefix"] = by_prefix(model)
+    info["by_prefix_method"] = ("parameter counts grouped by name prefix: the first two dotted components for names "
+                                "under 'model.' (model.embed_tokens, model.layers, model.visual, "
+                                "model.language_model, model.multi_modal_projector, ...), else the first (lm_head)")
+    if spec["head"] == "vlm":
+        deeper = collections.Counter()
+        for n, p in model.named_parameters():
+            parts = n.split(".")
+            deeper[".".join(parts[:3]) if parts[0] == "model" and parts[1] != "language_model" else
+                   ".".join(parts[:2])] += p.numel()
+        info["by_prefix_depth3"] = dict(deeper)
+    moe = moe_info_ext(model, tc)
+    if moe:
+        info["moe"] = moe
+    return info
+
+
 def write_json(path: Path, obj):
     def default(o):
         if isinstance(o, set):
@@ -1090,7 +1607,8 @@ def main():
     scen = args.scenarios.split(",") if args.scenarios else None
     args.out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        exp = run_family(name, FAMILIES[name], args.out, train=not args.no_train, scenarios=scen)
+        run = run_family_ext if FAMILIES[name].get("ext") else run_family
+        exp = run(name, FAMILIES[name], args.out, train=not args.no_train, scenarios=scen)
         line = f"{name:10s} params {exp['params']['count']:7d}"
         kv = exp["kv_cache"]
         if kv.get("applicable"):
