@@ -10,7 +10,11 @@ FAMS = ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3
         "bert_dropout", "roberta_dropout", "bert_seqcls_dropout", "roberta_seqcls",
         "roberta_seqcls_dropout", "gpt2_dropout", "gpt_neox_dropout",
         "llama_dropout", "vit_dropout",
-        "phi3_dropout", "gemma2_dropout"]
+        "phi3_dropout", "gemma2_dropout",
+        # newer families (measure.py NEW_FAMILIES)
+        "smollm3", "olmo2", "olmo3", "cohere2", "exaone4", "deepseek_v3", "deepseek_v3_noqlora", "glm4_moe",
+        "gpt_oss", "ernie4_5_moe", "llama4_text", "mamba2", "lfm2", "granitemoehybrid", "qwen3_next", "falcon_h1",
+        "nemotron_h", "qwen2_5_vl", "qwen3_vl", "mistral3", "llava"]
 COLS = ["eager_fp32", "sdpa_fp32", "sdpa_fp32_padded", "eager_autocast_bf16", "sdpa_autocast_bf16",
         "sdpa_bf16_weights", "sdpa_fp32_gc", "sdpa_fp32_gc_reentrant", "sdpa_fp32_lora_qv",
         "sdpa_fp32_lora_all_linear"]
@@ -48,9 +52,11 @@ def main():
         for c in COLS:
             s = sc.get(c, {})
             if "runs" in s:
-                cells.append(str(s["runs"][0]["saved"]["activation_bytes"]))
+                r = s["runs"][0]
+                cells.append(str(r["saved"]["activation_bytes"]) if "saved" in r else "refused")
             elif "see" in s and "runs" in sc.get(s["see"], {}):
-                cells.append(f"{sc[s['see']]['runs'][0]['saved']['activation_bytes']} (eager)")
+                r = sc[s["see"]]["runs"][0]
+                cells.append(f"{r['saved']['activation_bytes']} (eager)" if "saved" in r else "refused (eager)")
             else:
                 cells.append("n/a")
         print(f"| {f} | " + " | ".join(cells) + " |")
