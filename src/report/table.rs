@@ -400,24 +400,77 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
 
 /// The serving memory of a language model, lines that add up to its total.
 fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String, String)> {
-    vec![
-        (
-            "KV cache".into(),
-            bytes(i.kv_cache_bytes),
-            format!(
-                "{} sequences x {} tokens, {}, {} per token{}; {} in steady decoding",
-                i.batch,
-                i.seq,
-                i.kv_dtype,
-                bytes(i.kv_bytes_per_token),
-                if i.kv_fixed_bytes > 0 {
-                    format!(" + {} fixed (sliding windows)", bytes(i.kv_fixed_bytes))
-                } else {
-                    String::new()
-                },
-                bytes(i.kv_cache_decode_bytes)
-            ),
+    use crate::analysis::llm::layers::CacheKind;
+    // what the fixed part is made of, in words
+    let mut fixed_of: Vec<&str> = Vec::new();
+    for g in i.cache.iter().filter(|g| g.fixed_bytes > g.layers * 8) {
+        let w = match g.kind {
+            CacheKind::Sliding => "sliding windows",
+            CacheKind::Chunked => "chunked windows",
+            CacheKind::LinearAttention | CacheKind::Ssm | CacheKind::Conv => "recurrent states",
+            CacheKind::Attention | CacheKind::Latent => continue,
+        };
+        if !fixed_of.contains(&w) {
+            fixed_of.push(w);
+        }
+    }
+    if fixed_of.is_empty() {
+        fixed_of.push("sliding windows");
+    }
+    let mut out = vec![(
+        "KV cache".into(),
+        bytes(i.kv_cache_bytes),
+        format!(
+            "{} sequences x {} tokens, {}, {} per token{}; {} in steady decoding",
+            i.batch,
+            i.seq,
+            i.kv_dtype,
+            bytes(i.kv_bytes_per_token),
+            if i.kv_fixed_bytes > 0 {
+                format!(
+                    " + {} fixed ({})",
+                    bytes(i.kv_fixed_bytes),
+                    fixed_of.join(", ")
+                )
+            } else {
+                String::new()
+            },
+            bytes(i.kv_cache_decode_bytes)
         ),
+    )];
+    // a breakdown where the layers hold different things
+    if i.cache.len() > 1 {
+        for g in &i.cache {
+            let grows = matches!(
+                g.kind,
+                CacheKind::Attention | CacheKind::Latent | CacheKind::Sliding | CacheKind::Chunked
+            );
+            let per = if grows {
+                format!(
+                    "{} per token{}",
+                    bytes(g.bytes_per_token),
+                    if g.fixed_bytes > g.layers * 8 {
+                        format!(" + {} fixed", bytes(g.fixed_bytes))
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                format!("{} per sequence", bytes(g.fixed_bytes / i.batch.max(1)))
+            };
+            out.push((
+                format!("  {}", g.kind),
+                bytes(g.bytes),
+                format!(
+                    "{} layer{}, {per}; {} in steady decoding",
+                    g.layers,
+                    if g.layers == 1 { "" } else { "s" },
+                    bytes(g.decode_bytes)
+                ),
+            ));
+        }
+    }
+    out.extend(vec![
         (
             "logits".into(),
             bytes(i.logits_bytes),
@@ -442,7 +495,8 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
                 count(i.macs_per_token)
             ),
         ),
-    ]
+    ]);
+    out
 }
 
 fn heading(r: &MemReport) -> String {

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::layers::{Attention, Block, Channel, Mixer, Window};
 use crate::ir::DType;
 
 /// How the families build their blocks.
@@ -213,8 +214,8 @@ pub struct Arch {
     pub rotary_dim: u64,
     /// Separate rotary tables for sliding and global layers (Gemma 3).
     pub rotary_tables: u64,
-    /// Per layer: the sliding window, or `None` for full attention.
-    pub sliding: Vec<Option<u64>>,
+    /// Per block: its token mixer and channel mixer ([`super::layers`]).
+    pub blocks: Vec<Block>,
     pub attn_softcap: Option<f64>,
     pub final_softcap: Option<f64>,
     pub moe: Option<Moe>,
@@ -281,6 +282,30 @@ impl Arch {
             Some((img, patch, _, _)) => (img / patch.max(1)).pow(2) + 1,
             None => seq,
         }
+    }
+    /// Block `layer`'s attention window (`None`: full attention, or not attention).
+    pub fn window(&self, layer: usize) -> Option<u64> {
+        self.blocks
+            .get(layer)
+            .and_then(|b| b.mixer.attention())
+            .and_then(|a| a.window.tokens())
+    }
+    /// The family's attention for block `layer` (its heads, widths, window and positions).
+    pub fn attention(&self, window: Option<u64>) -> Attention {
+        Attention {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            v_head_dim: self.head_dim,
+            window: window.map_or(Window::Full, Window::Sliding),
+            rope: self.rotary_dim > 0,
+            sinks: false,
+            output_gate: false,
+        }
+    }
+    /// Whether any block routes to experts.
+    pub fn has_moe(&self) -> bool {
+        self.moe.is_some() && self.blocks.iter().any(|b| b.channel == Channel::Moe)
     }
 }
 
@@ -479,10 +504,32 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Some(t) => t.to_string(),
         None => return Err(ConfigError("field 'model_type' is missing".into())),
     };
-    let mt = model_type.as_str();
-    if !KNOWN.contains(&mt) {
+    if let Some(build) = super::families::find(&model_type) {
+        return build(config, c, &model_type).map(Some);
+    }
+    if !KNOWN.contains(&model_type.as_str()) {
         return Ok(None);
     }
+    decoder(config, c, &model_type).map(Some)
+}
+
+/// Every `model_type` nnlint models: the families built here and those in
+/// [`super::families::FAMILIES`].
+pub fn known() -> impl Iterator<Item = &'static str> {
+    KNOWN
+        .iter()
+        .copied()
+        .chain(super::families::FAMILIES.iter().map(|(t, _)| *t))
+}
+
+/// The architecture of the families built here (Llama-style decoders, GPT-2, GPT-NeoX, BERT,
+/// ViT), and the starting point of the family files: a `model_type` not named below gets the
+/// Llama decoder (RMSNorm, SwiGLU, rotary, `layer_types` and `sliding_window` as given).
+/// `outer` is the whole config.json, `c` the language model's part of it.
+pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigError> {
+    let config = outer;
+    let model_type = model_type.to_string();
+    let mt = model_type.as_str();
     let family = match mt {
         "gpt2" => Family::Gpt2,
         "gpt_neox" => Family::GptNeox,
@@ -706,7 +753,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         .iter()
         .filter_map(|k| Some((k.to_string(), prob(k)?)))
         .collect();
-    Ok(Some(Arch {
+    let mut a = Arch {
         dropout,
         drop,
         head,
@@ -745,7 +792,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         } else {
             1
         },
-        sliding,
+        blocks: Vec::new(),
         attn_softcap: if mt == "gemma2" {
             float(c, "attn_logit_softcapping")
         } else {
@@ -762,7 +809,21 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         dtype: dtype_of(config).or_else(|| dtype_of(c)),
         image,
         model_type,
-    }))
+    };
+    a.blocks = sliding
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Block {
+            mixer: Mixer::Attention(a.attention(*w)),
+            channel: match &a.moe {
+                Some(m) if m.at(i) => Channel::Moe,
+                _ => Channel::Mlp {
+                    intermediate: a.intermediate,
+                },
+            },
+        })
+        .collect();
+    Ok(a)
 }
 
 /// Which layers use a sliding window, from `layer_types` where given, else the family's rule.
@@ -903,7 +964,7 @@ mod tests {
             "vocab_size":128256,"torch_dtype":"bfloat16"}"#,
         );
         assert_eq!((a.head_dim, a.kv_dim(), a.rotary_dim), (128, 1024, 128));
-        assert!(!a.tied && a.gated && a.sliding.iter().all(Option::is_none));
+        assert!(!a.tied && a.gated && (0..32).all(|i| a.window(i).is_none()));
         assert_eq!(a.dtype, Some(DType::BF16));
     }
 
@@ -913,7 +974,10 @@ mod tests {
             r#"{"model_type":"gemma2","hidden_size":32,"num_hidden_layers":4,
             "num_attention_heads":4,"head_dim":16,"vocab_size":10,"sliding_window":8}"#,
         );
-        assert_eq!(a.sliding, vec![Some(8), None, Some(8), None]);
+        assert_eq!(
+            (0..4).map(|i| a.window(i)).collect::<Vec<_>>(),
+            vec![Some(8), None, Some(8), None]
+        );
         assert!(a.tied && a.embed_scale);
     }
 

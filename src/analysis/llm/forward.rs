@@ -4,6 +4,7 @@
 //! checkpointing change the ops' inputs, not the formulas.
 
 use super::arch::{Act, Arch, Family, Head, Norm};
+use super::layers::{Attention, Channel, Mixer};
 use super::tape::{SavedBytes, Tape, X};
 use crate::ir::DType;
 use std::collections::BTreeSet;
@@ -109,6 +110,9 @@ pub struct Outcome {
     pub linear_names: Vec<String>,
     /// The saved storages (bytes, dtype), for diagnostics.
     pub list: Vec<(u64, DType)>,
+    /// Token mixers the tape does not model, with how many blocks have each: their saved
+    /// tensors are missing from `saved` (a lower bound).
+    pub unmodelled: Vec<(String, u64)>,
 }
 
 struct Run<'a> {
@@ -124,6 +128,7 @@ struct Run<'a> {
     /// The linear layers' names (the family's and Llama's), and the LoRA targets that matched.
     names: BTreeSet<String>,
     matched: BTreeSet<String>,
+    unmodelled: Vec<(String, u64)>,
 }
 
 /// Runs the forward of `a` under `s` and returns what it saves.
@@ -140,6 +145,7 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         adapters: 0,
         names: BTreeSet::new(),
         matched: BTreeSet::new(),
+        unmodelled: Vec::new(),
     };
     // the fp32 logits the loss starts backward from (0 without a head)
     let logits_rows = match a.family {
@@ -162,6 +168,7 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         },
         linear_names: r.names.iter().cloned().collect(),
         list: r.t.saved_list(),
+        unmodelled: r.unmodelled,
     }
 }
 
@@ -307,7 +314,7 @@ impl Run<'_> {
         let a = self.a;
         let (b, n) = (self.s.batch, self.n);
         let q_numel = self.tokens.saturating_mul(a.q_dim());
-        let masked = self.s.padded || a.sliding.get(layer).copied().flatten().is_some();
+        let masked = self.s.padded || a.window(layer).is_some();
         match self.s.attn {
             // with dropout, CPU SDPA runs PyTorch's math path
             Attn::Sdpa if a.drop.attn > 0.0 => {
@@ -425,8 +432,14 @@ impl Run<'_> {
             let cs = match tables.len() {
                 0 => None,
                 1 => Some(tables[0]),
-                _ => Some(tables[usize::from(a.sliding[layer].is_none())]),
+                _ => Some(tables[usize::from(a.window(layer).is_none())]),
             };
+            // a NoPE layer applies no rotary embedding
+            let cs = cs.filter(|_| {
+                a.blocks
+                    .get(layer)
+                    .is_none_or(|b| b.mixer.attention().is_none_or(|at| at.rope))
+            });
             x = self.block(x, |r, x| match a.family {
                 Family::Gpt2 => r.gpt2_block(x, layer),
                 Family::GptNeox => r.neox_block(x, layer, cs),
@@ -473,46 +486,77 @@ impl Run<'_> {
 
     fn decoder_block(&mut self, x: X, layer: usize, cs: Option<(X, X)>) -> X {
         let a = self.a;
-        let (h, tok) = (a.hidden, self.tokens);
+        let h = a.hidden;
+        let Some(block) = a.blocks.get(layer) else {
+            return x;
+        };
         let xn = self.norm(x, h);
-        let (q, k, v) = if a.fused_qkv {
-            let qkv_out = a.q_dim() + 2 * a.kv_dim();
-            let qkv = self.linear(xn, "qkv_proj", Role::Qkv, h, qkv_out);
-            (
-                self.t.view(qkv, tok.saturating_mul(a.q_dim())),
-                self.t.view(qkv, tok.saturating_mul(a.kv_dim())),
-                self.t.view(qkv, tok.saturating_mul(a.kv_dim())),
-            )
-        } else {
-            (
-                self.linear(xn, "q_proj", Role::Q, h, a.q_dim()),
-                self.linear(xn, "k_proj", Role::K, h, a.kv_dim()),
-                self.linear(xn, "v_proj", Role::V, h, a.kv_dim()),
-            )
+        let mut o = match &block.mixer {
+            Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
+            other => self.unmodelled(xn, other),
         };
-        let q = self.head_norm(q);
-        let k = self.head_norm(k);
-        let (q, k) = match cs {
-            Some(cs) => (self.rope(q, a.heads, cs), self.rope(k, a.kv_heads, cs)),
-            None => (q, k),
-        };
-        let o = self.attention(q, k, v, layer, a.o_proj_copy);
-        let mut o = self.linear(o, "o_proj", Role::O, a.q_dim(), h);
         if a.sandwich_norms {
             o = self.norm(o, h);
         }
         let o = self.t.dropout(o, a.drop.hidden);
         let x = self.t.plain(&[x, o], x.numel);
-        let xn = self.norm(x, h);
-        let mut m = match &a.moe {
-            Some(moe) if moe.at(layer) => self.moe(xn),
-            _ => self.mlp(xn, a.intermediate),
+        let mut m = match &block.channel {
+            Channel::None => return x,
+            Channel::Moe => {
+                let xn = self.norm(x, h);
+                self.moe(xn)
+            }
+            Channel::Mlp { intermediate } => {
+                let xn = self.norm(x, h);
+                self.mlp(xn, *intermediate)
+            }
         };
         if a.sandwich_norms {
             m = self.norm(m, h);
         }
         let m = self.t.dropout(m, a.drop.hidden);
         self.t.plain(&[x, m], x.numel)
+    }
+
+    /// A token mixer the tape does not model: its output, with nothing saved, and a record that
+    /// the count misses it.
+    fn unmodelled(&mut self, xn: X, m: &Mixer) -> X {
+        let what = m.describe();
+        match self.unmodelled.iter_mut().find(|(w, _)| *w == what) {
+            Some((_, n)) => *n += 1,
+            None => self.unmodelled.push((what, 1)),
+        }
+        self.t.plain(&[xn], xn.numel)
+    }
+
+    /// Llama-style attention: q, k, v projections (or one fused), per-head norms, rotary
+    /// positions, the kernel, the output projection.
+    fn softmax_attention(&mut self, xn: X, at: &Attention, layer: usize, cs: Option<(X, X)>) -> X {
+        let a = self.a;
+        let (h, tok) = (a.hidden, self.tokens);
+        let (q_dim, kv_dim) = (at.q_dim(), at.kv_dim());
+        let (q, k, v) = if a.fused_qkv {
+            let qkv = self.linear(xn, "qkv_proj", Role::Qkv, h, q_dim + 2 * kv_dim);
+            (
+                self.t.view(qkv, tok.saturating_mul(q_dim)),
+                self.t.view(qkv, tok.saturating_mul(kv_dim)),
+                self.t.view(qkv, tok.saturating_mul(kv_dim)),
+            )
+        } else {
+            (
+                self.linear(xn, "q_proj", Role::Q, h, q_dim),
+                self.linear(xn, "k_proj", Role::K, h, kv_dim),
+                self.linear(xn, "v_proj", Role::V, h, kv_dim),
+            )
+        };
+        let q = self.head_norm(q);
+        let k = self.head_norm(k);
+        let (q, k) = match cs {
+            Some(cs) => (self.rope(q, at.heads, cs), self.rope(k, at.kv_heads, cs)),
+            None => (q, k),
+        };
+        let o = self.attention(q, k, v, layer, a.o_proj_copy);
+        self.linear(o, "o_proj", Role::O, q_dim, h)
     }
 
     /// The gated MLP: down(act(gate(x)) * up(x)).
