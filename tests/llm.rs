@@ -39,6 +39,10 @@ const FAMILIES: &[&str] = &[
     "vit_dropout",
     "phi3_dropout",
     "gemma2_dropout",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "mistral3",
+    "llava",
 ];
 
 fn load(family: &str) -> (Value, Value) {
@@ -217,7 +221,15 @@ fn parameters_and_kv_cache_equal_pytorch() {
                 p["seq_length"].as_u64().unwrap(),
             );
             let (bs, ss) = (b.to_string(), s.to_string());
-            let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", "fp32"]);
+            // the newer fixtures also measure the bf16 model (whose SSM states stay fp32)
+            let kv_dtype = match p["model_dtype"].as_str() {
+                Some("bfloat16") => "bf16",
+                _ => "fp32",
+            };
+            let j = mem_json(
+                &dir,
+                &["--batch", &bs, "--seq", &ss, "--kv-dtype", kv_dtype],
+            );
             assert_eq!(j["totals"]["params"].as_u64(), Some(want_params), "{fam}");
             assert_eq!(j["totals"]["param_bytes"].as_u64(), Some(bytes), "{fam}");
             let field = if p["phase"] == "prefill" {

@@ -214,6 +214,9 @@ pub struct Arch {
     pub rotary_dim: u64,
     /// Separate rotary tables for sliding and global layers (Gemma 3).
     pub rotary_tables: u64,
+    /// The rotary tables have a row per sequence (M-RoPE's [3, B, S] positions: Qwen2-VL,
+    /// Qwen2.5-VL, Qwen3-VL), not one shared by the batch.
+    pub rotary_per_sequence: bool,
     /// Per block: its token mixer and channel mixer ([`super::layers`]).
     pub blocks: Vec<Block>,
     pub attn_softcap: Option<f64>,
@@ -492,7 +495,7 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
     // multimodal wrappers keep the language model in text_config
     let outer_type = config.get("model_type").and_then(Value::as_str);
     let c = match config.get("text_config") {
-        Some(t) if t.is_object() && outer_type == Some("gemma3") => t,
+        Some(t) if t.is_object() => t,
         _ => config,
     };
     let model_type = match c
@@ -792,6 +795,7 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
         } else {
             1
         },
+        rotary_per_sequence: false,
         blocks: Vec::new(),
         attn_softcap: if mt == "gemma2" {
             float(c, "attn_logit_softcapping")

@@ -384,7 +384,10 @@ impl Run<'_> {
         } else {
             self.w
         };
-        let numel = self.n.saturating_mul(a.rotary_dim);
+        let mut numel = self.n.saturating_mul(a.rotary_dim);
+        if a.rotary_per_sequence {
+            numel = numel.saturating_mul(self.s.batch);
+        }
         (0..a.rotary_tables)
             .map(|_| {
                 (

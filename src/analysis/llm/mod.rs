@@ -164,14 +164,45 @@ fn stored_kind(name: &str, dtype: DType, numel: u64, bits: u64, method: Option<&
     if last == "weight" && dtype == DType::U8 && matches!(method, Some("bitsandbytes")) {
         return Stored::Param(numel.saturating_mul(2)); // two 4-bit values per byte
     }
+    // MXFP4 (gpt-oss): blocks of 32 FP4 values in 16 bytes, one E8M0 scale byte per block
+    if dtype == DType::U8 && matches!(method, Some("mxfp4")) {
+        if last.ends_with("_blocks") {
+            return Stored::Param(numel.saturating_mul(2));
+        }
+        if last.ends_with("_scales") {
+            return Stored::QuantState;
+        }
+    }
     if !dtype.is_float() && !matches!(dtype, DType::I8 | DType::U8) {
         return Stored::Buffer;
     }
     Stored::Param(numel)
 }
 
-/// The row a tensor belongs to: its transformer block (`model.layers.3`), else its module.
+/// Modules of a multimodal wrapper outside its language model, each one row of the table: the
+/// vision encoder (Qwen-VL's `visual` holds its merger too) and the projector into the text width.
+const VISION_MODULES: &[(&str, &str)] = &[
+    ("visual", "Vision"),
+    ("vision_tower", "Vision"),
+    ("vision_model", "Vision"),
+    ("multi_modal_projector", "Projector"),
+];
+
+/// The vision-side row a tensor belongs to, with its op label.
+fn vision_row(name: &str) -> Option<(String, &'static str)> {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.iter().enumerate().find_map(|(i, p)| {
+        let (_, op) = VISION_MODULES.iter().find(|(m, _)| m == p)?;
+        Some((parts[..=i].join("."), *op))
+    })
+}
+
+/// The row a tensor belongs to: a multimodal wrapper's vision tower or projector, its transformer
+/// block (`model.layers.3`), else its module.
 fn row_of(name: &str) -> String {
+    if let Some((row, _)) = vision_row(name) {
+        return row;
+    }
     let parts: Vec<&str> = name.split('.').collect();
     for (i, p) in parts.iter().enumerate() {
         if matches!(*p, "layers" | "h" | "layer" | "blk" | "block")
@@ -242,7 +273,9 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
     for name in names {
         let mut matrix = 0u64;
         let ts = &rows[&name];
-        let op = if block_index(&name).is_some() {
+        let op = if let Some((_, op)) = vision_row(&name) {
+            op.into()
+        } else if block_index(&name).is_some() {
             "Block".into()
         } else if ["embed", "embd", "wte", "wpe"]
             .iter()
@@ -307,10 +340,7 @@ pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<KvCache> {
     }
     // transformers' torch scans compute the recurrent and SSM states in fp32 and the cache
     // keeps that dtype whatever the weights' (measured: testdata/llm/mamba2, bf16 point)
-    let e = layers::CacheDtypes {
-        kv: elem,
-        state: 4,
-    };
+    let e = layers::CacheDtypes { kv: elem, state: 4 };
     for (i, b) in a.blocks.iter().enumerate() {
         let l = b.mixer.cache(i as u64, batch, seq, e)?;
         kv.prefill = kv.prefill.checked_add(l.bytes)?;
@@ -1320,7 +1350,15 @@ fn finish(
         .and_then(|x| x.checked_mul(elem));
     let known = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok()).map(Dim::known);
     let lm = a.head.is_lm();
+    let mut vision = Vec::new();
     for l in layers.iter_mut() {
+        if vision_row(&l.name).is_some() {
+            // a multimodal wrapper's vision side does not run on text: known zeros
+            l.activation_bytes = known(Some(0));
+            l.macs = known(Some(0));
+            vision.push(l.name.clone());
+            continue;
+        }
         let head = l.params == a.vocab * a.hidden && l.op == "Linear" && a.vocab > 0 && lm;
         let (act, macs) = if block_index(&l.name).is_some() {
             (hidden_bytes, tokens.checked_mul(per_block_macs))
@@ -1350,11 +1388,20 @@ fn finish(
     }
     // graph order: embeddings, blocks, the final norm, the head
     layers.sort_by_key(|l| match l.op.as_str() {
-        "Embedding" => 0,
-        "Block" => 1,
-        "LmHead" => 3,
-        _ => 2,
+        "Vision" => 0,
+        "Projector" => 1,
+        "Embedding" => 2,
+        "Block" => 3,
+        "LmHead" => 5,
+        _ => 4,
     });
+    if !vision.is_empty() {
+        notes.push(format!(
+            "the vision side of {} ({}) has rows of its own with exact parameters; the estimates are for text input: images, their tokens and their encoder's activations are not counted (nnlint does not model image inputs yet)",
+            a.class.as_deref().unwrap_or("this multimodal model"),
+            vision.join(", ")
+        ));
+    }
     let mut totals = totals;
     let sum = |f: &dyn Fn(&Layer) -> Option<u64>| {
         layers

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::arch::{Arch, ConfigError};
 
+mod qwen_vl;
 mod smollm3;
 
 /// Builds a family's architecture from its config (`c`: the language model's config, which a
@@ -14,7 +15,12 @@ mod smollm3;
 pub type Build = fn(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigError>;
 
 /// The families, by `model_type`.
-pub const FAMILIES: &[(&str, Build)] = &[("smollm3", smollm3::build)];
+pub const FAMILIES: &[(&str, Build)] = &[
+    ("smollm3", smollm3::build),
+    ("qwen2_vl_text", qwen_vl::build),
+    ("qwen2_5_vl_text", qwen_vl::build),
+    ("qwen3_vl_text", qwen_vl::build),
+];
 
 /// The family that builds `model_type`.
 pub fn find(model_type: &str) -> Option<Build> {
