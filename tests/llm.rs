@@ -541,6 +541,13 @@ fn broken_checkpoints_get_one_line_naming_the_file() {
     .unwrap();
     std::fs::write(d.join("config.json"), r#"{"model_type":"llama","hidden_size":32,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":3,"vocab_size":128}"#).unwrap();
     check("bad field", "num_key_value_heads");
+    // heads that divide but contradict the stored projections (k_proj holds 2 heads of 8)
+    std::fs::write(d.join("config.json"), r#"{"model_type":"llama","hidden_size":32,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"vocab_size":128}"#).unwrap();
+    check(
+        "heads against weights",
+        "num_key_value_heads 4 x head_dim 8 = 32",
+    );
+    check("names the tensor", "self_attn.k_proj.weight has 16 rows");
     // a GGUF header that lies about its tensor count
     let g = d.join("m.gguf");
     let mut b = b"GGUF".to_vec();

@@ -823,6 +823,73 @@ fn linear_params(a: &Arch, layers: &[Layer], matrices: &[u64]) -> (u64, u64) {
     (block, active.saturating_add(untied_head(a)))
 }
 
+/// The first attention projection whose stored rows contradict the heads config.json gives its
+/// block (`q_proj` rows = heads × head_dim, doubled with an output gate; `k_proj`, `v_proj` rows =
+/// KV heads × head_dim): every estimate from the heads would be wrong, so it is an error.
+fn projection_mismatch<'a>(
+    a: &Arch,
+    tensors: impl Iterator<Item = (&'a str, &'a [u64])>,
+) -> Option<String> {
+    for (name, shape) in tensors {
+        let Some(stem) = name.strip_suffix(".weight") else {
+            continue;
+        };
+        let Some((module, proj)) = stem.rsplit_once('.') else {
+            continue;
+        };
+        if !module.ends_with("self_attn") || shape.len() != 2 {
+            continue;
+        }
+        let Some(layer) = block_index(&row_of(name)) else {
+            continue;
+        };
+        let Some(at) = a
+            .blocks
+            .get(layer as usize)
+            .and_then(|b| b.mixer.attention())
+        else {
+            continue;
+        };
+        let (want, fields) = match proj {
+            "q_proj" => (
+                at.q_dim() * if at.output_gate { 2 } else { 1 },
+                format!(
+                    "num_attention_heads {} x head_dim {}{}",
+                    at.heads,
+                    at.head_dim,
+                    if at.output_gate {
+                        " x 2 (output gate)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            "k_proj" => (
+                at.kv_dim(),
+                format!(
+                    "num_key_value_heads {} x head_dim {}",
+                    at.kv_heads, at.head_dim
+                ),
+            ),
+            "v_proj" => (
+                at.kv_heads * at.v_head_dim,
+                format!(
+                    "num_key_value_heads {} x head_dim {}",
+                    at.kv_heads, at.v_head_dim
+                ),
+            ),
+            _ => continue,
+        };
+        if shape[0] != want {
+            return Some(format!(
+                "{fields} = {want} output features, but {name} has {} rows: the head fields contradict the weights",
+                shape[0]
+            ));
+        }
+    }
+    None
+}
+
 /// Compares the headers with the config: the embedding's shape and the block count.
 fn consistency(a: &Arch, layers: &[Layer], file: &str, format: Format) -> Vec<String> {
     let mut w = Vec::new();
@@ -854,6 +921,15 @@ pub fn analyze_checkpoint(
         arch::from_config(&ck.config).map_err(|e| Error::malformed(&ck.config_path, e.0))?;
     if let Some(a) = arch.as_mut() {
         Head::refine(a, ck.weights.tensors.iter().map(|t| t.name.as_str()));
+        let shapes = ck
+            .weights
+            .tensors
+            .iter()
+            .filter(|t| t.dtype.is_float())
+            .map(|t| (t.name.as_str(), t.shape.as_slice()));
+        if let Some(why) = projection_mismatch(a, shapes) {
+            return Err(Error::malformed(&ck.config_path, why));
+        }
     }
     let (method, bits) = quant_method(&ck.config);
     let tensors: Vec<T> = ck
