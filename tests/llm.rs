@@ -1203,3 +1203,176 @@ fn a_config_without_model_type_is_read_from_architectures_and_a_typo_gets_a_hint
         "{err}"
     );
 }
+
+/// The state-space and hybrid families: their training tape does not model the scans yet
+/// (a lower bound, said so), but the parameters and every cache point are exact.
+const HYBRID: &[&str] = &[
+    "mamba2",
+    "lfm2",
+    "granitemoehybrid",
+    "nemotron_h",
+    "qwen3_next",
+    "falcon_h1",
+];
+
+#[test]
+fn hybrid_families_parameters_and_cache_per_layer_equal_pytorch() {
+    for fam in HYBRID {
+        let (_, expected) = load(fam);
+        let dir = testdata(fam);
+        let want_params = expected["params"]["count"].as_u64().unwrap();
+        let bytes = expected["params"]["bytes_stored_dtype"].as_u64().unwrap();
+        let points = expected["kv_cache"]["points"].as_array().unwrap();
+        assert!(points.len() >= 6, "{fam}");
+        for p in points {
+            let (b, s) = (p["batch"].as_u64().unwrap(), p["seq"].as_u64().unwrap());
+            // the bf16 point: K/V and conv states follow the weights, SSM states stay fp32
+            let kv = match p["model_dtype"].as_str().unwrap() {
+                "float32" => "fp32",
+                "bfloat16" => "bf16",
+                d => panic!("{d}"),
+            };
+            let (bs, ss) = (b.to_string(), s.to_string());
+            let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", kv]);
+            assert_eq!(j["totals"]["params"].as_u64(), Some(want_params), "{fam}");
+            assert_eq!(j["totals"]["param_bytes"].as_u64(), Some(bytes), "{fam}");
+            let prefill = p["phase"] == "prefill";
+            let field = if prefill {
+                "kv_cache_bytes"
+            } else {
+                "kv_cache_decode_bytes"
+            };
+            let what = format!("{fam} {} B={b} S={s} {kv}", p["phase"]);
+            assert_eq!(
+                j["inference"][field].as_u64(),
+                p["storage_bytes"].as_u64(),
+                "{what}"
+            );
+            // layer by layer: nnlint lists the layers that hold something (not DummyLayer)
+            let want: Vec<(u64, u64)> = p["layers_detail"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|l| l["class"] != "DummyLayer")
+                .map(|l| {
+                    (
+                        l["index"].as_u64().unwrap(),
+                        l["storage_bytes"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            let got: Vec<(u64, u64)> = j["inference"]["cache_layers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    let by = if prefill { "bytes" } else { "decode_bytes" };
+                    (l["layer"].as_u64().unwrap(), l[by].as_u64().unwrap())
+                })
+                .collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+}
+
+#[test]
+fn hybrid_families_say_their_training_estimate_is_a_lower_bound() {
+    for fam in HYBRID {
+        let j = mem_json(&testdata(fam), &["--train"]);
+        let t = &j["training"];
+        assert_eq!(t["lower_bound"], true, "{fam}");
+        assert!(
+            t["unknown"].to_string().contains("not modelled yet"),
+            "{fam}: {}",
+            t["unknown"]
+        );
+    }
+    // what nnlint does count stays below the measurement
+    for (fam, scen) in [("mamba2", "eager_fp32"), ("qwen3_next", "sdpa_fp32")] {
+        let (config, expected) = load(fam);
+        let a = arch::from_config(&config).unwrap().unwrap();
+        let s = &expected["training"]["scenarios"][scen];
+        let run = &s["runs"][0];
+        let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
+        let got = forward::training_forward(&a, &step(&s["config"], b, q));
+        assert!(!got.unmodelled.is_empty(), "{fam}");
+        assert!(
+            got.saved.activation < run["saved"]["activation_bytes"].as_u64().unwrap(),
+            "{fam}"
+        );
+    }
+}
+
+#[test]
+fn peft_refuses_all_linear_on_mamba_based_models_and_so_does_nnlint() {
+    for fam in ["mamba2", "falcon_h1", "nemotron_h"] {
+        let (_, expected) = load(fam);
+        let scen = expected["training"]["scenarios"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(n, _)| {
+                n.ends_with("lora_all_linear") && n.starts_with("eager") == (fam == "mamba2")
+            })
+            .unwrap()
+            .1;
+        let recorded = scen["runs"][0]["error"].as_str().unwrap();
+        assert!(
+            recorded.contains("incompatible with Mamba-based models"),
+            "{recorded}"
+        );
+        let p = testdata(fam);
+        let (code, _, err) = nnlint(&[
+            "mem",
+            p.to_str().unwrap(),
+            "--lora",
+            "8",
+            "--lora-targets",
+            "all-linear",
+        ]);
+        assert_eq!(code, 2, "{fam}: {err}");
+        assert!(
+            err.contains("peft refuses") && err.contains("out_proj"),
+            "{err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    // granitemoehybrid is not on peft's list: all-linear trains
+    let j = mem_json(
+        &testdata("granitemoehybrid"),
+        &["--lora", "8", "--lora-targets", "all-linear"],
+    );
+    assert!(j["training"]["trainable_params"].as_u64().unwrap() > 0);
+    // and in_proj is a name LoRA can take on mamba2 (the fixtures' "qv" scenario)
+    let j = mem_json(
+        &testdata("mamba2"),
+        &["--lora", "8", "--lora-targets", "in_proj"],
+    );
+    assert!(j["training"]["trainable_params"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn hybrid_families_lora_trainable_parameters_equal_peft() {
+    for (fam, scen, targets) in [
+        ("mamba2", "eager_fp32_lora_qv", "in_proj"),
+        ("lfm2", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        ("lfm2", "sdpa_fp32_lora_all_linear", "all-linear"),
+        ("granitemoehybrid", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        // granitemoehybrid all-linear: nnlint 8,752 vs peft 8,224: the tape's MoE adds Qwen's
+        // shared_expert_gate (2 x 264), which Granite's shared MLP does not have
+        ("nemotron_h", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        ("qwen3_next", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        ("falcon_h1", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+    ] {
+        let (_, expected) = load(fam);
+        let want = expected["training"]["scenarios"][scen]["runs"][0]["trainable_params"]
+            .as_u64()
+            .unwrap();
+        let j = mem_json(&testdata(fam), &["--lora", "8", "--lora-targets", targets]);
+        assert_eq!(
+            j["training"]["trainable_params"].as_u64(),
+            Some(want),
+            "{fam} {scen}"
+        );
+    }
+}

@@ -407,7 +407,9 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
         let w = match g.kind {
             CacheKind::Sliding => "sliding windows",
             CacheKind::Chunked => "chunked windows",
-            CacheKind::LinearAttention | CacheKind::Ssm | CacheKind::Conv => "recurrent states",
+            CacheKind::LinearAttention | CacheKind::Ssm | CacheKind::Conv | CacheKind::Hybrid => {
+                "recurrent states"
+            }
             CacheKind::Attention | CacheKind::Latent => continue,
         };
         if !fixed_of.contains(&w) {
@@ -443,7 +445,11 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
         for g in &i.cache {
             let grows = matches!(
                 g.kind,
-                CacheKind::Attention | CacheKind::Latent | CacheKind::Sliding | CacheKind::Chunked
+                CacheKind::Attention
+                    | CacheKind::Latent
+                    | CacheKind::Sliding
+                    | CacheKind::Chunked
+                    | CacheKind::Hybrid
             );
             let per = if grows {
                 format!(

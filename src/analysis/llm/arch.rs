@@ -458,7 +458,7 @@ pub fn model_type_of_class(config: &Value) -> Option<&'static str> {
 
 /// Qwen-MoE's blocks: block `i` routes to experts unless it is in `mlp_only_layers` or `i + 1`
 /// is not a multiple of `decoder_sparse_step` (transformers' `Qwen2MoeDecoderLayer`).
-fn qwen_sparse_layers(c: &Value, layers: u64) -> Result<Vec<bool>, ConfigError> {
+pub(crate) fn qwen_sparse_layers(c: &Value, layers: u64) -> Result<Vec<bool>, ConfigError> {
     let step = uint(c, &["decoder_sparse_step"])?.unwrap_or(1);
     if step == 0 {
         return Err(ConfigError("field 'decoder_sparse_step' is 0".into()));

@@ -9,6 +9,8 @@ use super::tape::{SavedBytes, Tape, X};
 use crate::ir::DType;
 use std::collections::BTreeSet;
 
+mod recurrent;
+
 crate::named_enum! {
     /// Attention kernels, as `attn_implementation` names them.
     pub enum Attn {
@@ -493,16 +495,21 @@ impl Run<'_> {
         let Some(block) = a.blocks.get(layer) else {
             return x;
         };
-        let xn = self.norm(x, h);
-        let mut o = match &block.mixer {
-            Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
-            other => self.unmodelled(xn, other),
+        // a block without a token mixer is its channel mixer alone (Nemotron-H's MLP blocks)
+        let x = if block.mixer.caches() {
+            let xn = self.norm(x, h);
+            let mut o = match &block.mixer {
+                Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
+                other => self.recurrent_mixer(xn, other, layer, cs),
+            };
+            if a.sandwich_norms {
+                o = self.norm(o, h);
+            }
+            let o = self.t.dropout(o, a.drop.hidden);
+            self.t.plain(&[x, o], x.numel)
+        } else {
+            x
         };
-        if a.sandwich_norms {
-            o = self.norm(o, h);
-        }
-        let o = self.t.dropout(o, a.drop.hidden);
-        let x = self.t.plain(&[x, o], x.numel);
         let mut m = match &block.channel {
             Channel::None => return x,
             Channel::Moe => {
@@ -546,8 +553,15 @@ impl Run<'_> {
                 self.t.view(qkv, tok.saturating_mul(kv_dim)),
             )
         } else {
+            // a gated attention's q projection is twice as wide: query and output gate
+            let q = if at.output_gate {
+                let qg = self.linear(xn, "q_proj", Role::Q, h, 2 * q_dim);
+                self.t.view(qg, tok.saturating_mul(q_dim))
+            } else {
+                self.linear(xn, "q_proj", Role::Q, h, q_dim)
+            };
             (
-                self.linear(xn, "q_proj", Role::Q, h, q_dim),
+                q,
                 self.linear(xn, "k_proj", Role::K, h, kv_dim),
                 self.linear(xn, "v_proj", Role::V, h, kv_dim),
             )

@@ -28,6 +28,12 @@ pub enum Mixer {
     Mamba2(Mamba2),
     /// A gated short convolution (LFM2).
     ShortConv(ShortConv),
+    /// Mixers run side by side on the same normed input, their outputs summed (Falcon-H1's
+    /// Mamba-2 and attention in every layer); one cache layer holds all their states.
+    Parallel { parts: Vec<Mixer> },
+    /// No token mixer: the block is its channel mixer alone (Nemotron-H's MLP and MoE blocks);
+    /// it caches nothing.
+    None,
 }
 
 /// Softmax attention.
@@ -112,6 +118,9 @@ pub struct DeltaNet {
 /// Mamba-2.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Mamba2 {
+    /// The inner width x and z have (`heads × head_dim` in every released config; Falcon-H1's
+    /// `mamba_d_ssm`).
+    pub inner: u64,
     pub heads: u64,
     pub head_dim: u64,
     pub state_size: u64,
@@ -120,13 +129,9 @@ pub struct Mamba2 {
 }
 
 impl Mamba2 {
-    /// The inner width (`heads × head_dim`).
-    pub fn inner(&self) -> u64 {
-        self.heads * self.head_dim
-    }
     /// Channels the causal convolution runs over: x, B and C.
     pub fn conv_dim(&self) -> u64 {
-        self.inner() + 2 * self.groups * self.state_size
+        self.inner + 2 * self.groups * self.state_size
     }
 }
 
@@ -167,6 +172,8 @@ crate::named_enum! {
         Ssm = "ssm",
         /// A short convolution's state: fixed per sequence.
         Conv = "conv",
+        /// Keys and values and a Mamba-2 state in one layer (Falcon-H1).
+        Hybrid = "hybrid",
     }
 }
 
@@ -273,6 +280,18 @@ impl Mixer {
                 c.bytes = c.fixed_bytes;
                 c.decode_bytes = c.fixed_bytes;
             }
+            Mixer::Parallel { parts } => {
+                c.kind = CacheKind::Hybrid;
+                for p in parts {
+                    let l = p.cache(layer, batch, seq, e)?;
+                    c.bytes = c.bytes.checked_add(l.bytes)?;
+                    c.decode_bytes = c.decode_bytes.checked_add(l.decode_bytes)?;
+                    c.bytes_per_token = c.bytes_per_token.checked_add(l.bytes_per_token)?;
+                    c.fixed_bytes = c.fixed_bytes.checked_add(l.fixed_bytes)?;
+                }
+            }
+            // transformers' DummyLayer: nothing (the caller leaves such blocks out)
+            Mixer::None => {}
         }
         Some(c)
     }
@@ -281,8 +300,14 @@ impl Mixer {
     pub fn attention(&self) -> Option<&Attention> {
         match self {
             Mixer::Attention(a) => Some(a),
+            Mixer::Parallel { parts } => parts.iter().find_map(Mixer::attention),
             _ => None,
         }
+    }
+
+    /// Whether this block has a cache layer (every mixer but [`Mixer::None`]).
+    pub fn caches(&self) -> bool {
+        !matches!(self, Mixer::None)
     }
 
     /// MACs one decoded token spends in this mixer beyond its weights, at context `seq`:
@@ -298,6 +323,11 @@ impl Mixer {
             Mixer::GatedDeltaNet(d) => 2 * d.value_heads * d.key_head_dim * d.value_head_dim,
             Mixer::Mamba2(m) => 2 * m.heads * m.head_dim * m.state_size,
             Mixer::ShortConv(s) => s.width * s.kernel,
+            Mixer::Parallel { parts } => parts
+                .iter()
+                .map(|p| p.context_macs(seq))
+                .fold(0u64, u64::saturating_add),
+            Mixer::None => 0,
         }
     }
 
@@ -319,6 +349,12 @@ impl Mixer {
             Mixer::GatedDeltaNet(_) => "Gated DeltaNet".into(),
             Mixer::Mamba2(_) => "Mamba-2".into(),
             Mixer::ShortConv(_) => "short convolution".into(),
+            Mixer::Parallel { parts } => parts
+                .iter()
+                .map(Mixer::describe)
+                .collect::<Vec<_>>()
+                .join(" + "),
+            Mixer::None => "no token mixer".into(),
         }
     }
 }
@@ -367,6 +403,7 @@ mod tests {
     #[test]
     fn recurrent_states_do_not_grow_with_the_context() {
         let m = Mixer::Mamba2(Mamba2 {
+            inner: 64,
             heads: 4,
             head_dim: 16,
             state_size: 8,

@@ -155,7 +155,11 @@ fn stored_kind(name: &str, dtype: DType, numel: u64, bits: u64, method: Option<&
     if STATE.contains(&last) || name.contains(".quant_state.") {
         return Stored::QuantState;
     }
-    if matches!(last, "inv_freq" | "position_ids" | "masked_bias") {
+    // DeepSeek-style routers' fp32 correction bias is a persistent buffer, not a parameter
+    if matches!(
+        last,
+        "inv_freq" | "position_ids" | "masked_bias" | "e_score_correction_bias"
+    ) {
         return Stored::Buffer;
     }
     if last == "qweight" {
@@ -342,6 +346,10 @@ pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<KvCache> {
     // keeps that dtype whatever the weights' (measured: testdata/llm/mamba2, bf16 point)
     let e = layers::CacheDtypes { kv: elem, state: 4 };
     for (i, b) in a.blocks.iter().enumerate() {
+        // a block without a token mixer holds nothing (transformers' DummyLayer)
+        if !b.mixer.caches() {
+            continue;
+        }
         let l = b.mixer.cache(i as u64, batch, seq, e)?;
         kv.prefill = kv.prefill.checked_add(l.bytes)?;
         kv.decode = kv.decode.checked_add(l.decode_bytes)?;
@@ -499,6 +507,31 @@ fn nf4_bytes(params: u64) -> u64 {
     params.div_ceil(2) + blocks + blocks.div_ceil(256) * 4
 }
 
+/// Why peft refuses these LoRA targets on this model, if it does: peft 0.21 gives no adapter to
+/// Mamba-based models' `out_proj` and `conv1d` (`_check_lora_target_modules_mamba`), and
+/// all-linear reaches `out_proj`.
+fn peft_refuses(a: &Arch, targets: &Targets) -> Option<String> {
+    const MAMBA: &[&str] = &["falcon_h1", "mamba", "mamba2", "falcon_mamba", "nemotron_h"];
+    if !MAMBA.contains(&a.model_type.as_str()) {
+        return None;
+    }
+    let hit = match targets {
+        Targets::AllLinear => "out_proj".to_string(),
+        Targets::Named(names) => names
+            .iter()
+            .find(|n| matches!(n.as_str(), "out_proj" | "conv1d"))?
+            .clone(),
+    };
+    let asked = match targets {
+        Targets::AllLinear => "all-linear".to_string(),
+        Targets::Named(_) => hit.clone(),
+    };
+    Some(format!(
+        "--lora-targets {asked}: peft refuses LoRA on '{hit}' of Mamba-based models ({}): its out_proj and conv1d are incompatible; name the other linear layers instead (in_proj, and the attention's q_proj, k_proj, v_proj, o_proj where it has them)",
+        a.model_type
+    ))
+}
+
 /// The training step of a checkpoint.
 pub fn training_step(
     a: &Arch,
@@ -514,6 +547,11 @@ pub fn training_step(
             targets: Targets::AllLinear,
         })
     });
+    if let Some(l) = &lora {
+        if let Some(why) = peft_refuses(a, &l.targets) {
+            return Err(Error::Usage(why));
+        }
+    }
     let step = |ckpt: bool| Step {
         batch: o.batch,
         seq: o.seq,

@@ -1,0 +1,153 @@
+//! Qwen3-Next (`qwen3_next`): `layer_types` of Gated DeltaNet (`linear_attention`) and gated
+//! full attention (`full_attention`: a q projection twice as wide whose second half gates the
+//! output, per-head `(1 + w)` q/k norms, partial rotary), 3:1 by default
+//! (`full_attention_interval` 4); every block's channel mixer a Qwen-MoE with a gated shared
+//! expert (dense where `mlp_only_layers` / `decoder_sparse_step` say); zero-centred RMSNorm.
+//! transformers: `models/qwen3_next/{configuration,modeling}_qwen3_next.py`
+//! (`Qwen3NextAttention` l.229, `Qwen3NextGatedDeltaNet` l.583, `Qwen3NextSparseMoeBlock` l.849).
+
+use serde_json::{json, Value};
+
+use super::super::arch::{decoder, qwen_sparse_layers, Arch, ConfigError, Moe, Norm};
+use super::super::layers::{Block, Channel, DeltaNet, Mixer};
+use super::{layer_kinds, num, unknown_kind, with_defaults};
+
+pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigError> {
+    let d = with_defaults(
+        c,
+        &[
+            ("intermediate_size", json!(5632)),
+            ("num_hidden_layers", json!(48)),
+            ("num_attention_heads", json!(16)),
+            ("num_key_value_heads", json!(2)),
+            ("head_dim", json!(256)),
+        ],
+    );
+    let mut a = decoder(outer, &d, model_type)?;
+    let layers = a.layers;
+    let kinds = match layer_kinds(c, &["layer_types"], Some(layers))? {
+        Some(k) => k,
+        None => {
+            let every = num(c, "full_attention_interval", Some(4))?;
+            (0..layers)
+                .map(|i| {
+                    if (i + 1) % every != 0 {
+                        "linear_attention".to_string()
+                    } else {
+                        "full_attention".to_string()
+                    }
+                })
+                .collect()
+        }
+    };
+    let dn = DeltaNet {
+        key_heads: num(c, "linear_num_key_heads", Some(16))?,
+        value_heads: num(c, "linear_num_value_heads", Some(32))?,
+        key_head_dim: num(c, "linear_key_head_dim", Some(128))?,
+        value_head_dim: num(c, "linear_value_head_dim", Some(128))?,
+        conv_kernel: num(c, "linear_conv_kernel_dim", Some(4))?,
+    };
+    for (what, heads, dim) in [
+        ("linear_num_key_heads", dn.key_heads, dn.key_head_dim),
+        ("linear_num_value_heads", dn.value_heads, dn.value_head_dim),
+    ] {
+        if heads.saturating_mul(dim) > super::super::arch::MAX_FIELD {
+            return Err(ConfigError(format!(
+                "{what} {heads} × its head dim {dim} is more than nnlint models"
+            )));
+        }
+    }
+    let experts = num(c, "num_experts", Some(512))?;
+    let top_k = num(c, "num_experts_per_tok", Some(10))?;
+    if top_k > experts {
+        return Err(ConfigError(format!(
+            "num_experts_per_tok {top_k} is more than the {experts} experts"
+        )));
+    }
+    let sparse = qwen_sparse_layers(c, layers)?;
+    a.moe = Some(Moe {
+        experts,
+        top_k,
+        expert_intermediate: num(c, "moe_intermediate_size", Some(512))?,
+        shared_intermediate: num(c, "shared_expert_intermediate_size", Some(512))?,
+        norm_topk: c
+            .get("norm_topk_prob")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        // the router holds a bare parameter, as Qwen2-MoE's
+        router_linear: false,
+        moe_layers: sparse.iter().filter(|&&s| s).count() as u64,
+        sparse: sparse.clone(),
+    });
+    a.norm = Norm::RmsGemma;
+    a.qk_norm = true;
+    let mut attn = a.attention(None);
+    attn.output_gate = true;
+    a.blocks = kinds
+        .iter()
+        .zip(&sparse)
+        .map(|(k, &moe)| {
+            let mixer = match k.as_str() {
+                "linear_attention" => Mixer::GatedDeltaNet(dn.clone()),
+                "full_attention" => Mixer::Attention(attn.clone()),
+                other => {
+                    return Err(unknown_kind(
+                        "layer_types",
+                        other,
+                        &["linear_attention", "full_attention"],
+                    ))
+                }
+            };
+            Ok(Block {
+                mixer,
+                channel: if moe {
+                    Channel::Moe
+                } else {
+                    Channel::Mlp {
+                        intermediate: a.intermediate,
+                    }
+                },
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::arch::from_config;
+    use super::super::super::layers::{CacheDtypes, Channel, Mixer};
+
+    #[test]
+    fn three_deltanet_layers_then_gated_attention_by_default() {
+        let a = from_config(&serde_json::json!({
+            "model_type": "qwen3_next", "hidden_size": 32, "num_hidden_layers": 8,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "vocab_size": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 8, "linear_value_head_dim": 8, "num_experts": 4,
+            "num_experts_per_tok": 2, "mlp_only_layers": [7],
+            "rope_parameters": {"partial_rotary_factor": 0.25}
+        }))
+        .unwrap()
+        .unwrap();
+        let attn: Vec<bool> = a
+            .blocks
+            .iter()
+            .map(|b| b.mixer.attention().is_some())
+            .collect();
+        assert_eq!(attn, [false, false, false, true, false, false, false, true]);
+        assert!(a.blocks[3].mixer.attention().unwrap().output_gate);
+        assert_eq!(a.rotary_dim, 4);
+        assert_eq!(a.blocks[7].channel, Channel::Mlp { intermediate: 5632 });
+        assert_eq!(a.blocks[6].channel, Channel::Moe);
+        // the fixture's DeltaNet layer at (2, 24), fp32: conv [2, 64, 4] + state [2, 4, 8, 8]
+        let Mixer::GatedDeltaNet(_) = &a.blocks[0].mixer else {
+            panic!()
+        };
+        let l = a.blocks[0]
+            .mixer
+            .cache(0, 2, 24, CacheDtypes { kv: 4, state: 4 })
+            .unwrap();
+        assert_eq!(l.bytes, 2048 + 2048);
+    }
+}
