@@ -39,6 +39,12 @@ const FAMILIES: &[&str] = &[
     "vit_dropout",
     "phi3_dropout",
     "gemma2_dropout",
+    "smollm3",
+    "olmo2",
+    "olmo3",
+    "cohere2",
+    "exaone4",
+    "llama4_text",
 ];
 
 fn load(family: &str) -> (Value, Value) {
@@ -217,7 +223,12 @@ fn parameters_and_kv_cache_equal_pytorch() {
                 p["seq_length"].as_u64().unwrap(),
             );
             let (bs, ss) = (b.to_string(), s.to_string());
-            let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", "fp32"]);
+            // the newer fixtures add a point with the model in bf16 (its cache in bf16)
+            let kv_dtype = match p["model_dtype"].as_str() {
+                Some("bfloat16") => "bf16",
+                _ => "fp32",
+            };
+            let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", kv_dtype]);
             assert_eq!(j["totals"]["params"].as_u64(), Some(want_params), "{fam}");
             assert_eq!(j["totals"]["param_bytes"].as_u64(), Some(bytes), "{fam}");
             let field = if p["phase"] == "prefill" {
@@ -264,6 +275,38 @@ fn lora_trainable_parameters_equal_peft() {
             );
         }
     }
+}
+
+#[test]
+fn llama4_all_linear_is_refused_as_peft_fails_on_it() {
+    // peft 0.21 wraps Llama4Router (an nn.Linear returning a tuple) and its forward fails: the
+    // fixture records the error; nnlint refuses rather than print a number peft cannot produce
+    let (_, expected) = load("llama4_text");
+    let scen = &expected["training"]["scenarios"];
+    let err = scen["sdpa_fp32_lora_all_linear"]["runs"][0]["error"]
+        .as_str()
+        .unwrap();
+    assert!(err.contains("'tuple' object has no attribute 'dtype'"), "{err}");
+    let dir = testdata("llama4_text");
+    let (code, _, stderr) = nnlint(&[
+        "mem",
+        dir.to_str().unwrap(),
+        "--lora",
+        "8",
+        "--lora-targets",
+        "all-linear",
+        "--seq",
+        "24",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("Llama4Router"), "{stderr}");
+    // q and v train, as in peft
+    let want = scen["sdpa_fp32_lora_qv"]["runs"][0]["trainable_params"].as_u64();
+    let j = mem_json(
+        &dir,
+        &["--lora", "8", "--lora-targets", "q_proj,v_proj", "--seq", "24"],
+    );
+    assert_eq!(j["training"]["trainable_params"].as_u64(), want);
 }
 
 #[test]
