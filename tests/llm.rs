@@ -43,6 +43,12 @@ const FAMILIES: &[&str] = &[
     "qwen3_vl",
     "mistral3",
     "llava",
+    "smollm3",
+    "olmo2",
+    "olmo3",
+    "cohere2",
+    "exaone4",
+    "llama4_text",
 ];
 
 fn load(family: &str) -> (Value, Value) {
@@ -276,6 +282,48 @@ fn lora_trainable_parameters_equal_peft() {
             );
         }
     }
+}
+
+#[test]
+fn llama4_all_linear_is_refused_as_peft_fails_on_it() {
+    // peft 0.21 wraps Llama4Router (an nn.Linear returning a tuple) and its forward fails: the
+    // fixture records the error; nnlint refuses rather than print a number peft cannot produce
+    let (_, expected) = load("llama4_text");
+    let scen = &expected["training"]["scenarios"];
+    let err = scen["sdpa_fp32_lora_all_linear"]["runs"][0]["error"]
+        .as_str()
+        .unwrap();
+    assert!(
+        err.contains("'tuple' object has no attribute 'dtype'"),
+        "{err}"
+    );
+    let dir = testdata("llama4_text");
+    let (code, _, stderr) = nnlint(&[
+        "mem",
+        dir.to_str().unwrap(),
+        "--lora",
+        "8",
+        "--lora-targets",
+        "all-linear",
+        "--seq",
+        "24",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("Llama4Router"), "{stderr}");
+    // q and v train, as in peft
+    let want = scen["sdpa_fp32_lora_qv"]["runs"][0]["trainable_params"].as_u64();
+    let j = mem_json(
+        &dir,
+        &[
+            "--lora",
+            "8",
+            "--lora-targets",
+            "q_proj,v_proj",
+            "--seq",
+            "24",
+        ],
+    );
+    assert_eq!(j["training"]["trainable_params"].as_u64(), want);
 }
 
 #[test]

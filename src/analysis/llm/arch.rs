@@ -30,6 +30,40 @@ pub enum Norm {
     /// `(1 + w) * x / rms(x)` in fp32 (Gemma).
     RmsGemma,
     LayerNorm,
+    /// `(w * x / rms(x)).to(dtype)`: the weight applied in fp32 before the cast back (OLMo 2/3).
+    RmsWeightFp32,
+    /// Mean-subtracted, weight only, no bias, all in fp32 (Cohere's `CohereLayerNorm`).
+    LayerNormFp32,
+}
+
+/// Where a block's norms sit around its token and channel mixers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormPlace {
+    /// Before each mixer, on the residual stream's copy it reads (Llama): 2 per block.
+    Pre,
+    /// Before and after each mixer (Gemma 2/3): 4 per block.
+    Sandwich,
+    /// After each mixer only, on its output before the residual add (OLMo 2/3, EXAONE 4).
+    Post,
+    /// One norm whose output feeds the attention and the MLP side by side, both added to the
+    /// residual (Cohere 2; GPT-NeoX's parallel residual has its own block).
+    Parallel,
+}
+
+/// The norm on queries and keys before the rotary embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QkNorm {
+    None,
+    /// The family's norm over each head's `head_dim` (Qwen3, Gemma 3, EXAONE 4).
+    Head,
+    /// The family's norm over the whole projection (`heads × head_dim`), before the reshape to
+    /// heads (OLMo 2/3).
+    Projection,
+    /// A weightless L2 norm over each head, after the rotary embedding, on rotary layers only
+    /// (Llama 4's `use_qk_norm`).
+    L2,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -172,6 +206,21 @@ pub struct Moe {
     pub sparse: Vec<bool>,
     /// How many blocks are mixtures of experts.
     pub moe_layers: u64,
+    /// How tokens reach the experts.
+    pub dispatch: Dispatch,
+}
+
+/// How an MoE block sends tokens to its experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dispatch {
+    /// Tokens sorted by expert, grouped matmuls, outputs weighted by the routing weights
+    /// (transformers 5's `grouped_mm`: Mixtral, Qwen-MoE).
+    Sorted,
+    /// Every expert runs every token, its input scaled by the sigmoid of the router's top-k
+    /// logits (0 elsewhere), with batched matmuls over all experts, plus an ungated shared
+    /// expert (Llama 4's `Llama4TextMoe`).
+    AllExperts,
 }
 
 impl Moe {
@@ -204,10 +253,10 @@ pub struct Arch {
     pub fused_qkv: bool,
     /// gate and up in one projection (Phi-3).
     pub fused_gate_up: bool,
-    /// RMSNorm on q and k per head (Qwen3, Gemma 3).
-    pub qk_norm: bool,
-    /// Norms after attention and MLP as well as before (Gemma 2/3): 4 per layer.
-    pub sandwich_norms: bool,
+    /// The norm on q and k (Qwen3 and Gemma 3: per head).
+    pub qk_norm: QkNorm,
+    /// Where the blocks' norms sit (Llama: before each mixer).
+    pub norms: NormPlace,
     /// Embeddings scaled by sqrt(hidden) (Gemma).
     pub embed_scale: bool,
     /// Rotary dimensions per head (0: learned or absolute positions).
@@ -221,6 +270,15 @@ pub struct Arch {
     pub blocks: Vec<Block>,
     pub attn_softcap: Option<f64>,
     pub final_softcap: Option<f64>,
+    /// The logits multiplied by this (Cohere's `logit_scale`).
+    pub logit_scale: Option<f64>,
+    /// Rotary positions as one complex64 table multiplied into q and k viewed as complex
+    /// numbers, in fp32 (Llama 4's `apply_rotary_emb`), rather than cos and sin tables.
+    pub complex_rope: bool,
+    /// Eager attention's softmax in fp32 (most families); Llama 4 keeps the scores' dtype.
+    pub softmax_fp32: bool,
+    /// NoPE layers scale q by a per-position temperature (Llama 4's `attn_temperature_tuning`).
+    pub attn_temperature: bool,
     pub moe: Option<Moe>,
     /// GPT-NeoX's parallel attention and MLP.
     pub parallel_residual: bool,
@@ -330,7 +388,7 @@ pub const MAX_FIELD: u64 = 1 << 24;
 /// The largest context length or sliding window a config may give (2^40 tokens).
 pub const MAX_POSITIONS: u64 = 1 << 40;
 
-fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
+pub(super) fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
     let limit = if names
         .iter()
         .any(|n| n.contains("position") || n.contains("sliding_window"))
@@ -355,7 +413,7 @@ fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
     }
 }
 
-fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
+pub(super) fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
     match uint(c, names)? {
         Some(0) => Err(ConfigError(format!("field '{}' is 0", names[0]))),
         Some(v) => Ok(v),
@@ -363,11 +421,11 @@ fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
     }
 }
 
-fn flag(c: &Value, name: &str, default: bool) -> bool {
+pub(super) fn flag(c: &Value, name: &str, default: bool) -> bool {
     c.get(name).and_then(Value::as_bool).unwrap_or(default)
 }
 
-fn float(c: &Value, name: &str) -> Option<f64> {
+pub(super) fn float(c: &Value, name: &str) -> Option<f64> {
     c.get(name).and_then(Value::as_f64)
 }
 
@@ -599,6 +657,7 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
             router_linear: true,
             sparse: Vec::new(),
             moe_layers: 0,
+            dispatch: Dispatch::Sorted,
         }),
         "qwen2_moe" | "qwen3_moe" => Some(Moe {
             // transformers 5 saves `num_experts` as `num_local_experts` (its attribute map)
@@ -610,6 +669,7 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
             router_linear: false,
             sparse: qwen_sparse_layers(c, layers)?,
             moe_layers: 0,
+            dispatch: Dispatch::Sorted,
         }),
         _ => None,
     };
@@ -786,8 +846,16 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
         },
         fused_qkv: mt == "phi3",
         fused_gate_up: mt == "phi3",
-        qk_norm: matches!(mt, "qwen3" | "qwen3_moe" | "gemma3_text" | "gemma3"),
-        sandwich_norms: matches!(mt, "gemma2" | "gemma3_text" | "gemma3"),
+        qk_norm: if matches!(mt, "qwen3" | "qwen3_moe" | "gemma3_text" | "gemma3") {
+            QkNorm::Head
+        } else {
+            QkNorm::None
+        },
+        norms: if matches!(mt, "gemma2" | "gemma3_text" | "gemma3") {
+            NormPlace::Sandwich
+        } else {
+            NormPlace::Pre
+        },
         embed_scale: gemma,
         rotary_dim,
         rotary_tables: if matches!(mt, "gemma3_text" | "gemma3") {
@@ -807,6 +875,10 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
         } else {
             None
         },
+        logit_scale: None,
+        complex_rope: false,
+        softmax_fp32: true,
+        attn_temperature: false,
         moe,
         parallel_residual: family == Family::GptNeox && flag(c, "use_parallel_residual", true),
         o_proj_copy: mt == "phi3",

@@ -3,7 +3,7 @@
 //! [`super::tape`]: frozen layers under LoRA, autocast, attention implementations and gradient
 //! checkpointing change the ops' inputs, not the formulas.
 
-use super::arch::{Act, Arch, Family, Head, Norm};
+use super::arch::{Act, Arch, Dispatch, Family, Head, Moe, Norm, NormPlace, QkNorm};
 use super::layers::{Attention, Channel, Mixer};
 use super::tape::{SavedBytes, Tape, X};
 use crate::ir::DType;
@@ -115,6 +115,8 @@ pub struct Outcome {
     /// Token mixers the tape does not model, with how many blocks have each: their saved
     /// tensors are missing from `saved` (a lower bound).
     pub unmodelled: Vec<(String, u64)>,
+    /// Why peft cannot train this adapter configuration at all (its forward fails).
+    pub peft_fails: Option<String>,
 }
 
 struct Run<'a> {
@@ -131,6 +133,7 @@ struct Run<'a> {
     names: BTreeSet<String>,
     matched: BTreeSet<String>,
     unmodelled: Vec<(String, u64)>,
+    peft_fails: Option<String>,
 }
 
 /// Runs the forward of `a` under `s` and returns what it saves.
@@ -148,6 +151,7 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         names: BTreeSet::new(),
         matched: BTreeSet::new(),
         unmodelled: Vec::new(),
+        peft_fails: None,
     };
     // the fp32 logits the loss starts backward from (0 without a head)
     let logits_rows = match a.family {
@@ -171,6 +175,7 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         linear_names: r.names.iter().cloned().collect(),
         list: r.t.saved_list(),
         unmodelled: r.unmodelled,
+        peft_fails: r.peft_fails,
     }
 }
 
@@ -238,7 +243,23 @@ impl Run<'_> {
                 let w = self.param(width);
                 self.t.layer_norm(x, w, width)
             }
-            Norm::Rms | Norm::RmsGemma => {
+            Norm::LayerNormFp32 => {
+                // CohereLayerNorm: x - mean twice (for the variance and for the output)
+                let xf = self.t.to(x, DType::F32);
+                let mean = self.t.plain(&[xf], rows);
+                let centred = self.t.plain(&[xf, mean], xf.numel);
+                let sq = self.t.keeps_input(centred); // pow(2)
+                let var = self.t.plain(&[sq], rows);
+                let var = self.t.plain(&[var], rows); // + eps
+                let r = self.t.keeps_result(var, rows, DType::F32); // rsqrt
+                let centred = self.t.plain(&[xf, mean], xf.numel);
+                let normed = self.t.mul(centred, r);
+                let w = self.param(width);
+                let wf = self.t.to(w, DType::F32);
+                let out = self.t.mul(wf, normed);
+                self.t.to(out, x.dtype)
+            }
+            Norm::Rms | Norm::RmsGemma | Norm::RmsWeightFp32 => {
                 let xf = self.t.to(x, DType::F32);
                 let sq = self.t.keeps_input(xf); // pow(2)
                 let mean = self.t.plain(&[sq], rows);
@@ -246,17 +267,37 @@ impl Run<'_> {
                 let r = self.t.keeps_result(var, rows, DType::F32); // rsqrt
                 let normed = self.t.mul(xf, r);
                 let w = self.param(width);
-                if self.a.norm == Norm::Rms {
-                    let nb = self.t.to(normed, x.dtype);
-                    self.t.mul(w, nb)
-                } else {
-                    let wf = self.t.to(w, DType::F32);
-                    let one_plus = self.t.plain(&[wf], width);
-                    let out = self.t.mul(normed, one_plus);
-                    self.t.to(out, x.dtype)
+                match self.a.norm {
+                    Norm::Rms => {
+                        let nb = self.t.to(normed, x.dtype);
+                        self.t.mul(w, nb)
+                    }
+                    Norm::RmsWeightFp32 => {
+                        let out = self.t.mul(w, normed);
+                        self.t.to(out, x.dtype)
+                    }
+                    _ => {
+                        let wf = self.t.to(w, DType::F32);
+                        let one_plus = self.t.plain(&[wf], width);
+                        let out = self.t.mul(normed, one_plus);
+                        self.t.to(out, x.dtype)
+                    }
                 }
             }
         }
+    }
+
+    /// Llama 4's weightless L2 norm over each head: `x.float() * rsqrt(mean(x²) + eps)`, cast
+    /// back.
+    fn l2_norm(&mut self, x: X, width: u64) -> X {
+        let rows = x.numel / width.max(1);
+        let xf = self.t.to(x, DType::F32);
+        let sq = self.t.keeps_input(xf);
+        let mean = self.t.plain(&[sq], rows);
+        let var = self.t.plain(&[mean], rows);
+        let r = self.t.keeps_result(var, rows, DType::F32);
+        let normed = self.t.mul(xf, r);
+        self.t.to(normed, x.dtype)
     }
 
     fn act(&mut self, x: X) -> X {
@@ -281,6 +322,12 @@ impl Run<'_> {
             return x;
         }
         let rot = self.tokens.saturating_mul(heads * a.rotary_dim);
+        if a.complex_rope {
+            // view_as_complex(x.float()) * freqs_cis: keeps the complex table; type_as(x)
+            let xf = self.t.to(x, DType::F32);
+            let out = self.t.mul(xf, cs.0);
+            return self.t.to(out, x.dtype);
+        }
         let part = self.t.view(x, rot);
         let c = self.t.mul(part, cs.0);
         let half = self.t.plain(&[part], rot); // rotate_half: slices, neg, cat
@@ -293,12 +340,13 @@ impl Run<'_> {
         }
     }
 
-    /// RMSNorm over each head (Qwen3, Gemma 3).
-    fn head_norm(&mut self, x: X) -> X {
-        if self.a.qk_norm {
-            self.norm(x, self.a.head_dim)
-        } else {
-            x
+    /// The q or k norm before the rotary embedding: per head (Qwen3, Gemma 3) or over the
+    /// projection's `width` (OLMo 2/3).
+    fn qk_norm(&mut self, x: X, width: u64) -> X {
+        match self.a.qk_norm {
+            QkNorm::Head => self.norm(x, self.a.head_dim),
+            QkNorm::Projection => self.norm(x, width),
+            QkNorm::None | QkNorm::L2 => x,
         }
     }
 
@@ -365,9 +413,12 @@ impl Run<'_> {
                     s = self.t.plain(&[th], scores_n);
                 }
                 let s = self.t.plain(&[s], scores_n); // + mask
-                                                      // most ask for an fp32 softmax; BERT takes the scores' dtype
+                                                      // most ask for an fp32 softmax; BERT takes the scores' dtype; a softmax in the
+                                                      // scores' dtype runs in fp32 under CPU autocast (its fp32 op list; measured on
+                                                      // Llama 4: fp32 probabilities, then matmul's bf16 copy)
                 let dt = match a.family {
                     Family::Bert => s.dtype,
+                    _ if !a.softmax_fp32 && self.s.numerics.autocast.is_none() => s.dtype,
                     _ => DType::F32,
                 };
                 let p = self.t.softmax(s, dt);
@@ -381,7 +432,7 @@ impl Run<'_> {
 
     fn rotary_tables(&mut self) -> Vec<(X, X)> {
         let a = self.a;
-        let dt = if self.s.numerics.autocast.is_some() {
+        let dt = if self.s.numerics.autocast.is_some() || a.complex_rope {
             DType::F32
         } else {
             self.w
@@ -389,6 +440,11 @@ impl Run<'_> {
         let mut numel = self.n.saturating_mul(a.rotary_dim);
         if a.rotary_per_sequence {
             numel = numel.saturating_mul(self.s.batch);
+        }
+        if a.complex_rope {
+            // one complex64 table of rotary_dim / 2 numbers a position
+            let t = self.t.new_act(numel, dt, false);
+            return vec![(t, t)];
         }
         (0..a.rotary_tables)
             .map(|_| {
@@ -478,6 +534,9 @@ impl Run<'_> {
             self.param(a.vocab.saturating_mul(h))
         };
         let mut logits = self.t.linear(x, head, tok.saturating_mul(a.vocab));
+        if a.logit_scale.is_some() {
+            logits = self.t.plain(&[logits], logits.numel);
+        }
         if a.final_softcap.is_some() {
             let d = self.t.plain(&[logits], logits.numel);
             let th = self.t.keeps_result(d, d.numel, d.dtype);
@@ -489,43 +548,74 @@ impl Run<'_> {
         tok.saturating_mul(a.vocab)
     }
 
+    /// A decoder block: the token mixer, then the channel mixer, each with the family's norms
+    /// where [`NormPlace`] puts them.
     fn decoder_block(&mut self, x: X, layer: usize, cs: Option<(X, X)>) -> X {
         let a = self.a;
         let h = a.hidden;
         let Some(block) = a.blocks.get(layer) else {
             return x;
         };
+        let (pre, post) = match a.norms {
+            NormPlace::Pre | NormPlace::Parallel => (true, false),
+            NormPlace::Sandwich => (true, true),
+            NormPlace::Post => (false, true),
+        };
         // a block without a token mixer is its channel mixer alone (Nemotron-H's MLP blocks)
-        let x = if block.mixer.caches() {
-            let xn = self.norm(x, h);
-            let mut o = match &block.mixer {
-                Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
-                other => self.recurrent_mixer(xn, other, layer, cs),
+        if !block.mixer.caches() {
+            let xn = if pre { self.norm(x, h) } else { x };
+            let Some(mut m) = self.channel(xn, &block.channel) else {
+                return x;
             };
-            if a.sandwich_norms {
-                o = self.norm(o, h);
+            if post {
+                m = self.norm(m, h);
             }
-            let o = self.t.dropout(o, a.drop.hidden);
-            self.t.plain(&[x, o], x.numel)
-        } else {
-            x
+            let m = self.t.dropout(m, a.drop.hidden);
+            return self.t.plain(&[x, m], x.numel);
+        }
+        let xn = if pre { self.norm(x, h) } else { x };
+        let mut o = match &block.mixer {
+            Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
+            other => self.recurrent_mixer(xn, other, layer, cs),
         };
-        let mut m = match &block.channel {
-            Channel::None => return x,
-            Channel::Moe => {
-                let xn = self.norm(x, h);
-                self.moe(xn)
-            }
-            Channel::Mlp { intermediate } => {
-                let xn = self.norm(x, h);
-                self.mlp(xn, *intermediate)
-            }
+        if post {
+            o = self.norm(o, h);
+        }
+        let o = self.t.dropout(o, a.drop.hidden);
+        if a.norms == NormPlace::Parallel {
+            // residual + attention(xn) + mlp(xn)
+            let m = self.channel(xn, &block.channel);
+            let x = self.t.plain(&[x, o], x.numel);
+            return match m {
+                Some(m) => {
+                    let m = self.t.dropout(m, a.drop.hidden);
+                    self.t.plain(&[x, m], x.numel)
+                }
+                None => x,
+            };
+        }
+        let x = self.t.plain(&[x, o], x.numel);
+        if block.channel == Channel::None {
+            return x;
+        }
+        let xn = if pre { self.norm(x, h) } else { x };
+        let Some(mut m) = self.channel(xn, &block.channel) else {
+            return x;
         };
-        if a.sandwich_norms {
+        if post {
             m = self.norm(m, h);
         }
         let m = self.t.dropout(m, a.drop.hidden);
         self.t.plain(&[x, m], x.numel)
+    }
+
+    /// The channel mixer on `xn` (`None`: the block has none).
+    fn channel(&mut self, xn: X, c: &Channel) -> Option<X> {
+        match c {
+            Channel::None => None,
+            Channel::Moe => Some(self.moe(xn)),
+            Channel::Mlp { intermediate } => Some(self.mlp(xn, *intermediate)),
+        }
     }
 
     /// A token mixer the tape does not model: its output, with nothing saved, and a record that
@@ -566,12 +656,22 @@ impl Run<'_> {
                 self.linear(xn, "v_proj", Role::V, h, kv_dim),
             )
         };
-        let q = self.head_norm(q);
-        let k = self.head_norm(k);
-        let (q, k) = match cs {
+        let q = self.qk_norm(q, q_dim);
+        let k = self.qk_norm(k, kv_dim);
+        let (mut q, mut k) = match cs {
             Some(cs) => (self.rope(q, at.heads, cs), self.rope(k, at.kv_heads, cs)),
             None => (q, k),
         };
+        if a.qk_norm == QkNorm::L2 && at.rope {
+            q = self.l2_norm(q, at.head_dim);
+            k = self.l2_norm(k, at.head_dim);
+        }
+        if a.attn_temperature && !at.rope {
+            // q * log1p(floor((pos + 1) / floor_scale)) * attn_scale + 1: an fp32 [S] scale
+            let scales = self.t.new_act(self.n, DType::F32, false);
+            let qs = self.t.mul(q, scales);
+            q = self.t.to(qs, q.dtype);
+        }
         let o = self.attention(q, k, v, layer, a.o_proj_copy);
         self.linear(o, "o_proj", Role::O, q_dim, h)
     }
@@ -607,6 +707,9 @@ impl Run<'_> {
         let Some(m) = a.moe.clone() else {
             return xn;
         };
+        if m.dispatch == Dispatch::AllExperts {
+            return self.moe_all_experts(xn, &m);
+        }
         let (h, tok) = (a.hidden, self.tokens);
         let routed = tok.saturating_mul(m.top_k);
         let logits = self.linear(xn, "gate", Role::Router, h, m.experts);
@@ -655,6 +758,47 @@ impl Run<'_> {
             out = self.t.plain(&[out, s], out.numel);
         }
         out
+    }
+
+    /// Llama 4's MoE: the router's top-k logits through a sigmoid (0 elsewhere) scale a copy of
+    /// the input for every expert; batched matmuls over all experts; their sum plus an ungated
+    /// shared expert.
+    fn moe_all_experts(&mut self, xn: X, m: &Moe) -> X {
+        let (h, tok) = (self.a.hidden, self.tokens);
+        let (e, inter) = (m.experts, m.expert_intermediate);
+        let logits = self.linear(xn, "router", Role::Router, h, e);
+        if self.s.lora.is_some() && self.lora_on("router", Role::Router) {
+            self.peft_fails = Some(
+                "peft 0.21 wraps Llama 4's router (Llama4Router, an nn.Linear whose forward returns a tuple) and its forward then fails ('tuple' object has no attribute 'dtype'): name the targets instead, e.g. q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj".into(),
+            );
+        }
+        if logits.grad {
+            // topk's indices, which scatter_ keeps too
+            let idx = self
+                .t
+                .new_act(tok.saturating_mul(m.top_k), DType::I64, false);
+            self.t.save(idx);
+        }
+        let top = self.t.plain(&[logits], tok.saturating_mul(m.top_k));
+        let scores = self.t.plain(&[top], tok.saturating_mul(e)); // scatter_ into -inf
+        let sf = self.t.to(scores, DType::F32);
+        let sig = self.t.keeps_result(sf, sf.numel, DType::F32);
+        let sig = self.t.to(sig, scores.dtype);
+        let routed = tok.saturating_mul(e);
+        let rin = self.t.plain(&[xn], routed.saturating_mul(h)); // repeat
+        let col = self.t.plain(&[sig], routed); // transpose + reshape: a copy
+        let scaled = self.t.mul(rin, col);
+        let wgu = self.param(e.saturating_mul(2 * inter * h));
+        let gu = self.t.linear(scaled, wgu, routed.saturating_mul(2 * inter)); // bmm
+        let g = self.t.view(gu, routed.saturating_mul(inter));
+        let u = self.t.view(gu, routed.saturating_mul(inter));
+        let ga = self.act(g);
+        let p = self.t.mul(u, ga);
+        let wd = self.param(e.saturating_mul(inter * h));
+        let d = self.t.linear(p, wd, routed.saturating_mul(h)); // bmm
+        let shared = self.mlp(xn, m.shared_intermediate);
+        let sum = self.t.plain(&[d], tok.saturating_mul(h));
+        self.t.plain(&[shared, sum], shared.numel) // add_
     }
 
     fn gpt2_block(&mut self, x: X, layer: usize) -> X {

@@ -574,6 +574,13 @@ pub fn training_step(
             o.batch, o.seq
         )));
     }
+    if let Some(why) = &run.peft_fails {
+        let targets = match lora.as_ref().map(|l| &l.targets) {
+            Some(Targets::Named(names)) => names.join(","),
+            _ => "all-linear".into(),
+        };
+        return Err(Error::Usage(format!("--lora-targets {targets}: {why}")));
+    }
     if let Some(Targets::Named(names)) = lora.as_ref().map(|l| &l.targets) {
         let unmatched = &run.unmatched_targets;
         if unmatched.len() == names.len() {

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::arch::{decoder, Arch, ConfigError, Moe};
+use super::super::arch::{decoder, Arch, ConfigError, Dispatch, Moe};
 use super::super::layers::{Block, Channel, Mixer};
 use super::{layer_kinds, mamba2, num, unknown_kind, with_defaults};
 
@@ -53,6 +53,7 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             )));
         }
         a.moe = Some(Moe {
+            dispatch: Dispatch::Sorted,
             experts,
             top_k,
             expert_intermediate: a.intermediate,

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::arch::{decoder, Arch, ConfigError};
+use super::super::arch::{decoder, Arch, ConfigError, QkNorm};
 use super::super::layers::{Block, Channel, Mixer, ShortConv};
 use super::{layer_kinds, num, unknown_kind, with_defaults};
 
@@ -75,7 +75,7 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     let kernel = num(c, "conv_L_cache", Some(3))?;
     let ff = ff_width(c, a.intermediate)?;
     a.intermediate = ff;
-    a.qk_norm = true;
+    a.qk_norm = QkNorm::Head;
     a.blocks = kinds
         .iter()
         .map(|k| {

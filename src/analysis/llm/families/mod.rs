@@ -5,16 +5,20 @@
 
 use serde_json::Value;
 
-use super::arch::{Arch, ConfigError, MAX_FIELD};
-use super::layers::Mamba2;
+use super::arch::{need, uint, Arch, ConfigError, MAX_FIELD};
+use super::layers::{Mamba2, Mixer};
 
-mod qwen_vl;
+mod cohere2;
+mod exaone4;
 mod falcon_h1;
 mod granitemoehybrid;
 mod lfm2;
+mod llama4;
 mod mamba2;
 mod nemotron_h;
+mod olmo2;
 mod qwen3_next;
+mod qwen_vl;
 mod smollm3;
 
 /// Builds a family's architecture from its config (`c`: the language model's config, which a
@@ -33,6 +37,12 @@ pub const FAMILIES: &[(&str, Build)] = &[
     ("nemotron_h", nemotron_h::build),
     ("qwen3_next", qwen3_next::build),
     ("falcon_h1", falcon_h1::build),
+    ("olmo2", olmo2::build),
+    ("olmo3", olmo2::build),
+    ("cohere2", cohere2::build),
+    ("exaone4", exaone4::build),
+    ("llama4_text", llama4::build),
+    ("llama4", llama4::build),
 ];
 
 /// The family that builds `model_type`.
@@ -173,4 +183,62 @@ pub fn mamba2(c: &Value, inner: u64, f: [(&str, Option<u64>); 5]) -> Result<Mamb
         )));
     }
     Ok(m)
+}
+
+/// A copy of `c` with what the family's config class fills in when config.json leaves it out:
+/// `sliding_window` (`window`: the class default, `None` for none) and `layer_types`, layer `i`
+/// sliding when `sliding(i)` (all full without a window). An explicit `"sliding_window": null`
+/// keeps no window.
+pub fn with_layer_types(
+    c: &Value,
+    window: Option<u64>,
+    sliding: impl Fn(u64) -> bool,
+) -> Result<Value, ConfigError> {
+    let mut c = c.clone();
+    let layers = need(&c, &["num_hidden_layers"])?;
+    let window = match c.get("sliding_window") {
+        None => window,
+        Some(_) => uint(&c, &["sliding_window"])?.filter(|&w| w > 0),
+    };
+    let Some(obj) = c.as_object_mut() else {
+        return Err(ConfigError("is not a JSON object".into()));
+    };
+    match window {
+        Some(w) => {
+            obj.insert("sliding_window".into(), w.into());
+        }
+        None => {
+            obj.remove("sliding_window");
+        }
+    }
+    let given = obj.get("layer_types").is_some_and(|t| !t.is_null());
+    if !given || window.is_none() {
+        let types: Vec<Value> = (0..layers)
+            .map(|i| {
+                let kind = if window.is_some() && sliding(i) {
+                    "sliding_attention"
+                } else if given {
+                    // no window: the listed kinds stay, sliding ones see everything
+                    return match obj["layer_types"].get(i as usize) {
+                        Some(Value::String(t)) if t != "sliding_attention" => t.clone().into(),
+                        _ => "full_attention".into(),
+                    };
+                } else {
+                    "full_attention"
+                };
+                kind.into()
+            })
+            .collect();
+        obj.insert("layer_types".into(), types.into());
+    }
+    Ok(c)
+}
+
+/// Sets each attention block's rotary positions from `rope(layer, sliding)`.
+pub fn set_rope(a: &mut Arch, rope: impl Fn(usize, bool) -> bool) {
+    for (i, b) in a.blocks.iter_mut().enumerate() {
+        if let Mixer::Attention(at) = &mut b.mixer {
+            at.rope = rope(i, at.window.tokens().is_some());
+        }
+    }
 }

@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::arch::{decoder, Arch, ConfigError, Moe};
+use super::super::arch::{decoder, Arch, ConfigError, Dispatch, Moe};
 use super::super::layers::{Block, Channel, Mixer};
 use super::{layer_kinds, mamba2, num, unknown_kind, with_defaults};
 
@@ -88,6 +88,7 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         let shared = num(c, "moe_shared_expert_intermediate_size", Some(7688))?
             .saturating_mul(num(c, "n_shared_experts", Some(1))?);
         a.moe = Some(Moe {
+            dispatch: Dispatch::Sorted,
             experts,
             top_k,
             expert_intermediate: num(c, "moe_intermediate_size", Some(7688))?,

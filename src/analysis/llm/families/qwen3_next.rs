@@ -8,7 +8,9 @@
 
 use serde_json::{json, Value};
 
-use super::super::arch::{decoder, qwen_sparse_layers, Arch, ConfigError, Moe, Norm};
+use super::super::arch::{
+    decoder, qwen_sparse_layers, Arch, ConfigError, Dispatch, Moe, Norm, QkNorm,
+};
 use super::super::layers::{Block, Channel, DeltaNet, Mixer};
 use super::{layer_kinds, num, unknown_kind, with_defaults};
 
@@ -66,6 +68,7 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     }
     let sparse = qwen_sparse_layers(c, layers)?;
     a.moe = Some(Moe {
+        dispatch: Dispatch::Sorted,
         experts,
         top_k,
         expert_intermediate: num(c, "moe_intermediate_size", Some(512))?,
@@ -80,7 +83,7 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         sparse: sparse.clone(),
     });
     a.norm = Norm::RmsGemma;
-    a.qk_norm = true;
+    a.qk_norm = QkNorm::Head;
     let mut attn = a.attention(None);
     attn.output_gate = true;
     a.blocks = kinds
