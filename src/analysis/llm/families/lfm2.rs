@@ -20,7 +20,14 @@ fn ff_width(c: &Value, intermediate: u64) -> Result<u64, ConfigError> {
         return Ok(intermediate);
     }
     let mut w = (2 * intermediate) / 3;
-    if let Some(m) = c.get("block_ffn_dim_multiplier").filter(|v| !v.is_null()) {
+    // the config class defaults the multiplier to 1.0 (rounding applies); an explicit null skips it
+    let one = Value::from(1.0);
+    let multiplier = match c.get("block_ffn_dim_multiplier") {
+        None => Some(&one),
+        Some(v) if v.is_null() => None,
+        Some(v) => Some(v),
+    };
+    if let Some(m) = multiplier {
         let m = m.as_f64().filter(|m| *m > 0.0 && *m < 1e6).ok_or_else(|| {
             ConfigError(format!(
                 "field 'block_ffn_dim_multiplier' is {m}, not a positive number"
