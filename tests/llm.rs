@@ -191,7 +191,11 @@ fn mem_json(path: &Path, extra: &[&str]) -> Value {
 
 #[test]
 fn parameters_and_kv_cache_equal_pytorch() {
-    for fam in FAMILIES.iter().chain(&["llama-sharded"]) {
+    for fam in FAMILIES
+        .iter()
+        .chain(MOE_FAMILIES)
+        .chain(&["llama-sharded"])
+    {
         let (_, expected) = load(if *fam == "llama-sharded" {
             "llama"
         } else {
@@ -217,7 +221,13 @@ fn parameters_and_kv_cache_equal_pytorch() {
                 p["seq_length"].as_u64().unwrap(),
             );
             let (bs, ss) = (b.to_string(), s.to_string());
-            let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", "fp32"]);
+            // the newer fixtures add a point measured on the bf16 model
+            let kv_dtype = if p["model_dtype"] == "bfloat16" {
+                "bf16"
+            } else {
+                "fp32"
+            };
+            let j = mem_json(&dir, &["--batch", &bs, "--seq", &ss, "--kv-dtype", kv_dtype]);
             assert_eq!(j["totals"]["params"].as_u64(), Some(want_params), "{fam}");
             assert_eq!(j["totals"]["param_bytes"].as_u64(), Some(bytes), "{fam}");
             let field = if p["phase"] == "prefill" {
@@ -241,7 +251,24 @@ fn moe_active_parameters_match_the_hand_count() {
         let j = mem_json(&testdata(fam), &[]);
         assert_eq!(j["llm"]["active_params"].as_u64(), Some(active), "{fam}");
     }
+    // the newer fixtures count them from the model's own expert tensors (shared experts,
+    // routers, dense blocks and attention always active)
+    for fam in MOE_FAMILIES {
+        let (_, expected) = load(fam);
+        let want = expected["params"]["moe"]["active_params_per_token"].as_u64();
+        let j = mem_json(&testdata(fam), &[]);
+        assert_eq!(j["llm"]["active_params"].as_u64(), want, "{fam}");
+    }
 }
+
+/// The MoE / MLA families whose parameters and cache are checked.
+const MOE_FAMILIES: &[&str] = &[
+    "deepseek_v3",
+    "deepseek_v3_noqlora",
+    "glm4_moe",
+    "gpt_oss",
+    "ernie4_5_moe",
+];
 
 #[test]
 fn lora_trainable_parameters_equal_peft() {

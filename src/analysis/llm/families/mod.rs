@@ -7,6 +7,10 @@ use serde_json::Value;
 
 use super::arch::{Arch, ConfigError};
 
+mod deepseek_v3;
+mod ernie4_5_moe;
+mod glm4_moe;
+mod gpt_oss;
 mod smollm3;
 
 /// Builds a family's architecture from its config (`c`: the language model's config, which a
@@ -14,7 +18,15 @@ mod smollm3;
 pub type Build = fn(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigError>;
 
 /// The families, by `model_type`.
-pub const FAMILIES: &[(&str, Build)] = &[("smollm3", smollm3::build)];
+pub const FAMILIES: &[(&str, Build)] = &[
+    ("smollm3", smollm3::build),
+    ("deepseek_v3", deepseek_v3::build),
+    ("deepseek_v2", deepseek_v3::build),
+    ("kimi_k2", deepseek_v3::build),
+    ("glm4_moe", glm4_moe::build),
+    ("gpt_oss", gpt_oss::build),
+    ("ernie4_5_moe", ernie4_5_moe::build),
+];
 
 /// The family that builds `model_type`.
 pub fn find(model_type: &str) -> Option<Build> {
