@@ -201,7 +201,11 @@ fn mem_json(path: &Path, extra: &[&str]) -> Value {
 
 #[test]
 fn parameters_and_kv_cache_equal_pytorch() {
-    for fam in FAMILIES.iter().chain(&["llama-sharded"]) {
+    for fam in FAMILIES
+        .iter()
+        .chain(MOE_FAMILIES)
+        .chain(&["llama-sharded"])
+    {
         let (_, expected) = load(if *fam == "llama-sharded" {
             "llama"
         } else {
@@ -259,7 +263,24 @@ fn moe_active_parameters_match_the_hand_count() {
         let j = mem_json(&testdata(fam), &[]);
         assert_eq!(j["llm"]["active_params"].as_u64(), Some(active), "{fam}");
     }
+    // the newer fixtures count them from the model's own expert tensors (shared experts,
+    // routers, dense blocks and attention always active)
+    for fam in MOE_FAMILIES {
+        let (_, expected) = load(fam);
+        let want = expected["params"]["moe"]["active_params_per_token"].as_u64();
+        let j = mem_json(&testdata(fam), &[]);
+        assert_eq!(j["llm"]["active_params"].as_u64(), want, "{fam}");
+    }
 }
+
+/// The MoE / MLA families whose parameters and cache are checked.
+const MOE_FAMILIES: &[&str] = &[
+    "deepseek_v3",
+    "deepseek_v3_noqlora",
+    "glm4_moe",
+    "gpt_oss",
+    "ernie4_5_moe",
+];
 
 #[test]
 fn lora_trainable_parameters_equal_peft() {
@@ -1215,8 +1236,8 @@ fn an_unknown_model_type_gets_a_kv_guess_said_as_one() {
         notes.contains("linear_attention layers hold a state of their own"),
         "{notes}"
     );
-    // multi-head latent attention gets no number
-    let config = serde_json::json!({"model_type": "deepseek_v3", "num_hidden_layers": 2,
+    // multi-head latent attention of a type nnlint does not model gets no number
+    let config = serde_json::json!({"model_type": "some_mla", "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 4, "hidden_size": 32, "kv_lora_rank": 16});
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     let j = mem_json(dir.path(), &[]);

@@ -187,21 +187,67 @@ impl Head {
     }
 }
 
-/// Mixture-of-experts blocks.
+/// How a router scores the experts and picks a token's top k.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Router {
+    /// Softmax over every expert in fp32, the top k of the probabilities (Mixtral, Qwen-MoE,
+    /// DeepSeek-V2).
+    Softmax,
+    /// Sigmoid scores; `e_score_correction_bias` added for the choice, group-limited top k,
+    /// weights gathered from the unbiased scores, × `routed_scaling_factor` (DeepSeek-V3,
+    /// GLM-4.5).
+    SigmoidGroup,
+    /// Softmax over every expert in fp32; the correction bias added for the choice, weights
+    /// gathered from the probabilities (ERNIE 4.5).
+    SoftmaxBias,
+    /// The top k of the logits, a softmax over those k (gpt-oss).
+    TopkSoftmax,
+}
+
+/// Where a router's `e_score_correction_bias` lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Correction {
+    /// A persistent fp32 buffer: in the file, not in `parameters()` (DeepSeek-V3, GLM-4.5).
+    Buffer,
+    /// A frozen parameter (`moe_statics.e_score_correction_bias`, ERNIE 4.5).
+    Parameter,
+}
+
+/// Mixture-of-experts blocks: one description for every family's routed experts, shared
+/// experts and router.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Moe {
     pub experts: u64,
     pub top_k: u64,
     pub expert_intermediate: u64,
-    /// Qwen2-MoE's always-on shared expert (with a sigmoid gate).
+    /// The always-on shared experts, as one MLP of this width (Qwen2-MoE's
+    /// `shared_expert_intermediate_size`; DeepSeek's `moe_intermediate_size × n_shared_experts`);
+    /// 0: none.
     pub shared_intermediate: u64,
+    /// How many shared experts that width stands for (for the tables).
+    pub shared_experts: u64,
+    /// The shared expert's output is scaled by a sigmoid gate (Qwen2-MoE's
+    /// `shared_expert_gate`).
+    pub shared_gate: bool,
+    /// How the router picks the experts.
+    pub router: Router,
     /// Routing weights renormalised over the top k.
     pub norm_topk: bool,
     /// The router is an `nn.Linear` (peft's all-linear gives it an adapter); Qwen2-MoE's
     /// transformers-5 router holds a bare parameter.
     pub router_linear: bool,
+    /// The router has a bias (gpt-oss).
+    pub router_bias: bool,
+    /// The router's `e_score_correction_bias`, if any.
+    pub correction: Option<Correction>,
+    /// Experts with biases on gate_up and down, an interleaved gate/up split and a clamped
+    /// GLU `(up + 1) · gate · σ(α · gate)` (gpt-oss).
+    pub clamped_glu: bool,
     /// Per block, whether it is a mixture of experts; the others are dense MLPs of
-    /// `intermediate_size` (Qwen-MoE's `mlp_only_layers` and `decoder_sparse_step`).
+    /// `intermediate_size` (Qwen-MoE's `mlp_only_layers` and `decoder_sparse_step`,
+    /// DeepSeek's `first_k_dense_replace`).
     #[serde(skip)]
     pub sparse: Vec<bool>,
     /// How many blocks are mixtures of experts.
@@ -224,9 +270,54 @@ pub enum Dispatch {
 }
 
 impl Moe {
+    /// A router-softmax mixture without shared experts (Mixtral's), to adjust.
+    pub fn new(experts: u64, top_k: u64, expert_intermediate: u64) -> Moe {
+        Moe {
+            experts,
+            top_k,
+            expert_intermediate,
+            shared_intermediate: 0,
+            shared_experts: 0,
+            shared_gate: false,
+            router: Router::Softmax,
+            norm_topk: true,
+            router_linear: true,
+            router_bias: false,
+            correction: None,
+            clamped_glu: false,
+            sparse: Vec::new(),
+            moe_layers: 0,
+            dispatch: Dispatch::Sorted,
+        }
+    }
+
     /// Whether block `layer` routes to experts.
     pub fn at(&self, layer: usize) -> bool {
         self.sparse.get(layer).copied().unwrap_or(true)
+    }
+
+    /// Parameters of one routed expert (gpt-oss: with its biases).
+    pub fn params_per_expert(&self, hidden: u64) -> u64 {
+        let i = self.expert_intermediate;
+        let w = 3u64.saturating_mul(hidden).saturating_mul(i);
+        if self.clamped_glu {
+            w.saturating_add(2 * i + hidden)
+        } else {
+            w
+        }
+    }
+
+    /// Sets which blocks route to experts (the others are dense), checking top k.
+    pub fn with_layers(mut self, sparse: Vec<bool>) -> Result<Moe, ConfigError> {
+        self.moe_layers = sparse.iter().filter(|&&s| s).count() as u64;
+        self.sparse = sparse;
+        if self.top_k > self.experts {
+            return Err(ConfigError(format!(
+                "num_experts_per_tok {} is more than the {} experts",
+                self.top_k, self.experts
+            )));
+        }
+        Ok(self)
     }
 }
 
@@ -364,6 +455,21 @@ impl Arch {
             output_gate: false,
         }
     }
+    /// Makes `m` the family's mixture of experts: the blocks it marks route to experts, the
+    /// others keep (or get) a dense MLP of `intermediate_size`.
+    pub fn set_moe(&mut self, m: Moe) {
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            if m.at(i) {
+                b.channel = Channel::Moe;
+            } else if b.channel == Channel::Moe {
+                b.channel = Channel::Mlp {
+                    intermediate: self.intermediate,
+                };
+            }
+        }
+        self.moe = Some(m);
+    }
+
     /// Whether any block routes to experts.
     pub fn has_moe(&self) -> bool {
         self.moe.is_some() && self.blocks.iter().any(|b| b.channel == Channel::Moe)
@@ -388,7 +494,7 @@ pub const MAX_FIELD: u64 = 1 << 24;
 /// The largest context length or sliding window a config may give (2^40 tokens).
 pub const MAX_POSITIONS: u64 = 1 << 40;
 
-pub(super) fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
+pub(crate) fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError> {
     let limit = if names
         .iter()
         .any(|n| n.contains("position") || n.contains("sliding_window"))
@@ -413,7 +519,7 @@ pub(super) fn uint(c: &Value, names: &[&str]) -> Result<Option<u64>, ConfigError
     }
 }
 
-pub(super) fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
+pub(crate) fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
     match uint(c, names)? {
         Some(0) => Err(ConfigError(format!("field '{}' is 0", names[0]))),
         Some(v) => Ok(v),
@@ -421,11 +527,11 @@ pub(super) fn need(c: &Value, names: &[&str]) -> Result<u64, ConfigError> {
     }
 }
 
-pub(super) fn flag(c: &Value, name: &str, default: bool) -> bool {
+pub(crate) fn flag(c: &Value, name: &str, default: bool) -> bool {
     c.get(name).and_then(Value::as_bool).unwrap_or(default)
 }
 
-pub(super) fn float(c: &Value, name: &str) -> Option<f64> {
+pub(crate) fn float(c: &Value, name: &str) -> Option<f64> {
     c.get(name).and_then(Value::as_f64)
 }
 
@@ -648,44 +754,36 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
     let sliding_window = uint(c, &["sliding_window"])?.filter(|&w| w > 0);
     let sliding = sliding_layers(c, mt, layers, sliding_window)?;
     let moe = match mt {
-        "mixtral" => Some(Moe {
-            experts: need(c, &["num_local_experts"])?,
-            top_k: need(c, &["num_experts_per_tok"])?,
-            expert_intermediate: intermediate,
-            shared_intermediate: 0,
-            norm_topk: true,
-            router_linear: true,
-            sparse: Vec::new(),
-            moe_layers: 0,
-            dispatch: Dispatch::Sorted,
-        }),
-        "qwen2_moe" | "qwen3_moe" => Some(Moe {
+        "mixtral" => Some(Moe::new(
+            need(c, &["num_local_experts"])?,
+            need(c, &["num_experts_per_tok"])?,
+            intermediate,
+        )),
+        "qwen2_moe" | "qwen3_moe" => {
             // transformers 5 saves `num_experts` as `num_local_experts` (its attribute map)
-            experts: need(c, &["num_experts", "num_local_experts"])?,
-            top_k: need(c, &["num_experts_per_tok"])?,
-            expert_intermediate: need(c, &["moe_intermediate_size"])?,
-            shared_intermediate: uint(c, &["shared_expert_intermediate_size"])?.unwrap_or(0),
-            norm_topk: flag(c, "norm_topk_prob", false),
-            router_linear: false,
-            sparse: qwen_sparse_layers(c, layers)?,
-            moe_layers: 0,
-            dispatch: Dispatch::Sorted,
-        }),
+            let mut m = Moe::new(
+                need(c, &["num_experts", "num_local_experts"])?,
+                need(c, &["num_experts_per_tok"])?,
+                need(c, &["moe_intermediate_size"])?,
+            );
+            m.shared_intermediate = uint(c, &["shared_expert_intermediate_size"])?.unwrap_or(0);
+            m.shared_experts = u64::from(m.shared_intermediate > 0);
+            m.shared_gate = m.shared_intermediate > 0;
+            m.norm_topk = flag(c, "norm_topk_prob", false);
+            m.router_linear = false;
+            m.sparse = qwen_sparse_layers(c, layers)?;
+            Some(m)
+        }
         _ => None,
     };
-    let moe = moe.map(|mut m| {
-        m.sparse.resize(layers as usize, true);
-        m.moe_layers = m.sparse.iter().filter(|&&s| s).count() as u64;
-        m
-    });
-    if let Some(m) = &moe {
-        if m.top_k > m.experts {
-            return Err(ConfigError(format!(
-                "num_experts_per_tok {} is more than the {} experts",
-                m.top_k, m.experts
-            )));
+    let moe = match moe {
+        Some(m) => {
+            let mut sparse = m.sparse.clone();
+            sparse.resize(layers as usize, true);
+            Some(m.with_layers(sparse)?)
         }
-    }
+        None => None,
+    };
     let act_name = get(
         c,
         &["hidden_act", "hidden_activation", "activation_function"],

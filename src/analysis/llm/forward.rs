@@ -3,12 +3,13 @@
 //! [`super::tape`]: frozen layers under LoRA, autocast, attention implementations and gradient
 //! checkpointing change the ops' inputs, not the formulas.
 
-use super::arch::{Act, Arch, Dispatch, Family, Head, Moe, Norm, NormPlace, QkNorm};
+use super::arch::{Act, Arch, Dispatch, Family, Head, Moe, Norm, NormPlace, QkNorm, Router};
 use super::layers::{Attention, Channel, Mixer};
 use super::tape::{SavedBytes, Tape, X};
 use crate::ir::DType;
 use std::collections::BTreeSet;
 
+mod mla;
 mod recurrent;
 
 crate::named_enum! {
@@ -365,7 +366,14 @@ impl Run<'_> {
         let (b, n) = (self.s.batch, self.n);
         let q_numel = self.tokens.saturating_mul(a.q_dim());
         let masked = self.s.padded || a.window(layer).is_some();
-        match self.s.attn {
+        // sink logits (gpt-oss) have no SDPA kernel: transformers runs them eagerly only
+        let sinks = a
+            .blocks
+            .get(layer)
+            .and_then(|b| b.mixer.attention())
+            .is_some_and(|at| at.sinks);
+        let attn = if sinks { Attn::Eager } else { self.s.attn };
+        match attn {
             // with dropout, CPU SDPA runs PyTorch's math path
             Attn::Sdpa if a.drop.attn > 0.0 => {
                 let probs = b
@@ -413,16 +421,31 @@ impl Run<'_> {
                     s = self.t.plain(&[th], scores_n);
                 }
                 let s = self.t.plain(&[s], scores_n); // + mask
-                                                      // most ask for an fp32 softmax; BERT takes the scores' dtype; a softmax in the
-                                                      // scores' dtype runs in fp32 under CPU autocast (its fp32 op list; measured on
-                                                      // Llama 4: fp32 probabilities, then matmul's bf16 copy)
-                let dt = match a.family {
-                    Family::Bert => s.dtype,
-                    _ if !a.softmax_fp32 && self.s.numerics.autocast.is_none() => s.dtype,
-                    _ => DType::F32,
+                let p = if sinks {
+                    // cat with the sink column, minus the row max (which keeps its indices),
+                    // softmax in the logits' dtype, the sink column sliced off (a view)
+                    let rows = b.saturating_mul(a.heads).saturating_mul(n);
+                    let sink = self.param(a.heads);
+                    let c = self.t.plain(&[s, sink], rows.saturating_mul(n + 1));
+                    if c.grad {
+                        let idx = self.t.new_act(rows, DType::I64, false);
+                        self.t.save(idx);
+                    }
+                    let c = self.t.plain(&[c], c.numel);
+                    let p = self.t.softmax(c, c.dtype);
+                    self.t.view(p, scores_n)
+                } else {
+                    // most ask for an fp32 softmax; BERT takes the scores' dtype; a softmax in
+                    // the scores' dtype runs in fp32 under CPU autocast (its fp32 op list;
+                    // measured on Llama 4: fp32 probabilities, then matmul's bf16 copy)
+                    let dt = match a.family {
+                        Family::Bert => s.dtype,
+                        _ if !a.softmax_fp32 && self.s.numerics.autocast.is_none() => s.dtype,
+                        _ => DType::F32,
+                    };
+                    let p = self.t.softmax(s, dt);
+                    self.t.to(p, q.dtype)
                 };
-                let p = self.t.softmax(s, dt);
-                let p = self.t.to(p, q.dtype);
                 let p = self.t.dropout(p, a.drop.attn);
                 let o = self.t.matmul(p, v, q_numel);
                 self.t.plain(&[o], q_numel) // transpose + reshape: a copy
@@ -576,6 +599,7 @@ impl Run<'_> {
         let xn = if pre { self.norm(x, h) } else { x };
         let mut o = match &block.mixer {
             Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
+            Mixer::Mla(m) => self.mla(xn, m, cs),
             other => self.recurrent_mixer(xn, other, layer, cs),
         };
         if post {
@@ -701,7 +725,8 @@ impl Run<'_> {
         self.linear(p, "down_proj", Role::Down, inter, h)
     }
 
-    /// A mixture-of-experts block with grouped matmuls (transformers 5's `grouped_mm`).
+    /// A mixture-of-experts block with grouped matmuls (transformers 5's `grouped_mm`): the
+    /// router as the family scores it, the routed experts, the shared experts.
     fn moe(&mut self, xn: X) -> X {
         let a = self.a;
         let Some(m) = a.moe.clone() else {
@@ -712,19 +737,8 @@ impl Run<'_> {
         }
         let (h, tok) = (a.hidden, self.tokens);
         let routed = tok.saturating_mul(m.top_k);
-        let logits = self.linear(xn, "gate", Role::Router, h, m.experts);
-        let probs = self.t.softmax(logits, DType::F32);
-        let top = self.t.plain(&[probs], routed);
-        if top.grad {
-            let idx = self.t.new_act(routed, DType::I64, false);
-            self.t.save(idx); // topk's indices
-        }
-        let mut wts = top;
-        if m.norm_topk {
-            let sum = self.t.plain(&[top], tok);
-            wts = self.t.div(top, sum);
-        }
-        let wts = self.t.to(wts, xn.dtype);
+        // Ernie runs its shared experts first; the order changes nothing kept
+        let wts = self.router(xn, &m);
         // tokens sorted by expert: index, grouped mm (gate_up), act * up, grouped mm (down)
         let grad = xn.grad || wts.grad || self.full;
         let save_int = |r: &mut Self, n: u64, dt: DType| {
@@ -737,24 +751,51 @@ impl Run<'_> {
         let xs = self.t.plain(&[xn], routed.saturating_mul(h));
         let inter = m.expert_intermediate;
         let wgu = self.param(m.experts.saturating_mul(2 * inter * h));
-        let gu = self.t.grouped_mm(xs, wgu, routed.saturating_mul(2 * inter));
-        let g = self.t.view(gu, routed.saturating_mul(inter));
-        let u = self.t.view(gu, routed.saturating_mul(inter));
-        let ga = self.act(g);
-        let p = self.t.mul(ga, u);
+        let mut gu = self.t.grouped_mm(xs, wgu, routed.saturating_mul(2 * inter));
+        if m.clamped_glu {
+            // the biases gathered per row (`gate_up_proj_bias[expert_ids_g]` keeps the ids)
+            save_int(self, routed, DType::I64);
+            let bias = self.param(m.experts.saturating_mul(2 * inter));
+            gu = self.t.plain(&[gu, bias], gu.numel);
+        }
+        let p = if m.clamped_glu {
+            // gpt-oss: interleaved gate/up slices, clamps (which keep their inputs),
+            // glu = gate · σ(α · gate), (up + 1) · glu
+            let n = routed.saturating_mul(inter);
+            let g = self.t.view(gu, n);
+            let u = self.t.view(gu, n);
+            let gc = self.t.keeps_input(g);
+            let uc = self.t.keeps_input(u);
+            let ga = self.t.plain(&[gc], n);
+            let sig = self.t.keeps_result(ga, n, ga.dtype);
+            let glu = self.t.mul(gc, sig);
+            let u1 = self.t.plain(&[uc], n);
+            self.t.mul(u1, glu)
+        } else {
+            let g = self.t.view(gu, routed.saturating_mul(inter));
+            let u = self.t.view(gu, routed.saturating_mul(inter));
+            let ga = self.act(g);
+            self.t.mul(ga, u)
+        };
         let wd = self.param(m.experts.saturating_mul(inter * h));
-        let d = self.t.grouped_mm(p, wd, routed.saturating_mul(h));
+        let mut d = self.t.grouped_mm(p, wd, routed.saturating_mul(h));
+        if m.clamped_glu {
+            let bias = self.param(m.experts.saturating_mul(h));
+            d = self.t.plain(&[d, bias], d.numel);
+        }
         save_int(self, m.experts, DType::I32); // group offsets
         save_int(self, routed, DType::I64);
         let ws = self.t.plain(&[wts], routed);
         let y = self.t.mul(d, ws);
         save_int(self, routed, DType::I64);
-        let mut out = self.t.plain(&[y], tok.saturating_mul(h)); // index_add back
+        let mut out = self.t.plain(&[y], tok.saturating_mul(h)); // index back, sum over k
         if m.shared_intermediate > 0 {
-            let s = self.mlp(xn, m.shared_intermediate);
-            let gate = self.linear(xn, "shared_expert_gate", Role::Other, h, 1);
-            let sig = self.t.keeps_result(gate, gate.numel, gate.dtype);
-            let s = self.t.mul(sig, s);
+            let mut s = self.mlp(xn, m.shared_intermediate);
+            if m.shared_gate {
+                let gate = self.linear(xn, "shared_expert_gate", Role::Other, h, 1);
+                let sig = self.t.keeps_result(gate, gate.numel, gate.dtype);
+                s = self.t.mul(sig, s);
+            }
             out = self.t.plain(&[out, s], out.numel);
         }
         out
@@ -799,6 +840,76 @@ impl Run<'_> {
         let shared = self.mlp(xn, m.shared_intermediate);
         let sum = self.t.plain(&[d], tok.saturating_mul(h));
         self.t.plain(&[shared, sum], shared.numel) // add_
+    }
+
+    /// The router: its logits, the top k and the routing weights ([tokens, k]) the experts'
+    /// outputs are scaled by.
+    fn router(&mut self, xn: X, m: &Moe) -> X {
+        let (h, tok) = (self.a.hidden, self.tokens);
+        let routed = tok.saturating_mul(m.top_k);
+        let save_idx = |r: &mut Self, keep: bool| {
+            if keep {
+                let idx = r.t.new_act(routed, DType::I64, false);
+                r.t.save(idx);
+            }
+        };
+        match m.router {
+            Router::Softmax => {
+                let logits = self.linear(xn, "gate", Role::Router, h, m.experts);
+                let probs = self.t.softmax(logits, DType::F32);
+                let top = self.t.plain(&[probs], routed);
+                save_idx(self, top.grad); // topk's indices
+                let mut wts = top;
+                if m.norm_topk {
+                    let sum = self.t.plain(&[top], tok);
+                    wts = self.t.div(top, sum);
+                }
+                self.t.to(wts, xn.dtype)
+            }
+            Router::SigmoidGroup => {
+                // F.linear(x.float(), weight.float()) on the fp32 weight (autocast lowers it)
+                let x = self.t.to(xn, DType::F32);
+                let w = self
+                    .t
+                    .param(m.experts.saturating_mul(h), DType::F32, self.full);
+                let logits = self.t.linear(x, w, tok.saturating_mul(m.experts));
+                self.lora_on("gate", Role::Router);
+                let scores = self.t.keeps_result(logits, logits.numel, logits.dtype);
+                // the biased choice does not reach the loss; gather keeps the indices
+                save_idx(self, scores.grad);
+                let mut wts = self.t.plain(&[scores], routed);
+                if m.norm_topk {
+                    let sum = self.t.plain(&[wts], tok);
+                    wts = self.t.div(wts, sum);
+                }
+                self.t.plain(&[wts], routed) // × routed_scaling_factor
+            }
+            Router::SoftmaxBias => {
+                // autocast off: an fp32 linear on x.float(), an fp32 softmax
+                let x = self.t.to(xn, DType::F32);
+                let w = self
+                    .t
+                    .param(m.experts.saturating_mul(h), DType::F32, self.full);
+                let autocast = self.t.autocast.take();
+                let logits = self.t.linear(x, w, tok.saturating_mul(m.experts));
+                self.lora_on("gate", Role::Router);
+                let probs = self.t.softmax(logits, DType::F32);
+                save_idx(self, probs.grad); // gather's indices
+                let top = self.t.plain(&[probs], routed);
+                // / clamp(sum, min): the clamp keeps the sum, the division both
+                let sum = self.t.plain(&[top], tok);
+                let sum = self.t.keeps_input(sum);
+                let wts = self.t.div(top, sum);
+                self.t.autocast = autocast;
+                self.t.to(wts, xn.dtype)
+            }
+            Router::TopkSoftmax => {
+                let logits = self.linear(xn, "router", Role::Router, h, m.experts);
+                let top = self.t.plain(&[logits], routed);
+                save_idx(self, top.grad); // topk's indices
+                self.t.softmax(top, top.dtype)
+            }
+        }
     }
 
     fn gpt2_block(&mut self, x: X, layer: usize) -> X {

@@ -155,11 +155,12 @@ fn stored_kind(name: &str, dtype: DType, numel: u64, bits: u64, method: Option<&
     if STATE.contains(&last) || name.contains(".quant_state.") {
         return Stored::QuantState;
     }
-    // DeepSeek-style routers' fp32 correction bias is a persistent buffer, not a parameter
-    if matches!(
-        last,
-        "inv_freq" | "position_ids" | "masked_bias" | "e_score_correction_bias"
-    ) {
+    if matches!(last, "inv_freq" | "position_ids" | "masked_bias") {
+        return Stored::Buffer;
+    }
+    // DeepSeek-V3's, GLM-4.5's and Nemotron-H's router keep it as a persistent buffer (in the
+    // file, not in `parameters()`); ERNIE 4.5's `moe_statics` holds it as a frozen parameter
+    if last == "e_score_correction_bias" && !name.contains("moe_statics.") {
         return Stored::Buffer;
     }
     if last == "qweight" {
@@ -429,10 +430,11 @@ fn macs_per_token(a: &Arch, active_linear: u64, seq: u64) -> u64 {
     active_linear.saturating_add(mix)
 }
 
-/// Active parameters per token of an MoE model: all but the unrouted experts.
+/// Active parameters per token of an MoE model: all but the unrouted experts (shared experts,
+/// dense blocks, routers and attention are always active).
 fn active_params(a: &Arch, total: u64) -> Option<u64> {
     let m = a.moe.as_ref()?;
-    let per_expert = 3 * a.hidden * m.expert_intermediate;
+    let per_expert = m.params_per_expert(a.hidden);
     let unrouted = m
         .moe_layers
         .saturating_mul(m.experts - m.top_k)

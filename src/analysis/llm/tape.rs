@@ -200,7 +200,7 @@ impl Tape {
     }
 
     /// The cast autocast makes of an op's input: `x` itself when already half.
-    fn lower(&mut self, x: X) -> X {
+    pub fn lower(&mut self, x: X) -> X {
         match self.autocast {
             Some(h) if x.dtype.is_float() => self.to(x, h),
             _ => x,

@@ -65,6 +65,9 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             router_linear: false,
             sparse: vec![true; a.layers as usize],
             moe_layers: a.layers,
+            // the shared MLP is always on, with no sigmoid gate
+            shared_experts: u64::from(shared > 0),
+            ..Moe::new(experts, top_k, a.intermediate)
         });
         Channel::Moe
     } else {

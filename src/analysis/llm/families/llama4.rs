@@ -133,6 +133,8 @@ pub fn build(outer: &Value, c: &Value, _model_type: &str) -> Result<Arch, Config
         sparse: sparse.clone(),
         moe_layers,
         dispatch: Dispatch::AllExperts,
+        shared_experts: 1,
+        ..Moe::new(experts, top_k, expert)
     });
     for (i, b) in a.blocks.iter_mut().enumerate() {
         if let Mixer::Attention(at) = &mut b.mixer {

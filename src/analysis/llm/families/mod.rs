@@ -9,8 +9,12 @@ use super::arch::{need, uint, Arch, ConfigError, MAX_FIELD};
 use super::layers::{Mamba2, Mixer};
 
 mod cohere2;
+mod deepseek_v3;
+mod ernie4_5_moe;
 mod exaone4;
 mod falcon_h1;
+mod glm4_moe;
+mod gpt_oss;
 mod granitemoehybrid;
 mod lfm2;
 mod llama4;
@@ -43,6 +47,12 @@ pub const FAMILIES: &[(&str, Build)] = &[
     ("exaone4", exaone4::build),
     ("llama4_text", llama4::build),
     ("llama4", llama4::build),
+    ("deepseek_v3", deepseek_v3::build),
+    ("deepseek_v2", deepseek_v3::build),
+    ("kimi_k2", deepseek_v3::build),
+    ("glm4_moe", glm4_moe::build),
+    ("gpt_oss", gpt_oss::build),
+    ("ernie4_5_moe", ernie4_5_moe::build),
 ];
 
 /// The family that builds `model_type`.

@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::arch::{decoder, Arch, ConfigError, Dispatch, Moe};
+use super::super::arch::{decoder, Arch, ConfigError, Correction, Dispatch, Moe, Router};
 use super::super::layers::{Block, Channel, Mixer};
 use super::{layer_kinds, mamba2, num, unknown_kind, with_defaults};
 
@@ -101,6 +101,11 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             router_linear: false,
             moe_layers: sparse.iter().filter(|&&s| s).count() as u64,
             sparse,
+            // DeepSeek-style sigmoid routing with an fp32 correction buffer; ungated shared MLP
+            router: Router::SigmoidGroup,
+            correction: Some(Correction::Buffer),
+            shared_experts: u64::from(shared > 0),
+            ..Moe::new(experts, top_k, 1)
         });
     }
     a.blocks = kinds

@@ -81,6 +81,10 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         router_linear: false,
         moe_layers: sparse.iter().filter(|&&s| s).count() as u64,
         sparse: sparse.clone(),
+        // Qwen2-MoE's shared expert with its sigmoid gate
+        shared_experts: 1,
+        shared_gate: true,
+        ..Moe::new(experts, top_k, 1)
     });
     a.norm = Norm::RmsGemma;
     a.qk_norm = QkNorm::Head;
