@@ -70,7 +70,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((a.head_dim, a.rotary_dim), (8, 4));
-        assert!(a.qk_norm);
+        assert_eq!(a.qk_norm, super::super::super::arch::QkNorm::Head);
         let m = a.moe.as_ref().unwrap();
         assert_eq!((m.shared_intermediate, m.moe_layers), (16, 2));
         assert_eq!(a.blocks[0].channel, Channel::Mlp { intermediate: 64 });
