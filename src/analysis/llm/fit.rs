@@ -312,6 +312,11 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
     if let Some(o) = f.optimizer {
         notes.push(format!("every training plan uses --optimizer {}", o.name()));
     }
+    if gpus > 1 {
+        notes.push(format!(
+            "the serving and single-GPU training rows are one GPU's: tensor-parallel serving across the {gpus} GPUs (weights and KV heads split) is not modelled, so serving that does not fit one GPU may still fit {gpus}"
+        ));
+    }
     notes.push(
         "serving is transformers' generate: the batch is prefilled at once (the largest layer's workspace grows with it) and the logits kept are the last position's; vLLM's chunked prefill bounds the workspace by its token budget".into(),
     );
