@@ -1397,7 +1397,13 @@ fn finish(
                 .unwrap_or_default();
             notes.push(format!(
                 "model_type {given}{hint} is not one nnlint models ({}): parameters are from the headers; the KV cache, activations and training memory need the architecture",
-                known.join(", ")
+                // the wrappers' text models (qwen2_5_vl_text) are reached through their wrapper
+                known
+                    .iter()
+                    .filter(|k| !k.ends_with("_vl_text"))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         if train.is_some() {
