@@ -586,15 +586,7 @@ impl Run<'_> {
         };
         // a block without a token mixer is its channel mixer alone (Nemotron-H's MLP blocks)
         if !block.mixer.caches() {
-            let xn = if pre { self.norm(x, h) } else { x };
-            let Some(mut m) = self.channel(xn, &block.channel) else {
-                return x;
-            };
-            if post {
-                m = self.norm(m, h);
-            }
-            let m = self.t.dropout(m, a.drop.hidden);
-            return self.t.plain(&[x, m], x.numel);
+            return self.channel_half(x, &block.channel, pre, post);
         }
         let xn = if pre { self.norm(x, h) } else { x };
         let mut o = match &block.mixer {
@@ -619,17 +611,24 @@ impl Run<'_> {
             };
         }
         let x = self.t.plain(&[x, o], x.numel);
-        if block.channel == Channel::None {
+        self.channel_half(x, &block.channel, pre, post)
+    }
+
+    /// The channel half of a block: its norms where `pre` and `post` put them, the channel
+    /// mixer, dropout and the residual add (`x` itself when the block has no channel mixer).
+    fn channel_half(&mut self, x: X, c: &Channel, pre: bool, post: bool) -> X {
+        if *c == Channel::None {
             return x;
         }
+        let h = self.a.hidden;
         let xn = if pre { self.norm(x, h) } else { x };
-        let Some(mut m) = self.channel(xn, &block.channel) else {
+        let Some(mut m) = self.channel(xn, c) else {
             return x;
         };
         if post {
             m = self.norm(m, h);
         }
-        let m = self.t.dropout(m, a.drop.hidden);
+        let m = self.t.dropout(m, self.a.drop.hidden);
         self.t.plain(&[x, m], x.numel)
     }
 
