@@ -4,8 +4,6 @@
 //! A family maps its `config.json` onto a list of [`Block`]s; the cache, the serving workspace,
 //! the decode MACs and the training tape read the blocks, not the family.
 
-use crate::ir::DType;
-
 /// One block: what mixes tokens, then what mixes channels.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Block {
@@ -357,11 +355,6 @@ impl Mixer {
             Mixer::None => "no token mixer".into(),
         }
     }
-}
-
-/// A dtype's element size, 4 when it has none.
-pub fn elem(d: DType) -> u64 {
-    d.bytes_for(1).unwrap_or(4)
 }
 
 #[cfg(test)]
