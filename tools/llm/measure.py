@@ -269,6 +269,13 @@ MAMBA_TINY = dict(mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1, mamba_d_st
 # multimodal wrappers: special ids 124..127 are kept out of the random text ids (make_inputs id_high)
 MM_IDS = dict(image_token_id=124, video_token_id=125, vision_start_token_id=126, vision_end_token_id=127)
 
+# Qwen3.5 (dense and MoE): 4 layers, 3 Gated DeltaNet + 1 gated full attention, as the qwen3_next fixture
+QWEN3_5_LINEAR = dict(num_hidden_layers=4, head_dim=16, layer_types=["linear_attention"] * 3 + ["full_attention"],
+                      linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                      linear_value_head_dim=8, linear_conv_kernel_dim=4)
+QWEN3_5_VISION = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=32, patch_size=4,
+                      spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
+
 NEW_FAMILIES: dict[str, dict] = {
     # group 1: dense decoders
     "smollm3": dict(model_type="smollm3", head="causal", dtype="bfloat16",
@@ -393,6 +400,28 @@ NEW_FAMILIES: dict[str, dict] = {
                        why="Qwen3-Next: layers 0-2 Gated DeltaNet (torch chunked reference), layer 3 gated full "
                            "attention (q_proj 2x for the output gate, q/k norm, partial rotary 0.25); MoE on every "
                            "layer (4 experts top-2 + sigmoid-gated shared expert)"),
+    "qwen3_5_text": dict(model_type="qwen3_5_text", head="causal", dtype="bfloat16",
+                         config=dict(DEC, **QWEN3_5_LINEAR, tie_word_embeddings=False,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                      "partial_rotary_factor": 0.5, "mrope_section": [2, 1, 1],
+                                                      "mrope_interleaved": True}),
+                         layer_kind_fields=["layer_types", "linear_conv_kernel_dim"],
+                         why="Qwen3.5 dense text model (Qwen3_5ForCausalLM): layers 0-2 Gated DeltaNet with separate "
+                             "in_proj_qkv / in_proj_z / in_proj_b / in_proj_a, layer 3 gated full attention (q_proj 2x "
+                             "for the output gate, (1+w) q/k norm, partial rotary 0.5, M-RoPE sections [2,1,1] on "
+                             "[3,B,S] positions); dense SwiGLU MLP (intermediate 64) on every layer"),
+    "qwen3_5_moe_text": dict(model_type="qwen3_5_moe_text", head="causal", dtype="bfloat16",
+                             config=dict({k: v for k, v in DEC.items() if k != "intermediate_size"},
+                                         **QWEN3_5_LINEAR, num_experts=4, moe_intermediate_size=32,
+                                         shared_expert_intermediate_size=64, num_experts_per_tok=2,
+                                         tie_word_embeddings=False,
+                                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                          "mrope_section": [1, 1, 0], "mrope_interleaved": True}),
+                             layer_kind_fields=["layer_types", "linear_conv_kernel_dim", "num_experts"],
+                             why="Qwen3.5 MoE text model (Qwen3_5MoeForCausalLM): Qwen3.5's DeltaNet / gated attention "
+                                 "layers (partial rotary left at its 0.25 default, M-RoPE [1,1,0]); every layer a MoE "
+                                 "(4 experts top-2, always renormalised, + sigmoid-gated shared expert of 64); no "
+                                 "intermediate_size, no dense layers"),
     "falcon_h1": dict(model_type="falcon_h1", head="causal", dtype="bfloat16",
                       config=dict(DEC, mamba_d_ssm=64, mamba_rms_norm=True, tie_word_embeddings=False,
                                   **MAMBA_TINY),
@@ -438,6 +467,31 @@ NEW_FAMILIES: dict[str, dict] = {
                      layer_kind_fields=[],
                      why="Qwen3-VL wrapper: Qwen3 text model (q/k norm, head_dim 16, interleaved M-RoPE) + ViT "
                          "with deepstack mergers; text-only measurements"),
+    "qwen3_5": dict(model_type="qwen3_5", head="vlm", dtype="bfloat16", id_high=124,
+                    config=dict(MM_IDS, tie_word_embeddings=False,
+                                text_config=dict(DEC, **QWEN3_5_LINEAR, pad_token_id=0, tie_word_embeddings=False,
+                                                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                                  "partial_rotary_factor": 0.5,
+                                                                  "mrope_section": [2, 1, 1],
+                                                                  "mrope_interleaved": True}),
+                                vision_config=dict(QWEN3_5_VISION)),
+                    layer_kind_fields=["layer_types", "linear_conv_kernel_dim"],
+                    why="Qwen3.5 wrapper (Qwen3_5ForConditionalGeneration): the qwen3_5_text model of the qwen3_5_text "
+                        "fixture (pad_token_id 0) + Qwen3-VL-style ViT without deepstack mergers; text-only "
+                        "measurements"),
+    "qwen3_5_moe": dict(model_type="qwen3_5_moe", head="vlm", dtype="bfloat16", id_high=124,
+                        config=dict(MM_IDS, tie_word_embeddings=False,
+                                    text_config=dict({k: v for k, v in DEC.items() if k != "intermediate_size"},
+                                                     **QWEN3_5_LINEAR, pad_token_id=0, num_experts=4,
+                                                     moe_intermediate_size=32, shared_expert_intermediate_size=64,
+                                                     num_experts_per_tok=2, tie_word_embeddings=False,
+                                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                                      "mrope_section": [1, 1, 0],
+                                                                      "mrope_interleaved": True}),
+                                    vision_config=dict(QWEN3_5_VISION)),
+                        layer_kind_fields=["layer_types", "linear_conv_kernel_dim", "num_experts"],
+                        why="Qwen3.5-MoE wrapper (Qwen3_5MoeForConditionalGeneration): the qwen3_5_moe_text model of "
+                            "the qwen3_5_moe_text fixture (pad_token_id 0) + the Qwen3.5 ViT; text-only measurements"),
     "mistral3": dict(model_type="mistral3", head="vlm", dtype="bfloat16", id_high=124,
                      config=dict(image_token_index=127, tie_word_embeddings=False, spatial_merge_size=2,
                                  text_config=dict(DEC, model_type="mistral", sliding_window=None,
