@@ -197,10 +197,7 @@ impl<'de> serde::Deserialize<'de> for Header {
 /// end of the file. The crate's own parser buffers the whole header through serde's `Content`
 /// (its map is `#[serde(flatten)]`) and hashes every name twice, which dominated the time on
 /// checkpoints of 45,000 tensors; this reads each entry once. Returns the tensors in offset order.
-fn parse_header(
-    header: &[u8],
-    data_len: u64,
-) -> std::result::Result<Vec<(String, Info)>, String> {
+fn parse_header(header: &[u8], data_len: u64) -> std::result::Result<Vec<(String, Info)>, String> {
     let text = std::str::from_utf8(header).map_err(|e| format!("invalid UTF-8 in header: {e}"))?;
     let Header(mut tensors) =
         serde_json::from_str(text).map_err(|e| format!("invalid JSON in header: {e}"))?;
@@ -289,8 +286,11 @@ fn load_sharded(path: &Path) -> Result<Weights> {
         shards.push(dir.join(rel));
     }
     // per listed tensor: the shard the index names, and whether a shard held it
-    let shard_of: HashMap<&str, usize, Names> =
-        shard_names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let shard_of: HashMap<&str, usize, Names> = shard_names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, i))
+        .collect();
     let mut listed: HashMap<&str, (usize, bool), Names> = index
         .weight_map
         .iter()
@@ -378,8 +378,7 @@ mod tests {
     use super::parse_header;
 
     fn parse(h: &str, data: u64) -> Result<Vec<(String, Vec<u64>)>, String> {
-        parse_header(h.as_bytes(), data)
-            .map(|t| t.into_iter().map(|(n, i)| (n, i.shape)).collect())
+        parse_header(h.as_bytes(), data).map(|t| t.into_iter().map(|(n, i)| (n, i.shape)).collect())
     }
 
     #[test]
@@ -398,7 +397,9 @@ mod tests {
     fn the_reference_rules_are_enforced() {
         let one = |offsets: &str, shape: &str, dtype: &str, data: u64| {
             parse(
-                &format!(r#"{{"t":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}}}"#),
+                &format!(
+                    r#"{{"t":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}}}"#
+                ),
                 data,
             )
             .unwrap_err()
@@ -417,9 +418,13 @@ mod tests {
                     "b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}"#;
         assert!(parse(h, 8).unwrap_err().contains("overlap"));
         // metadata must be strings; the JSON must be a map; UTF-8
-        assert!(parse(r#"{"__metadata__":{"a":1}}"#, 0).unwrap_err().contains("invalid JSON"));
+        assert!(parse(r#"{"__metadata__":{"a":1}}"#, 0)
+            .unwrap_err()
+            .contains("invalid JSON"));
         assert!(parse("[1]", 0).unwrap_err().contains("invalid JSON"));
-        assert!(parse_header(b"{\"\xff\":1}", 0).unwrap_err().contains("UTF-8"));
+        assert!(parse_header(b"{\"\xff\":1}", 0)
+            .unwrap_err()
+            .contains("UTF-8"));
         assert!(parse("{}", 0).unwrap().is_empty());
     }
 }
