@@ -1296,6 +1296,10 @@ const HYBRID: &[&str] = &[
     "granitemoehybrid",
     "nemotron_h",
     "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "qwen3_5",
+    "qwen3_5_moe",
     "falcon_h1",
 ];
 
@@ -1446,6 +1450,15 @@ fn hybrid_families_lora_trainable_parameters_equal_peft() {
         // shared_expert_gate (2 x 264), which Granite's shared MLP does not have
         ("nemotron_h", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
         ("qwen3_next", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        ("qwen3_5_text", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        ("qwen3_5_moe_text", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
+        // four DeltaNet input projections; peft wraps neither experts nor router here
+        ("qwen3_5_text", "sdpa_fp32_lora_all_linear", "all-linear"),
+        (
+            "qwen3_5_moe_text",
+            "sdpa_fp32_lora_all_linear",
+            "all-linear",
+        ),
         ("falcon_h1", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
     ] {
         let (_, expected) = load(fam);

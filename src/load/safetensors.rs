@@ -2,6 +2,7 @@
 //! only. Each file is memory-mapped and only its JSON header is parsed (with the `safetensors`
 //! crate's rules: header size cap, offsets, overlap, overflow); tensor data is never touched.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -239,10 +240,39 @@ fn parse_header(header: &[u8], data_len: u64) -> std::result::Result<Vec<(String
 /// 45,000-75,000 tensors, and SipHash over those names was a tenth of the run.
 type Names = foldhash::fast::FixedState;
 
+/// A name in the index, borrowed from its text unless it has escapes.
 #[derive(serde::Deserialize)]
-struct Index {
-    #[serde(default)]
-    weight_map: HashMap<String, String, Names>,
+struct Name<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// The index's `weight_map` as listed (tensor, shard file); the checks below hash each name
+/// once.
+#[derive(serde::Deserialize)]
+struct Index<'a> {
+    #[serde(default, borrow, deserialize_with = "entries")]
+    weight_map: Vec<(Name<'a>, Name<'a>)>,
+}
+
+fn entries<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<(Name<'de>, Name<'de>)>, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Vec<(Name<'de>, Name<'de>)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of tensor names to shard files")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some(e) = map.next_entry()? {
+                out.push(e);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Visit)
 }
 
 fn load_sharded(path: &Path) -> Result<Weights> {
@@ -264,8 +294,8 @@ fn load_sharded(path: &Path) -> Result<Weights> {
         .unwrap_or(Path::new("."));
     let mut shard_names: Vec<&str> = index
         .weight_map
-        .values()
-        .map(String::as_str)
+        .iter()
+        .map(|(_, f)| f.0.as_ref())
         .collect::<HashSet<&str, Names>>()
         .into_iter()
         .collect();
@@ -291,14 +321,6 @@ fn load_sharded(path: &Path) -> Result<Weights> {
         .enumerate()
         .map(|(i, n)| (*n, i))
         .collect();
-    let mut listed: HashMap<&str, (usize, bool), Names> = index
-        .weight_map
-        .iter()
-        .map(|(t, f)| (t.as_str(), (shard_of[f.as_str()], false)))
-        .collect();
-    let mut unlisted: HashSet<String, Names> = HashSet::default();
-    let mut warnings = Vec::new();
-    let mut tensors = Vec::new();
     let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
     for (i, shard) in shards.iter().enumerate() {
         if !shard.exists() {
@@ -321,7 +343,43 @@ fn load_sharded(path: &Path) -> Result<Weights> {
                 ),
             ));
         }
-        for t in read_header(shard, i, &mut warnings)? {
+    }
+    // the headers are independent: parsed on every core while the index's names are hashed (the
+    // first error in shard order wins)
+    use rayon::prelude::*;
+    let (mut listed, results) = rayon::join(
+        || {
+            let mut listed: HashMap<&str, (usize, bool), Names> = HashMap::default();
+            listed.reserve(index.weight_map.len());
+            for (t, f) in &index.weight_map {
+                // a name listed twice keeps its last shard, as JSON readers do
+                listed.insert(t.0.as_ref(), (shard_of[f.0.as_ref()], false));
+            }
+            listed
+        },
+        || {
+            shards
+                .par_iter()
+                .enumerate()
+                .map(|(i, shard)| {
+                    let mut w = Vec::new();
+                    read_header(shard, i, &mut w).map(|t| (t, w))
+                })
+                .collect::<Vec<Result<(Vec<WeightTensor>, Vec<String>)>>>()
+        },
+    );
+    let mut warnings = Vec::new();
+    let mut parsed = Vec::with_capacity(shards.len());
+    for r in results {
+        let (t, w) = r?;
+        warnings.extend(w);
+        parsed.push(t);
+    }
+    let mut unlisted: HashSet<String, Names> = HashSet::default();
+    let mut tensors = Vec::with_capacity(parsed.iter().map(Vec::len).sum());
+    for (i, shard_tensors) in parsed.into_iter().enumerate() {
+        let shard = &shards[i];
+        for t in shard_tensors {
             let twice = match listed.get_mut(t.name.as_str()) {
                 Some((_, found)) if *found => true,
                 Some((named, found)) => {

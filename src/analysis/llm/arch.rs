@@ -254,6 +254,11 @@ pub struct Moe {
     pub moe_layers: u64,
     /// How tokens reach the experts.
     pub dispatch: Dispatch,
+    /// peft's all-linear also wraps the experts' fused parameters (peft 0.21 remaps them for the
+    /// model types transformers' conversion table maps to `qwen2_moe` or `mixtral`): nnlint then
+    /// counts a lower bound. False where peft leaves them alone (Qwen3.5-MoE, measured).
+    #[serde(skip)]
+    pub peft_wraps_experts: bool,
 }
 
 /// How an MoE block sends tokens to its experts.
@@ -288,6 +293,7 @@ impl Moe {
             sparse: Vec::new(),
             moe_layers: 0,
             dispatch: Dispatch::Sorted,
+            peft_wraps_experts: true,
         }
     }
 

@@ -111,6 +111,11 @@ pub struct DeltaNet {
     pub key_head_dim: u64,
     pub value_head_dim: u64,
     pub conv_kernel: u64,
+    /// Separate `in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a` (Qwen3.5) where Qwen3-Next
+    /// fuses `in_proj_qkvz` and `in_proj_ba`: the same weights in four linear layers (four LoRA
+    /// targets, four autocast copies of the input).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub split_in_proj: bool,
 }
 
 /// Mamba-2.

@@ -194,32 +194,36 @@ const VISION_MODULES: &[(&str, &str)] = &[
 ];
 
 /// The vision-side row a tensor belongs to, with its op label.
-fn vision_row(name: &str) -> Option<(String, &'static str)> {
-    let parts: Vec<&str> = name.split('.').collect();
-    parts.iter().enumerate().find_map(|(i, p)| {
-        let (_, op) = VISION_MODULES.iter().find(|(m, _)| m == p)?;
-        Some((parts[..=i].join("."), *op))
-    })
+fn vision_row(name: &str) -> Option<(&str, &'static str)> {
+    let mut end = 0;
+    for p in name.split('.') {
+        end += p.len();
+        if let Some((_, op)) = VISION_MODULES.iter().find(|(m, _)| *m == p) {
+            return Some((&name[..end], op));
+        }
+        end += 1;
+    }
+    None
 }
 
 /// The row a tensor belongs to: a multimodal wrapper's vision tower or projector, its transformer
 /// block (`model.layers.3`), else its module.
-fn row_of(name: &str) -> String {
+fn row_of(name: &str) -> &str {
     if let Some((row, _)) = vision_row(name) {
         return row;
     }
-    let parts: Vec<&str> = name.split('.').collect();
-    for (i, p) in parts.iter().enumerate() {
-        if matches!(*p, "layers" | "h" | "layer" | "blk" | "block")
-            && parts.get(i + 1).is_some_and(|n| n.parse::<u64>().is_ok())
-        {
-            return parts[..i + 2].join(".");
+    let mut parts = name.split('.').peekable();
+    let mut end = 0;
+    while let Some(p) = parts.next() {
+        end += p.len();
+        if matches!(p, "layers" | "h" | "layer" | "blk" | "block") {
+            if let Some(n) = parts.peek().filter(|n| n.parse::<u64>().is_ok()) {
+                return &name[..end + 1 + n.len()];
+            }
         }
+        end += 1;
     }
-    match name.rsplit_once('.') {
-        Some((m, _)) => m.to_string(),
-        None => name.to_string(),
-    }
+    name.rsplit_once('.').map_or(name, |(m, _)| m)
 }
 
 fn block_index(row: &str) -> Option<u64> {
@@ -266,21 +270,30 @@ fn dtype_name(d: DType) -> String {
 /// Layers and totals from stored tensors, and per layer the parameters of its matrices (rank 2 or
 /// more: what multiplies activations; biases and norm weights add no MACs and stay unquantized).
 fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Totals, Vec<u64>) {
-    let mut rows: BTreeMap<String, Vec<&T>> = BTreeMap::new();
+    // tensors of one row are mostly stored together: the previous row is checked first
+    let mut at: std::collections::HashMap<&str, usize, foldhash::fast::FixedState> =
+        Default::default();
+    let mut rows: Vec<(&str, Vec<&T>)> = Vec::new();
     for t in tensors {
-        rows.entry(row_of(t.name)).or_default().push(t);
+        let row = row_of(t.name);
+        let i = match rows.last() {
+            Some((last, _)) if *last == row => rows.len() - 1,
+            _ => *at.entry(row).or_insert_with(|| {
+                rows.push((row, Vec::new()));
+                rows.len() - 1
+            }),
+        };
+        rows[i].1.push(t);
     }
-    let mut names: Vec<String> = rows.keys().cloned().collect();
-    names.sort_by_cached_key(|n| natural(n));
+    rows.sort_by_cached_key(|(n, _)| (natural(n), *n));
     let mut totals = Totals::default();
     let mut layers = Vec::new();
     let mut matrices = Vec::new();
-    for name in names {
+    for (name, ts) in rows {
         let mut matrix = 0u64;
-        let ts = &rows[&name];
-        let op = if let Some((_, op)) = vision_row(&name) {
+        let op = if let Some((_, op)) = vision_row(name) {
             op.into()
-        } else if block_index(&name).is_some() {
+        } else if block_index(name).is_some() {
             "Block".into()
         } else if ["embed", "embd", "wte", "wpe"]
             .iter()
@@ -292,8 +305,8 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
         } else {
             "Linear".into()
         };
-        let mut l = Layer::of_tensors(name.clone(), op, Vec::new());
-        for t in ts {
+        let mut l = Layer::of_tensors(name.to_string(), op, Vec::new());
+        for t in &ts {
             let kind = match t.dtype {
                 Some(d) => stored_kind(t.name, d, t.numel, bits, method),
                 None => Stored::Param(t.numel), // GGUF: every tensor is a parameter
@@ -667,7 +680,9 @@ pub fn training_step(
                     ""
                 }
             ));
-            if a.has_moe() && l.targets == Targets::AllLinear {
+            if a.moe.as_ref().is_some_and(|m| m.peft_wraps_experts)
+                && l.targets == Targets::AllLinear
+            {
                 unknown.push("all-linear on an MoE model: peft also wraps the experts' fused parameters and keeps W + BA for every expert; nnlint counts adapters on linear layers only".into());
             }
             (
@@ -895,7 +910,7 @@ fn projection_mismatch<'a>(
         if !module.ends_with("self_attn") || shape.len() != 2 {
             continue;
         }
-        let Some(layer) = block_index(&row_of(name)) else {
+        let Some(layer) = block_index(row_of(name)) else {
             continue;
         };
         let Some(at) = a

@@ -21,6 +21,7 @@ mod llama4;
 mod mamba2;
 mod nemotron_h;
 mod olmo2;
+mod qwen3_5;
 mod qwen3_next;
 mod qwen_vl;
 mod smollm3;
@@ -40,6 +41,10 @@ pub const FAMILIES: &[(&str, Build)] = &[
     ("granitemoehybrid", granitemoehybrid::build),
     ("nemotron_h", nemotron_h::build),
     ("qwen3_next", qwen3_next::build),
+    ("qwen3_5_text", qwen3_5::build),
+    ("qwen3_5", qwen3_5::build),
+    ("qwen3_5_moe_text", qwen3_5::build),
+    ("qwen3_5_moe", qwen3_5::build),
     ("falcon_h1", falcon_h1::build),
     ("olmo2", olmo2::build),
     ("olmo3", olmo2::build),

@@ -23,42 +23,14 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             ("num_attention_heads", json!(16)),
             ("num_key_value_heads", json!(2)),
             ("head_dim", json!(256)),
+            // the config class's `kwargs.setdefault("partial_rotary_factor", 0.25)`, read where
+            // rope_parameters has none
+            ("partial_rotary_factor", json!(0.25)),
         ],
     );
     let mut a = decoder(outer, &d, model_type)?;
     let layers = a.layers;
-    let kinds = match layer_kinds(c, &["layer_types"], Some(layers))? {
-        Some(k) => k,
-        None => {
-            let every = num(c, "full_attention_interval", Some(4))?;
-            (0..layers)
-                .map(|i| {
-                    if (i + 1) % every != 0 {
-                        "linear_attention".to_string()
-                    } else {
-                        "full_attention".to_string()
-                    }
-                })
-                .collect()
-        }
-    };
-    let dn = DeltaNet {
-        key_heads: num(c, "linear_num_key_heads", Some(16))?,
-        value_heads: num(c, "linear_num_value_heads", Some(32))?,
-        key_head_dim: num(c, "linear_key_head_dim", Some(128))?,
-        value_head_dim: num(c, "linear_value_head_dim", Some(128))?,
-        conv_kernel: num(c, "linear_conv_kernel_dim", Some(4))?,
-    };
-    for (what, heads, dim) in [
-        ("linear_num_key_heads", dn.key_heads, dn.key_head_dim),
-        ("linear_num_value_heads", dn.value_heads, dn.value_head_dim),
-    ] {
-        if heads.saturating_mul(dim) > super::super::arch::MAX_FIELD {
-            return Err(ConfigError(format!(
-                "{what} {heads} × its head dim {dim} is more than nnlint models"
-            )));
-        }
-    }
+    let mixers = token_mixers(&mut a, c, false)?;
     let experts = num(c, "num_experts", Some(512))?;
     let top_k = num(c, "num_experts_per_tok", Some(10))?;
     if top_k > experts {
@@ -86,38 +58,82 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         shared_gate: true,
         ..Moe::new(experts, top_k, 1)
     });
+    a.blocks = mixers
+        .into_iter()
+        .zip(&sparse)
+        .map(|(mixer, &moe)| Block {
+            mixer,
+            channel: if moe {
+                Channel::Moe
+            } else {
+                Channel::Mlp {
+                    intermediate: a.intermediate,
+                }
+            },
+        })
+        .collect();
+    Ok(a)
+}
+
+/// The token mixers of Qwen3-Next, which Qwen3.5 shares: per layer, from `layer_types` (else
+/// every `full_attention_interval`-th layer, 4, attends), a Gated DeltaNet or a gated full
+/// attention; zero-centred RMSNorms and per-head q/k norms. `split_in_proj`: Qwen3.5's four
+/// DeltaNet input projections.
+pub(super) fn token_mixers(
+    a: &mut Arch,
+    c: &Value,
+    split_in_proj: bool,
+) -> Result<Vec<Mixer>, ConfigError> {
+    let layers = a.layers;
+    let kinds = match layer_kinds(c, &["layer_types"], Some(layers))? {
+        Some(k) => k,
+        None => {
+            let every = num(c, "full_attention_interval", Some(4))?;
+            (0..layers)
+                .map(|i| {
+                    if (i + 1) % every != 0 {
+                        "linear_attention".to_string()
+                    } else {
+                        "full_attention".to_string()
+                    }
+                })
+                .collect()
+        }
+    };
+    let dn = DeltaNet {
+        key_heads: num(c, "linear_num_key_heads", Some(16))?,
+        value_heads: num(c, "linear_num_value_heads", Some(32))?,
+        key_head_dim: num(c, "linear_key_head_dim", Some(128))?,
+        value_head_dim: num(c, "linear_value_head_dim", Some(128))?,
+        conv_kernel: num(c, "linear_conv_kernel_dim", Some(4))?,
+        split_in_proj,
+    };
+    for (what, heads, dim) in [
+        ("linear_num_key_heads", dn.key_heads, dn.key_head_dim),
+        ("linear_num_value_heads", dn.value_heads, dn.value_head_dim),
+    ] {
+        if heads.saturating_mul(dim) > super::super::arch::MAX_FIELD {
+            return Err(ConfigError(format!(
+                "{what} {heads} × its head dim {dim} is more than nnlint models"
+            )));
+        }
+    }
     a.norm = Norm::RmsGemma;
     a.qk_norm = QkNorm::Head;
     let mut attn = a.attention(None);
     attn.output_gate = true;
-    a.blocks = kinds
+    kinds
         .iter()
-        .zip(&sparse)
-        .map(|(k, &moe)| {
-            let mixer = match k.as_str() {
-                "linear_attention" => Mixer::GatedDeltaNet(dn.clone()),
-                "full_attention" => Mixer::Attention(attn.clone()),
-                other => {
-                    return Err(unknown_kind(
-                        "layer_types",
-                        other,
-                        &["linear_attention", "full_attention"],
-                    ))
-                }
-            };
-            Ok(Block {
-                mixer,
-                channel: if moe {
-                    Channel::Moe
-                } else {
-                    Channel::Mlp {
-                        intermediate: a.intermediate,
-                    }
-                },
-            })
+        .map(|k| match k.as_str() {
+            "linear_attention" => Ok(Mixer::GatedDeltaNet(dn.clone())),
+            "full_attention" => Ok(Mixer::Attention(attn.clone())),
+            other => Err(unknown_kind(
+                "layer_types",
+                other,
+                &["linear_attention", "full_attention"],
+            )),
         })
-        .collect::<Result<_, _>>()?;
-    Ok(a)
+        .collect()
 }
 
 #[cfg(test)]

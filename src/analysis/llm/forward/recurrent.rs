@@ -32,13 +32,20 @@ impl Run<'_> {
                     d.key_heads * d.key_head_dim,
                     d.value_heads * d.value_head_dim,
                 );
-                (
+                let ins = if d.split_in_proj {
+                    vec![
+                        ("in_proj_qkv", 2 * kd + vd),
+                        ("in_proj_z", vd),
+                        ("in_proj_b", d.value_heads),
+                        ("in_proj_a", d.value_heads),
+                    ]
+                } else {
                     vec![
                         ("in_proj_qkvz", 2 * kd + 2 * vd),
                         ("in_proj_ba", 2 * d.value_heads),
-                    ],
-                    ("out_proj", vd),
-                )
+                    ]
+                };
+                (ins, ("out_proj", vd))
             }
             Mixer::Parallel { parts } => {
                 let mut out: Option<X> = None;
