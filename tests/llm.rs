@@ -505,6 +505,112 @@ fn gguf_twins_of_the_checkpoints_give_their_parameters_and_kv_cache() {
 }
 
 #[test]
+fn gguf_twins_of_the_newer_families_read_as_llama_cpp_does() {
+    // testdata/llm/gguf/twins/F.gguf for the newer families: what llama.cpp 0c1e57098's
+    // convert_hf_to_gguf.py writes for testdata/llm/F (tools/llm/make_gguf.py, checked against
+    // the real converter). Parameters are PyTorch's (less the vision tower, which sits in the
+    // mmproj file; the routers' correction biases are buffers, as in transformers); the cache is
+    // the measured one where llama.cpp places the layers as transformers does.
+    let e: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("gguf/expected.json")).unwrap())
+            .unwrap();
+    let twins = e["newer_twins"].as_array().unwrap();
+    assert_eq!(twins.len(), 20);
+    for t in twins {
+        let fam = t["family"].as_str().unwrap();
+        let (cfg, expected) = load(fam);
+        let file = testdata(&format!("gguf/{}", t["file"].as_str().unwrap()));
+        let params =
+            t["hf_params"].as_u64().unwrap() - t["hf_params_not_in_file"].as_u64().unwrap_or(0);
+        let layers = cfg
+            .get("text_config")
+            .unwrap_or(&cfg)
+            .get("num_hidden_layers")
+            .and_then(Value::as_u64);
+        for p in expected["kv_cache"]["points"].as_array().unwrap() {
+            if p["phase"] != "prefill"
+                || p["model_dtype"].as_str().unwrap_or("float32") != "float32"
+            {
+                continue;
+            }
+            let b = p["batch"].as_u64().unwrap();
+            let s = p["seq"].as_u64().or(p["seq_length"].as_u64()).unwrap();
+            let (bs, ss) = (b.to_string(), s.to_string());
+            let j = mem_json(&file, &["--batch", &bs, "--seq", &ss, "--kv-dtype", "fp32"]);
+            assert_eq!(j["totals"]["params"].as_u64(), Some(params), "{fam}");
+            assert_eq!(
+                j["totals"]["buffers"].as_u64().unwrap_or(0),
+                t["hf_buffers_in_file"].as_u64().unwrap(),
+                "{fam}: buffers"
+            );
+            let kv_dim = |c: &Value| {
+                c["num_key_value_heads"].as_u64().unwrap() * c["head_dim"].as_u64().unwrap_or(8)
+            };
+            let want = match fam {
+                // llama.cpp slides only the 64-layer EXAONE 4.0: full attention on both layers
+                "exaone4" => 2 * layers.unwrap() * b * s * kv_dim(&cfg) * 4,
+                // llama.cpp slides three layers of four (no pattern in the file): both layers
+                // slide, each keeping the prefill and its 8-byte window tensor
+                "cohere2" => layers.unwrap() * (2 * b * s * kv_dim(&cfg) * 4 + 8),
+                _ => p["storage_bytes"].as_u64().unwrap(),
+            };
+            assert_eq!(
+                j["inference"]["kv_cache_bytes"].as_u64(),
+                Some(want),
+                "{fam} B={b} S={s}"
+            );
+            assert!(!j["notes"].to_string().contains("llama-style"), "{fam}");
+        }
+        // the same training step as the checkpoint's, where llama.cpp runs the same layers
+        // (Granite 4's converter marks the hybrid NoPE, whatever position_embedding_type says)
+        if matches!(fam, "exaone4" | "cohere2" | "granitemoehybrid") {
+            continue;
+        }
+        let args = ["--train", "--batch", "2", "--seq", "24"];
+        assert_eq!(
+            mem_json(&file, &args)["training"]["saved_activation_bytes"],
+            mem_json(&testdata(fam), &args)["training"]["saved_activation_bytes"],
+            "{fam}: training"
+        );
+    }
+}
+
+#[test]
+fn an_mmproj_file_beside_its_model_adds_the_vision_tower() {
+    // llama.cpp keeps a multimodal model's vision tower and projector in a second GGUF file
+    // (mmproj): the pair holds every parameter of the checkpoint (Mistral 3: 26,784 + 28,352)
+    let e: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("gguf/expected.json")).unwrap())
+            .unwrap();
+    let m = &e["mmproj"][0];
+    let dir = tempfile::tempdir().unwrap();
+    for f in [&m["model_file"], &m["file"]] {
+        let src = testdata(&format!("gguf/{}", f.as_str().unwrap()));
+        std::fs::copy(&src, dir.path().join(src.file_name().unwrap())).unwrap();
+    }
+    let model = dir.path().join("mistral3.gguf");
+    let j = mem_json(&model, &["--seq", "24"]);
+    assert_eq!(j["totals"]["params"], m["hf_params"]);
+    assert!(j["notes"]
+        .to_string()
+        .contains("mmproj-mistral3.gguf beside the model"));
+    // the checkpoint's KV cache: the projector adds parameters, not cache
+    let c = mem_json(&testdata("mistral3"), &["--seq", "24"]);
+    assert_eq!(
+        j["inference"]["kv_cache_bytes"],
+        c["inference"]["kv_cache_bytes"]
+    );
+    // the projector alone: its parameters, and what it is
+    let p = mem_json(&dir.path().join("mmproj-mistral3.gguf"), &[]);
+    assert_eq!(p["totals"]["params"], m["elements"]);
+    assert!(p["notes"].to_string().contains("projector type pixtral"));
+    // in a folder of several models nothing is paired (llama.cpp needs --mmproj named)
+    let twin = testdata("gguf/twins/mistral3.gguf");
+    let j = mem_json(&twin, &["--seq", "24"]);
+    assert_eq!(j["totals"]["params"].as_u64(), Some(26_784));
+}
+
+#[test]
 fn gguf_of_an_unknown_architecture_says_what_is_estimated() {
     // mistral's twin under the architecture name 'zorro' (tools/llm/make_gguf.py): a sliding
     // window nnlint cannot place, and no vocab_size (the vocabulary is token_embd's)

@@ -269,7 +269,14 @@ fn dtype_name(d: DType) -> String {
 
 /// Layers and totals from stored tensors, and per layer the parameters of its matrices (rank 2 or
 /// more: what multiplies activations; biases and norm weights add no MACs and stay unquantized).
-fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Totals, Vec<u64>) {
+/// `gguf_buffers`: a GGUF file's router correction biases (`exp_probs_b`) are buffers, as
+/// transformers keeps DeepSeek-V3's and GLM-4.5's (ERNIE's are parameters).
+fn layers_of(
+    tensors: &[T],
+    bits: u64,
+    method: Option<&str>,
+    gguf_buffers: bool,
+) -> (Vec<Layer>, Totals, Vec<u64>) {
     // tensors of one row are mostly stored together: the previous row is checked first
     let mut at: std::collections::HashMap<&str, usize, foldhash::fast::FixedState> =
         Default::default();
@@ -309,7 +316,10 @@ fn layers_of(tensors: &[T], bits: u64, method: Option<&str>) -> (Vec<Layer>, Tot
         for t in &ts {
             let kind = match t.dtype {
                 Some(d) => stored_kind(t.name, d, t.numel, bits, method),
-                None => Stored::Param(t.numel), // GGUF: every tensor is a parameter
+                // GGUF: every tensor is a parameter but the routers' correction biases, which
+                // transformers keeps as buffers
+                None if gguf_buffers && t.name.ends_with("exp_probs_b.bias") => Stored::Buffer,
+                None => Stored::Param(t.numel),
             };
             match kind {
                 Stored::Param(n) => {
@@ -1014,7 +1024,7 @@ pub fn analyze_checkpoint(
             bytes: t.bytes(),
         })
         .collect();
-    let (layers, totals, matrices) = layers_of(&tensors, bits, method.as_deref());
+    let (layers, totals, matrices) = layers_of(&tensors, bits, method.as_deref(), false);
     let elem = arch
         .as_ref()
         .and_then(|a| a.dtype)
@@ -1160,8 +1170,74 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
             bytes: t.bytes,
         })
         .collect();
-    let (layers, totals, matrices) = layers_of(&tensors, 4, None);
-    let (mut arch, notes) = gguf_arch(g);
+    if is_mmproj(g) {
+        let kind = g
+            .metadata
+            .get("clip.projector_type")
+            .and_then(|m| m.as_str())
+            .unwrap_or("unknown");
+        let (layers, totals, matrices) = layers_of(&tensors, 4, None, true);
+        let note = format!(
+            "a multimodal projector file (mmproj, projector type {kind}): a vision tower and projector whose language model is another GGUF file; nnlint counts their parameters, image activations are not modelled"
+        );
+        let mut warnings = g.warnings.clone();
+        return finish(
+            file.clone(),
+            Format::Gguf,
+            None,
+            layers,
+            matrices,
+            totals,
+            2,
+            None,
+            o,
+            train,
+            &file,
+            &mut warnings,
+            vec![note],
+            Some("clip".into()),
+        )
+        .map_err(|e| e.in_file(&g.path));
+    }
+    let (mut arch, mut notes) = gguf_arch(g);
+    let buffers = arch
+        .as_ref()
+        .and_then(|a| a.moe.as_ref())
+        .is_none_or(|m| m.correction != Some(arch::Correction::Parameter));
+    let (mut layers, mut totals, mut matrices) = layers_of(&tensors, 4, None, buffers);
+    // the vision tower and projector of a multimodal model sit in a separate mmproj file
+    match mmproj_beside(&g.path) {
+        Some(Ok(m)) => {
+            for (prefix, row, op) in [
+                ("v.", "mmproj: vision tower", "Vision"),
+                ("mm.", "mmproj: projector", "Projector"),
+            ] {
+                let mut l = Layer::of_tensors(row.into(), op.into(), Vec::new());
+                let mut matrix = 0u64;
+                for t in m.tensors.iter().filter(|t| t.name.starts_with(prefix)) {
+                    l.params = l.params.saturating_add(t.elements);
+                    l.param_bytes = l.param_bytes.saturating_add(t.bytes);
+                    if t.shape.len() >= 2 {
+                        matrix = matrix.saturating_add(t.elements);
+                    }
+                }
+                if l.params > 0 {
+                    totals.params = totals.params.saturating_add(l.params);
+                    totals.param_bytes = totals.param_bytes.saturating_add(l.param_bytes);
+                    layers.push(l);
+                    matrices.push(matrix);
+                }
+            }
+            notes.push(format!(
+                "the vision tower and projector are read from {} beside the model: their parameters are counted, image inputs are not modelled",
+                m.path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            ));
+        }
+        Some(Err(e)) => notes.push(format!(
+            "the mmproj file beside the model was not read: {e}"
+        )),
+        None => {}
+    }
     if let Some(a) = arch.as_mut() {
         Head::refine(a, g.tensors.iter().map(|t| t.name.as_str()));
     }
@@ -1195,24 +1271,47 @@ pub fn analyze_gguf(g: &Gguf, o: &LlmOptions, train: Option<&TrainConfig>) -> Re
     .map_err(|e| e.in_file(&g.path))
 }
 
-/// The Hugging Face `model_type` of a llama.cpp architecture (`general.architecture`) whose
-/// tensors and hyper-parameters match that family's; `None` for the others.
-fn hf_model_type(gguf_arch: &str) -> Option<&'static str> {
-    Some(match gguf_arch {
-        "llama" => "llama",
-        "qwen2" => "qwen2",
-        "qwen3" => "qwen3",
-        "qwen2moe" => "qwen2_moe",
-        "qwen3moe" => "qwen3_moe",
-        "gemma" => "gemma",
-        "gemma2" => "gemma2",
-        "gemma3" => "gemma3_text",
-        "phi3" => "phi3",
-        "gpt2" => "gpt2",
-        "gptneox" => "gpt_neox",
-        "bert" => "bert",
-        _ => return None,
-    })
+/// Whether a GGUF file is a multimodal projector (llama.cpp's `mmproj`: `general.type` mmproj,
+/// architecture `clip`).
+fn is_mmproj(g: &Gguf) -> bool {
+    let get = |k: &str| g.metadata.get(k).and_then(|m| m.as_str());
+    get("general.type") == Some("mmproj") || get("general.architecture") == Some("clip")
+}
+
+/// The mmproj file that goes with a model file: the one `*mmproj*.gguf` in its folder, when the
+/// folder holds no other model (several models or projectors: no pairing, as llama.cpp needs
+/// `--mmproj` named).
+fn mmproj_beside(model: &std::path::Path) -> Option<Result<Gguf>> {
+    let dir = model
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let (mut projectors, mut models) = (Vec::new(), 0usize);
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().to_lowercase();
+        if !name.ends_with(".gguf") {
+            continue;
+        }
+        if name.contains("mmproj") {
+            projectors.push(e.path());
+        } else {
+            models += 1;
+        }
+    }
+    if models != 1 || projectors.len() != 1 {
+        return None;
+    }
+    let p = projectors.pop()?;
+    Some(crate::load::gguf::load(&p).and_then(|m| {
+        if is_mmproj(&m) {
+            Ok(m)
+        } else {
+            Err(Error::malformed(
+                &p,
+                "is named like a projector but is not an mmproj file",
+            ))
+        }
+    }))
 }
 
 /// The architecture from GGUF metadata: the keys llama.cpp reads (`{arch}.block_count`,
@@ -1226,7 +1325,8 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
         .get("general.architecture")
         .and_then(|m| m.as_str())
         .unwrap_or("");
-    let get = |k: &str| g.arch_key(k).and_then(|m| m.as_u64());
+    let keys = families::GgufKeys(g);
+    let get = |k: &str| keys.u(k);
     // the outermost dimension (the loader lists them outermost first, as PyTorch does): a
     // matrix's output width, or the embedding's vocabulary
     let rows = |tensor: &str| {
@@ -1235,9 +1335,13 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
             .find(|t| t.name == tensor && t.shape.len() == 2)
             .and_then(|t| t.shape.first().copied())
     };
-    let (Some(hidden), Some(heads), Some(layers)) = (
+    let family = families::gguf(name);
+    let mt = family.map(|(t, _)| t);
+    // Mamba-2 files have no attention (head_count 0), and its family needs none
+    let recurrent = mt == Some("mamba2");
+    let (Some(hidden), Some(heads), Some(blocks)) = (
         get("embedding_length"),
-        get("attention.head_count"),
+        get("attention.head_count").or(recurrent.then_some(0)),
         get("block_count"),
     ) else {
         notes.push(format!(
@@ -1245,6 +1349,8 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
         ));
         return (None, notes);
     };
+    // multi-token-prediction blocks (GLM-4.5, Qwen3-Next) come after the model's own
+    let layers = blocks.saturating_sub(get("nextn_predict_layers").unwrap_or(0));
     let vocab = get("vocab_size")
         .or_else(|| match g.metadata.get("tokenizer.ggml.tokens") {
             Some(crate::load::gguf::Meta::Array(n, _)) => Some(*n),
@@ -1260,7 +1366,6 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
     let intermediate = get("feed_forward_length")
         .or_else(|| rows("blk.0.ffn_up.weight"))
         .unwrap_or(hidden.saturating_mul(4));
-    let mt = hf_model_type(name);
     let mut cfg = serde_json::json!({
         "model_type": mt.unwrap_or("llama"),
         "hidden_size": hidden,
@@ -1357,10 +1462,14 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
             }
         }
     }
+    if let (Some((_, Some(fill))), Some(m)) = (family, cfg.as_object_mut()) {
+        fill(&keys, m, layers);
+    }
     if mt.is_none() {
+        let known: Vec<&str> = families::GGUF.iter().map(|(a, _, _)| *a).collect();
         notes.push(format!(
             "GGUF architecture '{name}' is modelled as a llama-style decoder (nnlint models {}): the parameters are exact, the activations and training memory are estimates",
-            GGUF_ARCHS
+            known.join(", ")
         ));
     }
     match arch::from_config(&cfg) {
@@ -1380,10 +1489,6 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
         }
     }
 }
-
-/// The llama.cpp architectures read as their Hugging Face family ([`hf_model_type`]).
-const GGUF_ARCHS: &str =
-    "llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma, gemma2, gemma3, phi3, gpt2, gptneox, bert";
 
 #[allow(clippy::too_many_arguments)]
 fn finish(
@@ -1504,7 +1609,7 @@ fn finish(
     let lm = a.head.is_lm();
     let mut vision = Vec::new();
     for l in layers.iter_mut() {
-        if vision_row(&l.name).is_some() {
+        if vision_row(&l.name).is_some() || matches!(l.op.as_str(), "Vision" | "Projector") {
             // a multimodal wrapper's vision side does not run on text: known zeros
             l.activation_bytes = known(Some(0));
             l.macs = known(Some(0));
@@ -1674,11 +1779,10 @@ mod tests {
 
     #[test]
     fn gguf_architectures_map_to_families_nnlint_models() {
-        for name in GGUF_ARCHS.split(", ") {
-            let mt = hf_model_type(name).unwrap_or_else(|| panic!("{name} is not mapped"));
-            assert!(arch::known().any(|k| k == mt), "{name} -> {mt}");
+        for (name, mt, _) in families::GGUF {
+            assert!(arch::known().any(|k| k == *mt), "{name} -> {mt}");
         }
-        assert_eq!(hf_model_type("mamba"), None);
+        assert!(families::gguf("mamba").is_none());
     }
 
     #[test]

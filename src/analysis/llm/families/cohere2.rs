@@ -6,6 +6,8 @@
 //! always `hidden_size / num_attention_heads`.
 //! transformers: `models/cohere2/{configuration,modeling}_cohere2.py`.
 
+use super::{swa_kinds, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, float, uint, Arch, ConfigError, Norm, NormPlace};
@@ -27,6 +29,18 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     a.logit_scale = Some(float(&c, "logit_scale").unwrap_or(0.0625));
     set_rope(&mut a, |_, sliding| sliding);
     Ok(a)
+}
+
+/// GGUF (`cohere2`): the window and `logit_scale`; no pattern key is written, and llama.cpp slides
+/// three layers of every four (`src/models/cohere2.cpp`, `load_swa_pattern(ml, 4)`).
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    if let Some(w) = k.u("attention.sliding_window") {
+        c.insert("sliding_window".into(), w.into());
+        c.insert("layer_types".into(), swa_kinds(k, layers, 4));
+    }
+    if let Some(s) = k.f("logit_scale") {
+        c.insert("logit_scale".into(), s.into());
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //! transformers: `models/deepseek_v3/{configuration,modeling}_deepseek_v3.py`
 //! (`DeepseekV3Attention`, `DeepseekV3TopkRouter`, `DeepseekV3MoE`), `models/deepseek_v2/`.
 
+use super::{moe_keys, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, flag, need, uint, Arch, ConfigError, Correction, Moe, Router};
@@ -75,6 +77,50 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     let sparse = (0..a.layers).map(|i| i >= dense).collect();
     a.set_moe(m.with_layers(sparse)?);
     Ok(a)
+}
+
+/// GGUF (`deepseek2`): MLA is written as MQA (`head_count_kv` 1, `key_length` = the cached
+/// width); the head widths are the `_mla` keys (older files: `key_length` and `value_length`
+/// themselves). A file whose router has correction biases (`exp_probs_b`) is DeepSeek-V3's.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, _layers: u64) {
+    let rope = k.u("rope.dimension_count").unwrap_or(64);
+    let v3 =
+        k.0.tensors
+            .iter()
+            .any(|t| t.name.ends_with("exp_probs_b.bias"));
+    c.insert(
+        "model_type".into(),
+        if v3 { "deepseek_v3" } else { "deepseek_v2" }.into(),
+    );
+    for f in ["head_dim", "partial_rotary_factor"] {
+        c.remove(f);
+    }
+    if let Some(h) = k.u("attention.head_count") {
+        c.insert("num_key_value_heads".into(), h.into());
+    }
+    let (qk, v) = match (
+        k.u("attention.key_length_mla"),
+        k.u("attention.value_length_mla"),
+    ) {
+        (Some(qk), Some(v)) => (qk, v),
+        _ => (
+            k.u("attention.key_length").unwrap_or(rope),
+            k.u("attention.value_length").unwrap_or(0),
+        ),
+    };
+    c.insert("qk_rope_head_dim".into(), rope.into());
+    c.insert("qk_nope_head_dim".into(), qk.saturating_sub(rope).into());
+    c.insert("v_head_dim".into(), v.into());
+    c.insert(
+        "kv_lora_rank".into(),
+        k.u("attention.kv_lora_rank").unwrap_or(512).into(),
+    );
+    c.insert(
+        "q_lora_rank".into(),
+        k.u("attention.q_lora_rank")
+            .map_or(Value::Null, Value::from),
+    );
+    moe_keys(k, c);
 }
 
 #[cfg(test)]

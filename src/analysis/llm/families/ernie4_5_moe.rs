@@ -7,6 +7,8 @@
 //! transformers: `models/ernie4_5_moe/{configuration,modeling}_ernie4_5_moe.py`
 //! (`Ernie4_5_MoeTopKRouter`, `Ernie4_5_MoeSparseMoeBlock`, `Ernie4_5_MoeDecoderLayer`).
 
+use super::GgufKeys;
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, flag, need, uint, Arch, ConfigError, Correction, Moe, Router};
@@ -41,6 +43,31 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         .collect();
     a.set_moe(m.with_layers(sparse)?);
     Ok(a)
+}
+
+/// GGUF (`ernie4_5-moe`): ERNIE's `moe_*` fields from the standard expert keys (the experts run
+/// from `leading_dense_block_count` to the last block, every `interleave_moe_layer_step`).
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    let set = |c: &mut Map<String, Value>, f: &str, v: Option<u64>| {
+        if let Some(v) = v {
+            c.insert(f.into(), v.into());
+        }
+    };
+    set(c, "moe_num_experts", k.u("expert_count"));
+    set(c, "moe_k", k.u("expert_used_count"));
+    set(
+        c,
+        "moe_intermediate_size",
+        k.u("expert_feed_forward_length"),
+    );
+    set(c, "moe_num_shared_experts", k.u("expert_shared_count"));
+    set(c, "moe_layer_start_index", k.u("leading_dense_block_count"));
+    set(c, "moe_layer_interval", k.u("interleave_moe_layer_step"));
+    c.insert(
+        "moe_layer_end_index".into(),
+        layers.saturating_sub(1).into(),
+    );
+    c.insert("use_bias".into(), k.has("blk.0.attn_q.bias").into());
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! (`Exaone4Attention`: rotary only `if self.sliding_window is None or self.is_sliding`).
 //! transformers: `models/exaone4/{configuration,modeling}_exaone4.py`.
 
+use super::{swa_kinds, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, Arch, ConfigError, NormPlace, QkNorm};
@@ -41,6 +43,27 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     let windowed = c.get("sliding_window").is_some();
     set_rope(&mut a, |_, sliding| !windowed || sliding);
     Ok(a)
+}
+
+/// GGUF (`exaone4`): llama.cpp applies the sliding window only to the 64-layer model (EXAONE 4.0
+/// 32B, `src/models/exaone4.cpp`); every other file runs full attention on every layer.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    match k
+        .u("attention.sliding_window")
+        .filter(|&w| w > 0 && layers == 64)
+    {
+        Some(w) => {
+            c.insert("sliding_window".into(), w.into());
+            c.insert("layer_types".into(), swa_kinds(k, layers, 4));
+        }
+        None => {
+            c.insert("sliding_window".into(), Value::Null);
+            c.insert(
+                "layer_types".into(),
+                vec!["full_attention"; layers as usize].into(),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

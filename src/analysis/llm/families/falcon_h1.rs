@@ -5,6 +5,8 @@
 //! transformers: `models/falcon_h1/{configuration,modeling}_falcon_h1.py` (`FalconH1Mixer` l.589,
 //! `FalconH1DecoderLayer` l.867).
 
+use super::{ssm_keys, GgufKeys};
+use serde_json::Map;
 use serde_json::{json, Value};
 
 use super::super::arch::{decoder, Arch, ConfigError};
@@ -50,6 +52,25 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         a.layers as usize
     ];
     Ok(a)
+}
+
+/// GGUF (`falcon-h1`): attention and Mamba on every layer; the Mamba sizes are the `ssm.*` keys.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, _layers: u64) {
+    ssm_keys(
+        k,
+        c,
+        [
+            "mamba_n_heads",
+            "mamba_d_head",
+            "",
+            "mamba_d_state",
+            "mamba_n_groups",
+            "mamba_d_conv",
+        ],
+    );
+    if let Some(i) = k.u("ssm.inner_size") {
+        c.insert("mamba_d_ssm".into(), i.into());
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! transformers: `models/glm4_moe/{configuration,modeling}_glm4_moe.py` (`Glm4MoeAttention`,
 //! `Glm4MoeTopkRouter`, `Glm4MoeMoE`, `Glm4MoeDecoderLayer`).
 
+use super::{moe_keys, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{
@@ -52,6 +54,16 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     let sparse = (0..a.layers).map(|i| i >= dense).collect();
     a.set_moe(m.with_layers(sparse)?);
     Ok(a)
+}
+
+/// GGUF (`glm4moe`): partial rotary from `rope.dimension_count`, q/k norms where the tensors are,
+/// the DeepSeek-style expert keys.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, _layers: u64) {
+    c.insert(
+        "use_qk_norm".into(),
+        k.has("blk.0.attn_q_norm.weight").into(),
+    );
+    moe_keys(k, c);
 }
 
 #[cfg(test)]

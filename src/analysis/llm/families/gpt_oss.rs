@@ -6,6 +6,8 @@
 //! transformers: `models/gpt_oss/{configuration,modeling}_gpt_oss.py` (`GptOssAttention`,
 //! `GptOssExperts`, `GptOssTopKRouter`).
 
+use super::{swa_kinds, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, need, Arch, ConfigError, Moe, Router};
@@ -32,6 +34,18 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     let sparse = vec![true; a.layers as usize];
     a.set_moe(m.with_layers(sparse)?);
     Ok(a)
+}
+
+/// GGUF (`gpt-oss`): the experts' width and the window; no pattern is stored, and llama.cpp slides
+/// the even layers (`src/models/openai-moe.cpp`, `load_swa_pattern(ml, 2)`).
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    if let Some(e) = k.u("expert_feed_forward_length") {
+        c.insert("intermediate_size".into(), e.into());
+    }
+    if let Some(w) = k.u("attention.sliding_window") {
+        c.insert("sliding_window".into(), w.into());
+        c.insert("layer_types".into(), swa_kinds(k, layers, 2));
+    }
 }
 
 #[cfg(test)]

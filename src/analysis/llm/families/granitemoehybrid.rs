@@ -5,6 +5,8 @@
 //! transformers: `models/granitemoehybrid/{configuration,modeling}_granitemoehybrid.py`
 //! (`GraniteMoeHybridMambaLayer` l.505, `GraniteMoeHybridDecoderLayer` l.943).
 
+use super::{kinds_of, ssm_keys, GgufKeys};
+use serde_json::Map;
 use serde_json::{json, Value};
 
 use super::super::arch::{decoder, Arch, ConfigError, Dispatch, Moe};
@@ -100,6 +102,40 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         })
         .collect::<Result<_, _>>()?;
     Ok(a)
+}
+
+/// GGUF (`granitehybrid`): Mamba layers have no KV heads (`head_count_kv` 0); the Mamba sizes are
+/// the `ssm.*` keys; `feed_forward_length` is the experts' width.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    if let Some(kv) = k.per_layer("attention.head_count_kv", layers) {
+        c.insert(
+            "layer_types".into(),
+            kinds_of(kv.iter().map(|&h| h == 0.0), "mamba", "attention"),
+        );
+    }
+    ssm_keys(
+        k,
+        c,
+        [
+            "mamba_n_heads",
+            "mamba_d_head",
+            "mamba_expand",
+            "mamba_d_state",
+            "mamba_n_groups",
+            "mamba_d_conv",
+        ],
+    );
+    if let Some(e) = k.u("expert_feed_forward_length") {
+        c.insert("intermediate_size".into(), e.into());
+    }
+    if let Some(s) = k.u("expert_shared_feed_forward_length") {
+        c.insert("shared_intermediate_size".into(), s.into());
+    }
+    let rope = k.bool("rope.scaling.finetuned") != Some(false);
+    c.insert(
+        "position_embedding_type".into(),
+        if rope { "rope" } else { "nope" }.into(),
+    );
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! transformers: `models/lfm2/{configuration,modeling}_lfm2.py` (`Lfm2ShortConv` l.317,
 //! `Lfm2MLP` l.111: `block_auto_adjust_ff_dim` rewrites the width).
 
+use super::{kinds_of, GgufKeys};
+use serde_json::Map;
 use serde_json::{json, Value};
 
 use super::super::arch::{decoder, Arch, ConfigError, QkNorm};
@@ -107,6 +109,21 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         })
         .collect::<Result<_, _>>()?;
     Ok(a)
+}
+
+/// GGUF (`lfm2`): conv layers have no KV heads (`head_count_kv` 0); the MLP width is stored
+/// already adjusted.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    if let Some(kv) = k.per_layer("attention.head_count_kv", layers) {
+        c.insert(
+            "layer_types".into(),
+            kinds_of(kv.iter().map(|&h| h == 0.0), "conv", "full_attention"),
+        );
+    }
+    if let Some(l) = k.u("shortconv.l_cache") {
+        c.insert("conv_L_cache".into(), l.into());
+    }
+    c.insert("block_auto_adjust_ff_dim".into(), false.into());
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@
 //! transformers: `models/llama4/{configuration,modeling}_llama4.py` (`Llama4TextConfig.__post_init__`,
 //! `Llama4TextAttention`, `Llama4TextMoe`).
 
+use super::{kinds_of, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{
@@ -153,6 +155,45 @@ pub fn build(outer: &Value, c: &Value, _model_type: &str) -> Result<Arch, Config
         };
     }
     Ok(a)
+}
+
+/// GGUF (`llama4`): `feed_forward_length` is the dense width and `expert_feed_forward_length`
+/// the experts'; the chunk size and the NoPE layers are not stored: llama.cpp chunks three layers
+/// of every four by 8192 tokens and skips RoPE on the fourth (`src/models/llama4.cpp`), unless the
+/// window is 0 (no chunking).
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    if let Some(f) = k.u("feed_forward_length") {
+        c.insert("intermediate_size_mlp".into(), f.into());
+    }
+    if let Some(e) = k.u("expert_feed_forward_length") {
+        c.insert("intermediate_size".into(), e.into());
+    }
+    if let Some(s) = k.u("interleave_moe_layer_step") {
+        c.insert("interleave_moe_layer_step".into(), s.into());
+    }
+    let chunked = k.u("attention.sliding_window") != Some(0);
+    let full = |i: u64| (i + 1) % 4 == 0;
+    if chunked {
+        c.insert("attention_chunk_size".into(), 8192.into());
+        c.insert(
+            "layer_types".into(),
+            kinds_of(
+                (0..layers).map(|i| !full(i)),
+                "chunked_attention",
+                "full_attention",
+            ),
+        );
+    } else {
+        c.insert("attention_chunk_size".into(), Value::Null);
+    }
+    let rope: Vec<u64> = (0..layers)
+        .map(|i| u64::from(!chunked || !full(i)))
+        .collect();
+    c.insert("no_rope_layers".into(), rope.into());
+    c.insert(
+        "use_qk_norm".into(),
+        (k.u("expert_count") != Some(128)).into(),
+    );
 }
 
 #[cfg(test)]

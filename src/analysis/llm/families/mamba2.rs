@@ -3,6 +3,8 @@
 //! transformers: `models/mamba2/{configuration,modeling}_mamba2.py` (`Mamba2Mixer` l.374: inner
 //! width `expand × hidden_size`, conv over x, B and C; `Mamba2Block` l.626).
 
+use super::{ssm_keys, GgufKeys};
+use serde_json::Map;
 use serde_json::{json, Value};
 
 use super::super::arch::{decoder, Arch, ConfigError};
@@ -44,6 +46,30 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         a.layers as usize
     ];
     Ok(a)
+}
+
+/// GGUF (`mamba2`): no attention (`head_count` 0); the mixer's sizes are the `ssm.*` keys.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, _layers: u64) {
+    for f in [
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "partial_rotary_factor",
+    ] {
+        c.remove(f);
+    }
+    ssm_keys(
+        k,
+        c,
+        [
+            "num_heads",
+            "head_dim",
+            "expand",
+            "state_size",
+            "n_groups",
+            "conv_kernel",
+        ],
+    );
 }
 
 #[cfg(test)]

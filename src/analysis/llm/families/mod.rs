@@ -60,6 +60,177 @@ pub const FAMILIES: &[(&str, Build)] = &[
     ("ernie4_5_moe", ernie4_5_moe::build),
 ];
 
+/// A GGUF file's metadata and tensors, as a family's [`GgufFill`] reads them: llama.cpp's keys
+/// (`{arch}.key`, scalars or per-layer arrays) and which tensors are present.
+pub struct GgufKeys<'a>(pub &'a crate::load::gguf::Gguf);
+
+impl GgufKeys<'_> {
+    /// An integer key (`{arch}.key`); a per-layer array gives its largest entry.
+    pub fn u(&self, key: &str) -> Option<u64> {
+        match self.0.arch_key(key)? {
+            crate::load::gguf::Meta::Array(_, v) => v
+                .iter()
+                .filter(|x| x.is_finite() && **x >= 0.0)
+                .map(|&x| x as u64)
+                .max(),
+            m => m.as_u64(),
+        }
+    }
+    pub fn f(&self, key: &str) -> Option<f64> {
+        self.0.arch_key(key).and_then(|m| m.as_f64())
+    }
+    pub fn bool(&self, key: &str) -> Option<bool> {
+        match self.0.arch_key(key)? {
+            crate::load::gguf::Meta::Bool(b) => Some(*b),
+            m => m.as_u64().map(|v| v != 0),
+        }
+    }
+    /// A per-layer array key, when it is one with `n` entries.
+    pub fn per_layer(&self, key: &str, n: u64) -> Option<&[f64]> {
+        match self.0.arch_key(key)? {
+            crate::load::gguf::Meta::Array(len, v) if *len == n && v.len() as u64 == n => Some(v),
+            _ => None,
+        }
+    }
+    pub fn has(&self, tensor: &str) -> bool {
+        self.0.tensors.iter().any(|t| t.name == tensor)
+    }
+    /// The outermost dimension of a stored tensor (a matrix's output width).
+    pub fn rows(&self, tensor: &str) -> Option<u64> {
+        self.0
+            .tensors
+            .iter()
+            .find(|t| t.name == tensor)
+            .and_then(|t| t.shape.first().copied())
+    }
+}
+
+/// Completes the Hugging Face config a GGUF file's common keys gave (`hidden_size`,
+/// `num_hidden_layers`, heads, `head_dim`, `intermediate_size`, experts...) with the family's own
+/// fields, from the keys llama.cpp's converter writes for it.
+pub type GgufFill = fn(k: &GgufKeys, c: &mut serde_json::Map<String, Value>, layers: u64);
+
+/// llama.cpp's architectures (`general.architecture`), the family each is read as, and what the
+/// family adds to the common keys. Checked against llama.cpp 0c1e57098's `conversion/*.py` and
+/// `src/models/*.cpp` (tools/llm/make_gguf.py writes the twins the tests read).
+pub const GGUF: &[(&str, &str, Option<GgufFill>)] = &[
+    ("llama", "llama", None),
+    ("qwen2", "qwen2", None),
+    ("qwen3", "qwen3", None),
+    ("qwen2moe", "qwen2_moe", None),
+    ("qwen3moe", "qwen3_moe", None),
+    ("gemma", "gemma", None),
+    ("gemma2", "gemma2", None),
+    ("gemma3", "gemma3_text", None),
+    ("phi3", "phi3", None),
+    ("gpt2", "gpt2", None),
+    ("gptneox", "gpt_neox", None),
+    ("bert", "bert", None),
+    ("mistral3", "mistral", None),
+    ("smollm3", "smollm3", Some(smollm3::gguf)),
+    ("olmo2", "olmo2", Some(olmo2::gguf)),
+    ("cohere2", "cohere2", Some(cohere2::gguf)),
+    ("exaone4", "exaone4", Some(exaone4::gguf)),
+    ("llama4", "llama4_text", Some(llama4::gguf)),
+    ("deepseek2", "deepseek_v3", Some(deepseek_v3::gguf)),
+    ("glm4moe", "glm4_moe", Some(glm4_moe::gguf)),
+    ("gpt-oss", "gpt_oss", Some(gpt_oss::gguf)),
+    ("ernie4_5-moe", "ernie4_5_moe", Some(ernie4_5_moe::gguf)),
+    ("qwen3next", "qwen3_next", Some(qwen3_next::gguf)),
+    ("qwen2vl", "qwen2_5_vl_text", Some(qwen_vl::gguf)),
+    ("qwen3vl", "qwen3_vl_text", Some(qwen_vl::gguf)),
+    ("mamba2", "mamba2", Some(mamba2::gguf)),
+    ("lfm2", "lfm2", Some(lfm2::gguf)),
+    (
+        "granitehybrid",
+        "granitemoehybrid",
+        Some(granitemoehybrid::gguf),
+    ),
+    ("nemotron_h", "nemotron_h", Some(nemotron_h::gguf)),
+    ("nemotron_h_moe", "nemotron_h", Some(nemotron_h::gguf)),
+    ("falcon-h1", "falcon_h1", Some(falcon_h1::gguf)),
+];
+
+/// The family a llama.cpp architecture is read as, and its GGUF fill.
+pub fn gguf(arch: &str) -> Option<(&'static str, Option<GgufFill>)> {
+    GGUF.iter()
+        .find(|(a, _, _)| *a == arch)
+        .map(|(_, t, f)| (*t, *f))
+}
+
+/// Which layers slide, as llama.cpp reads it: the per-layer pattern where the file has one, a
+/// period there, else the architecture's period (`load_swa_pattern`: with period p, layer i slides
+/// when `i % p < p - 1`).
+pub fn swa_kinds(k: &GgufKeys, layers: u64, period: u64) -> Value {
+    if let Some(p) = k.per_layer("attention.sliding_window_pattern", layers) {
+        return kinds_of(
+            p.iter().map(|&f| f != 0.0),
+            "sliding_attention",
+            "full_attention",
+        );
+    }
+    let p = k
+        .u("attention.sliding_window_pattern")
+        .unwrap_or(period)
+        .max(1);
+    kinds_of(
+        (0..layers).map(|i| i % p < p - 1),
+        "sliding_attention",
+        "full_attention",
+    )
+}
+
+/// The DeepSeek-style expert keys (`expert_count`, `expert_shared_count`,
+/// `leading_dense_block_count`, groups, `expert_weights_norm`) as those families' config fields.
+pub fn moe_keys(k: &GgufKeys, c: &mut serde_json::Map<String, Value>) {
+    for (field, key) in [
+        ("n_routed_experts", "expert_count"),
+        ("num_experts_per_tok", "expert_used_count"),
+        ("moe_intermediate_size", "expert_feed_forward_length"),
+        ("n_shared_experts", "expert_shared_count"),
+        ("first_k_dense_replace", "leading_dense_block_count"),
+        ("n_group", "expert_group_count"),
+        ("topk_group", "expert_group_used_count"),
+    ] {
+        if let Some(v) = k.u(key) {
+            c.insert(field.into(), v.into());
+        }
+    }
+    if let Some(n) = k.bool("expert_weights_norm") {
+        c.insert("norm_topk_prob".into(), n.into());
+    }
+}
+
+/// Mamba-2's sizes from the `ssm.*` keys, under the family's field names (in this order: heads,
+/// head width, expansion, state size, groups, conv kernel; "" where the family has no such field).
+pub fn ssm_keys(k: &GgufKeys, c: &mut serde_json::Map<String, Value>, names: [&str; 6]) {
+    let heads = k.u("ssm.time_step_rank").filter(|&h| h > 0);
+    let inner = k.u("ssm.inner_size");
+    let hidden = k.u("embedding_length").filter(|&h| h > 0);
+    let values = [
+        heads,
+        inner.zip(heads).map(|(i, h)| i / h),
+        inner.zip(hidden).map(|(i, h)| i / h),
+        k.u("ssm.state_size"),
+        k.u("ssm.group_count"),
+        k.u("ssm.conv_kernel"),
+    ];
+    for (name, v) in names.iter().zip(values) {
+        if let (false, Some(v)) = (name.is_empty(), v) {
+            c.insert((*name).into(), v.into());
+        }
+    }
+}
+
+/// Per layer, `kind_if` where `flags[i]` is true, else `otherwise` (GGUF's per-layer booleans).
+pub fn kinds_of(flags: impl Iterator<Item = bool>, kind_if: &str, otherwise: &str) -> Value {
+    Value::Array(
+        flags
+            .map(|f| Value::from(if f { kind_if } else { otherwise }))
+            .collect(),
+    )
+}
+
 /// The family that builds `model_type`.
 pub fn find(model_type: &str) -> Option<Build> {
     FAMILIES

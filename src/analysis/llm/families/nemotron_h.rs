@@ -6,6 +6,8 @@
 //! transformers: `models/nemotron_h/{configuration,modeling}_nemotron_h.py` (`NemotronHMamba2Mixer`
 //! l.390, `NemotronHMoE` l.715, `NemotronHBlock` l.934).
 
+use super::{moe_keys, ssm_keys, GgufKeys};
+use serde_json::Map;
 use serde_json::{json, Value};
 
 use super::super::arch::{decoder, Arch, ConfigError, Correction, Dispatch, Moe, Router};
@@ -127,6 +129,48 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         })
         .collect::<Result<_, _>>()?;
     Ok(a)
+}
+
+/// GGUF (`nemotron_h`, `nemotron_h_moe`): each block's kind from its tensors (the metadata's rule,
+/// no KV heads and no FFN width means Mamba, misreads the dense blocks of MoE files); the Mamba
+/// sizes are the `ssm.*` keys.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    let kinds: Vec<&str> = (0..layers)
+        .map(|i| {
+            let t = |n: &str| k.has(&format!("blk.{i}.{n}.weight"));
+            if t("ssm_in") {
+                "mamba"
+            } else if t("attn_q") {
+                "attention"
+            } else if t("ffn_up_exps") {
+                "moe"
+            } else {
+                "mlp"
+            }
+        })
+        .collect();
+    if let Some(i) = kinds.iter().position(|&k| k == "mlp") {
+        if let Some(w) = k.rows(&format!("blk.{i}.ffn_up.weight")) {
+            c.insert("intermediate_size".into(), w.into());
+        }
+    }
+    c.insert("layers_block_type".into(), kinds.into());
+    ssm_keys(
+        k,
+        c,
+        [
+            "mamba_num_heads",
+            "mamba_head_dim",
+            "",
+            "ssm_state_size",
+            "n_groups",
+            "conv_kernel",
+        ],
+    );
+    if let Some(s) = k.u("expert_shared_feed_forward_length") {
+        c.insert("moe_shared_expert_intermediate_size".into(), s.into());
+    }
+    moe_keys(k, c);
 }
 
 #[cfg(test)]

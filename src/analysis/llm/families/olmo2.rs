@@ -7,6 +7,8 @@
 //! transformers: `models/olmo2/modeling_olmo2.py` (`Olmo2DecoderLayer`, `Olmo2Attention`),
 //! `models/olmo3/{configuration,modeling}_olmo3.py` (`Olmo3RotaryEmbedding`).
 
+use super::{swa_kinds, GgufKeys};
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, Arch, ConfigError, Norm, NormPlace, QkNorm};
@@ -29,6 +31,16 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     a.norms = NormPlace::Post;
     a.qk_norm = QkNorm::Projection;
     Ok(a)
+}
+
+/// GGUF (`olmo2`, also Olmo 3): a sliding window makes it Olmo 3, with the per-layer pattern the
+/// converter writes (else llama.cpp's period 4: three sliding layers, one full).
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    if let Some(w) = k.u("attention.sliding_window").filter(|&w| w > 0) {
+        c.insert("model_type".into(), "olmo3".into());
+        c.insert("sliding_window".into(), w.into());
+        c.insert("layer_types".into(), swa_kinds(k, layers, 4));
+    }
 }
 
 #[cfg(test)]

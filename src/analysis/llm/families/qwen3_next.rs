@@ -6,6 +6,8 @@
 //! transformers: `models/qwen3_next/{configuration,modeling}_qwen3_next.py`
 //! (`Qwen3NextAttention` l.229, `Qwen3NextGatedDeltaNet` l.583, `Qwen3NextSparseMoeBlock` l.849).
 
+use super::{kinds_of, GgufKeys};
+use serde_json::Map;
 use serde_json::{json, Value};
 
 use super::super::arch::{
@@ -134,6 +136,42 @@ pub(super) fn token_mixers(
             )),
         })
         .collect()
+}
+
+/// GGUF (`qwen3next`): the DeltaNet sizes are the `ssm.*` keys, the linear layers
+/// `attention.recurrent_layers`; a block without a router is dense.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    let set = |c: &mut Map<String, Value>, f: &str, v: Option<u64>| {
+        if let Some(v) = v {
+            c.insert(f.into(), v.into());
+        }
+    };
+    let ranks = k.u("ssm.time_step_rank");
+    set(c, "linear_conv_kernel_dim", k.u("ssm.conv_kernel"));
+    set(c, "linear_key_head_dim", k.u("ssm.state_size"));
+    set(c, "linear_num_key_heads", k.u("ssm.group_count"));
+    set(c, "linear_num_value_heads", ranks);
+    set(
+        c,
+        "linear_value_head_dim",
+        k.u("ssm.inner_size")
+            .zip(ranks.filter(|&r| r > 0))
+            .map(|(i, r)| i / r),
+    );
+    if let Some(r) = k.per_layer("attention.recurrent_layers", layers) {
+        c.insert(
+            "layer_types".into(),
+            kinds_of(
+                r.iter().map(|&f| f != 0.0),
+                "linear_attention",
+                "full_attention",
+            ),
+        );
+    }
+    let dense: Vec<u64> = (0..layers)
+        .filter(|i| !k.has(&format!("blk.{i}.ffn_gate_inp.weight")))
+        .collect();
+    c.insert("mlp_only_layers".into(), dense.into());
 }
 
 #[cfg(test)]

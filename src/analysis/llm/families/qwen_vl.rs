@@ -6,6 +6,8 @@
 //! [B, 1, S, head_dim] where Qwen2 saves [1, 1, S, head_dim]).
 //! transformers: `models/qwen2_5_vl/modeling_qwen2_5_vl.py`, `models/qwen3_vl/modeling_qwen3_vl.py`.
 
+use super::GgufKeys;
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, Arch, ConfigError};
@@ -20,4 +22,17 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     a.model_type = model_type.to_string();
     a.rotary_per_sequence = true;
     Ok(a)
+}
+/// GGUF (`qwen2vl`, `qwen3vl`: the text halves; the vision tower is the separate mmproj file):
+/// the M-RoPE sections.
+pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, _layers: u64) {
+    let sections: Vec<u64> = match k.0.arch_key("rope.dimension_sections") {
+        Some(crate::load::gguf::Meta::Array(_, v)) => v.iter().take(3).map(|&x| x as u64).collect(),
+        _ => return,
+    };
+    let mut rope = serde_json::json!({"rope_type": "default", "mrope_section": sections});
+    if let Some(f) = c.get("partial_rotary_factor") {
+        rope["partial_rotary_factor"] = f.clone();
+    }
+    c.insert("rope_parameters".into(), rope);
 }

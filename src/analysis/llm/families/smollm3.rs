@@ -2,6 +2,8 @@
 //! default) uses no rotary positions, as `no_rope_layers` lists per layer (1: rotary, 0: NoPE).
 //! transformers: `models/smollm3/{configuration,modeling}_smollm3.py` (`SmolLM3Attention.use_rope`).
 
+use super::GgufKeys;
+use serde_json::Map;
 use serde_json::Value;
 
 use super::super::arch::{decoder, Arch, ConfigError};
@@ -29,6 +31,13 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         }
     }
     Ok(a)
+}
+
+/// GGUF (`smollm3`): llama.cpp does not store `no_rope_layers`; it skips RoPE on every 4th layer
+/// (`src/models/smollm3.cpp`, `n_no_rope_layer_step = 4`).
+pub fn gguf(_: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
+    let rope: Vec<u64> = (0..layers).map(|i| u64::from((i + 1) % 4 != 0)).collect();
+    c.insert("no_rope_layers".into(), rope.into());
 }
 
 #[cfg(test)]
