@@ -1552,8 +1552,11 @@ fn hybrid_families_lora_trainable_parameters_equal_peft() {
         ("lfm2", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
         ("lfm2", "sdpa_fp32_lora_all_linear", "all-linear"),
         ("granitemoehybrid", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
-        // granitemoehybrid all-linear: nnlint 8,752 vs peft 8,224: the tape's MoE adds Qwen's
-        // shared_expert_gate (2 x 264), which Granite's shared MLP does not have
+        (
+            "granitemoehybrid",
+            "sdpa_fp32_lora_all_linear",
+            "all-linear",
+        ),
         ("nemotron_h", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
         ("qwen3_next", "sdpa_fp32_lora_qv", "q_proj,v_proj"),
         ("qwen3_5_text", "sdpa_fp32_lora_qv", "q_proj,v_proj"),

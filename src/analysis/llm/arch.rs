@@ -778,6 +778,9 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
             m.norm_topk = flag(c, "norm_topk_prob", false);
             m.router_linear = false;
             m.sparse = qwen_sparse_layers(c, layers)?;
+            // measured: peft 0.21's all-linear leaves Qwen2-MoE's experts alone (its adapters and
+            // saved bytes equal nnlint's), and wraps Qwen3-MoE's
+            m.peft_wraps_experts = mt != "qwen2_moe";
             Some(m)
         }
         _ => None,

@@ -69,6 +69,8 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             moe_layers: a.layers,
             // the shared MLP is always on, with no sigmoid gate
             shared_experts: u64::from(shared > 0),
+            // nor the experts (measured: all-linear's 8,224 trainable are nnlint's count)
+            peft_wraps_experts: false,
             ..Moe::new(experts, top_k, a.intermediate)
         });
         Channel::Moe
