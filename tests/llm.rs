@@ -1582,3 +1582,163 @@ fn hybrid_families_lora_trainable_parameters_equal_peft() {
         );
     }
 }
+
+/// `--cache-layout vllm` and `llama.cpp` on the checkpoint folders, against sizes computed here
+/// from each fixture's config.json with the rules of vLLM 0.34 and llama.cpp 0c1e57098
+/// (docs/cache-layouts.md).
+#[test]
+fn cache_layouts_on_the_checkpoints() {
+    let u = |c: &Value, k: &str| c[k].as_u64().unwrap();
+    let layout = |fam: &str, extra: &[&str]| {
+        let j = mem_json(&testdata(fam), extra);
+        let i = &j["inference"];
+        (
+            i["kv_cache_bytes"].as_u64().unwrap(),
+            i["kv_cache_decode_bytes"].as_u64().unwrap(),
+            j,
+        )
+    };
+
+    // Qwen3-Next: 3 Gated DeltaNet layers and 1 attention layer, bf16
+    let (c, _) = load("qwen3_next");
+    let attn_1tok = u(&c, "num_key_value_heads") * 2 * u(&c, "head_dim") * 2;
+    let (hk, hv) = (
+        u(&c, "linear_num_key_heads"),
+        u(&c, "linear_num_value_heads"),
+    );
+    let (dk, dv, k) = (
+        u(&c, "linear_key_head_dim"),
+        u(&c, "linear_value_head_dim"),
+        u(&c, "linear_conv_kernel_dim"),
+    );
+    let gdn = (k - 1) * (2 * hk * dk + hv * dv) * 2 + hv * dk * dv * 2; // 896 B, vLLM bf16
+    assert_eq!(gdn, 896);
+    let (b, s) = (2u64, 100u64);
+    // block 64 (64·cdiv(896, 64·128) = 64): state pages padded to 64 tokens of attention
+    let page = 64 * attn_1tok;
+    let want = b * s.div_ceil(64) * page + 3 * b * page;
+    let (pre, dec, j) = layout(
+        "qwen3_next",
+        &["--batch", "2", "--seq", "100", "--cache-layout", "vllm"],
+    );
+    assert_eq!((pre, dec), (want, want));
+    assert_eq!(j["inference"]["cache_layout"], "vllm");
+    assert_eq!(j["inference"]["cache_block_size"], 64);
+    let said = j["inference"]["cache_assumptions"].as_str().unwrap();
+    assert!(said.starts_with("cache layout vllm"), "{said}");
+    assert!(said.contains("blocks of 64 tokens"), "{said}");
+    assert!(j["notes"].as_array().unwrap().iter().any(|n| n == said));
+    // --block-size 16: 16·cdiv(896, 16·128) = 16
+    let page = 16 * attn_1tok;
+    let want = b * s.div_ceil(16) * page + 3 * b * page;
+    let (_, dec, _) = layout(
+        "qwen3_next",
+        &[
+            "--batch",
+            "2",
+            "--seq",
+            "100",
+            "--cache-layout",
+            "vllm",
+            "--block-size",
+            "16",
+        ],
+    );
+    assert_eq!(dec, want);
+    // llama.cpp: pad256(200) = 256 cells of f16 K/V; f32 states with K - 1 columns
+    let want = 256 * attn_1tok + 3 * b * 4 * ((k - 1) * (2 * hk * dk + hv * dv) + hv * dk * dv);
+    let (pre, dec, j) = layout(
+        "qwen3_next",
+        &[
+            "--batch",
+            "2",
+            "--seq",
+            "100",
+            "--cache-layout",
+            "llama.cpp",
+        ],
+    );
+    assert_eq!((pre, dec), (want, want));
+    assert_eq!(j["inference"]["kv_dtype"], "float16");
+
+    // gpt-oss: a sliding layer (window 8) and a full one; 64 B per token and layer in bf16
+    let (c, _) = load("gpt_oss");
+    let pt = u(&c, "num_key_value_heads") * 2 * u(&c, "head_dim") * 2;
+    let w = u(&c, "sliding_window");
+    assert_eq!((pt, w), (64, 8));
+    let (_, _, j) = layout(
+        "gpt_oss",
+        &["--seq", "30", "--cache-layout", "vllm", "--block-size", "4"],
+    );
+    let (pre, dec) = (
+        j["inference"]["kv_cache_bytes"].as_u64().unwrap(),
+        j["inference"]["kv_cache_decode_bytes"].as_u64().unwrap(),
+    );
+    // full: 8 blocks of 4 tokens; sliding in decoding 8 - floor((30 - 8 + 1) / 4) = 3 blocks,
+    // after the one-chunk prefill all 8
+    assert_eq!(dec, 8 * 4 * pt + 3 * 4 * pt);
+    assert_eq!(pre, 8 * 4 * pt + 8 * 4 * pt);
+    // llama.cpp at 1000 tokens: 1024 cells, the SWA layer pad256(min(1024, 8 + 512)) = 768
+    let (_, dec, _) = layout("gpt_oss", &["--seq", "1000", "--cache-layout", "llama.cpp"]);
+    assert_eq!(dec, 1024 * pt + 768 * pt);
+
+    // DeepSeek-V3: 3 MLA layers of kv_lora_rank + qk_rope_head_dim = 32 elements per token
+    let (c, _) = load("deepseek_v3");
+    let pt = (u(&c, "kv_lora_rank") + u(&c, "qk_rope_head_dim")) * 2;
+    let (_, dec, _) = layout("deepseek_v3", &["--seq", "100", "--cache-layout", "vllm"]);
+    assert_eq!(dec, 3 * 2 * 64 * pt);
+    let (_, dec, _) = layout(
+        "deepseek_v3",
+        &["--seq", "100", "--cache-layout", "llama.cpp"],
+    );
+    assert_eq!(dec, 3 * 256 * pt);
+
+    // the default is transformers' cache, with no layout fields
+    let j = mem_json(&testdata("gpt_oss"), &["--seq", "30"]);
+    assert!(j["inference"].get("cache_layout").is_none());
+    assert!(j["inference"].get("cache_assumptions").is_none());
+}
+
+/// The llama.cpp layout on each checkpoint folder against what llama.cpp keeps per layer, read
+/// back from the GGUF twins' metadata (testdata/llm/gguf/expected.json `llama_cpp_cache`).
+#[test]
+fn llama_cpp_layout_matches_the_gguf_twins_cache_records() {
+    let e: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("gguf/expected.json")).unwrap())
+            .unwrap();
+    let (b, s) = (1u64, 1000u64);
+    let cells = (b * s).div_ceil(256) * 256;
+    let mut checked = 0;
+    for t in e["newer_twins"].as_array().unwrap() {
+        let fam = t["family"].as_str().unwrap();
+        let Some(rec) = t.get("llama_cpp_cache") else {
+            continue;
+        };
+        let mut want = 0u64;
+        for l in rec["layers"].as_array().unwrap() {
+            // the converter's rule misreads this layer (llama.cpp bug): the checkpoint's layer
+            // holds nothing
+            if l.get("mismatch").is_some() {
+                continue;
+            }
+            let g = |k: &str| l.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let kv = g("k_per_token") + g("v_per_token");
+            let kept = match l.get("n_swa").and_then(Value::as_u64) {
+                Some(w) => (cells.min(w * b + 512)).div_ceil(256) * 256,
+                None => cells,
+            };
+            want += kept * kv * 2 + b * 4 * (g("conv_state") + g("ssm_state"));
+        }
+        let j = mem_json(
+            &testdata(fam),
+            &["--seq", "1000", "--cache-layout", "llama.cpp"],
+        );
+        assert_eq!(
+            j["inference"]["kv_cache_decode_bytes"].as_u64(),
+            Some(want),
+            "{fam}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 20);
+}

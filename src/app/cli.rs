@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::analysis::llm::forward::Attn;
+use crate::analysis::llm::layers::CacheLayout;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
@@ -313,6 +314,8 @@ pub struct FitArgs {
     /// Answer for serving (inference) instead of training.
     #[arg(long)]
     pub inference: bool,
+    #[command(flatten)]
+    pub layout: CacheLayoutArgs,
     /// Binds a named symbolic dimension other than the batch, e.g. `--dim seq=512` (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
@@ -449,6 +452,8 @@ pub struct LlmArgs {
     /// KV-cache dtype: fp32, bf16, fp16 or fp8 [default: the checkpoint's].
     #[arg(long, value_name = "DTYPE", value_parser = parse_kv_dtype, help_heading = "Language models")]
     pub kv_dtype: Option<crate::ir::DType>,
+    #[command(flatten)]
+    pub layout: CacheLayoutArgs,
     /// Attention implementation: eager keeps the S×S probabilities, sdpa and flash do not.
     #[arg(long, value_parser = named::<Attn>(), default_value = "sdpa", help_heading = "Language models")]
     pub attn: Attn,
@@ -478,6 +483,11 @@ impl LlmArgs {
         for (flag, on) in [
             ("--seq", self.seq.is_some()),
             ("--kv-dtype", self.kv_dtype.is_some()),
+            (
+                "--cache-layout",
+                self.layout.cache_layout != CacheLayout::Hf,
+            ),
+            ("--block-size", self.layout.block_size.is_some()),
             ("--attn", self.attn != Attn::Sdpa),
             ("--lora", self.lora.is_some()),
             ("--qlora", self.qlora),
@@ -540,7 +550,29 @@ impl LlmArgs {
             }),
             qlora: self.qlora,
             all_logits: self.all_logits,
+            cache_layout: self.layout.cache_layout,
+            block_size: self.layout.block_size(),
         }
+    }
+}
+
+/// Whose allocation the KV cache is counted as (`mem`, `fit`, `report`).
+#[derive(Debug, Args, Clone)]
+pub struct CacheLayoutArgs {
+    /// The KV cache as this runtime allocates it: hf (what transformers 5.24 holds), vllm
+    /// (vLLM 0.34's paged blocks) or llama.cpp (0c1e57098's unified cache of 256-cell steps).
+    #[arg(long, value_parser = named::<CacheLayout>(), default_value = "hf", help_heading = "Language models")]
+    pub cache_layout: CacheLayout,
+    /// Tokens per vLLM block (with --cache-layout vllm) [default: 64, vLLM 0.34's; 16 before].
+    #[arg(long, value_name = "TOKENS", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
+    pub block_size: Option<u64>,
+}
+
+impl CacheLayoutArgs {
+    /// The block size to use.
+    pub fn block_size(&self) -> u64 {
+        self.block_size
+            .unwrap_or(crate::analysis::llm::layers::VLLM_BLOCK_SIZE)
     }
 }
 

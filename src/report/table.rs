@@ -410,7 +410,8 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
             CacheKind::LinearAttention | CacheKind::Ssm | CacheKind::Conv | CacheKind::Hybrid => {
                 "recurrent states"
             }
-            CacheKind::Attention | CacheKind::Latent => continue,
+            // only a runtime's blocks or cells leave attention layers a fixed part
+            CacheKind::Attention | CacheKind::Latent => "allocation rounding",
         };
         if !fixed_of.contains(&w) {
             fixed_of.push(w);
@@ -423,10 +424,14 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
         "KV cache".into(),
         bytes(i.kv_cache_bytes),
         format!(
-            "{} sequences x {} tokens, {}, {} per token{}; {} in steady decoding",
+            "{} sequences x {} tokens, {}{}, {} per token{}; {} in steady decoding",
             i.batch,
             i.seq,
             i.kv_dtype,
+            match i.cache_layout {
+                crate::analysis::llm::layers::CacheLayout::Hf => String::new(),
+                l => format!(", as {l} allocates it"),
+            },
             bytes(i.kv_bytes_per_token),
             if i.kv_fixed_bytes > 0 {
                 format!(

@@ -240,7 +240,14 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
         max_seq
     };
     out.push(LlmPlan {
-        plan: "serve (weights as stored, KV cache in their dtype)".into(),
+        plan: if f.llm.cache_layout == super::layers::CacheLayout::Hf {
+            "serve (weights as stored, KV cache in their dtype)".into()
+        } else {
+            format!(
+                "serve (weights as stored, KV cache as {} allocates it)",
+                f.llm.cache_layout
+            )
+        },
         cost: "inference only".into(),
         max_batch: largest(MAX_BATCH, |b| serve(b, seq).is_some_and(|t| t <= cap)),
         max_seq_at_batch_1: largest(serve_seq, |s| serve(1, s).is_some_and(|t| t <= cap)),
@@ -288,6 +295,26 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
             .then(a.peak_bytes_at_batch_1.cmp(&b.peak_bytes_at_batch_1))
     });
     out.extend(trained);
+    // the layout's assumptions, said at batch 1 x seq (the batch search varies the batch)
+    if let Some(n) = inference(
+        &m.arch,
+        m.param_bytes,
+        m.active_linear,
+        m.elem,
+        &LlmOptions {
+            batch: 1,
+            seq,
+            lora: None,
+            qlora: false,
+            ..f.llm.clone()
+        },
+        &f.base.overhead,
+    )
+    .ok()
+    .and_then(|i| i.cache_assumptions)
+    {
+        notes.push(n);
+    }
     let o = &f.base.overhead;
     notes.insert(
         0,

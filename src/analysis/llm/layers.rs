@@ -205,98 +205,399 @@ pub struct CacheDtypes {
     pub state: u64,
 }
 
-impl Mixer {
-    /// What this layer caches for `batch` sequences at `seq` tokens, as Hugging Face's cache
-    /// classes hold it (transformers 5). `None` on overflow.
-    pub fn cache(&self, layer: u64, batch: u64, seq: u64, e: CacheDtypes) -> Option<LayerCache> {
-        let mut c = LayerCache {
+impl LayerCache {
+    fn empty(layer: u64, kind: CacheKind) -> LayerCache {
+        LayerCache {
             layer,
-            kind: CacheKind::Attention,
+            kind,
             bytes: 0,
             decode_bytes: 0,
             bytes_per_token: 0,
             fixed_bytes: 0,
-        };
+        }
+    }
+}
+
+/// What one layer stores, before any runtime's rounding: keys and values per token, or a fixed
+/// state per sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// Keys and values (MLA: the latent and the rotary key) of `per_token` bytes per token,
+    /// over the positions `window` lets a query see.
+    Tokens {
+        kind: CacheKind,
+        per_token: u64,
+        window: Window,
+    },
+    /// A causal convolution over `conv_channels` with a `kernel`-wide window, and a recurrent
+    /// state of `state` elements, per sequence.
+    State {
+        kind: CacheKind,
+        conv_channels: u64,
+        kernel: u64,
+        state: u64,
+    },
+}
+
+impl Stored {
+    /// One sequence's state in bytes, keeping `kernel - columns_less` convolution columns.
+    fn state_bytes(self, columns_less: u64, conv: u64, ssm: u64) -> Option<u64> {
         match self {
-            Mixer::Attention(a) => {
-                let per_token = a.kv_elems_per_token().checked_mul(e.kv)?;
-                let full = batch.checked_mul(seq)?.checked_mul(per_token)?;
+            Stored::State {
+                conv_channels,
+                kernel,
+                state,
+                ..
+            } => conv_channels
+                .checked_mul(kernel.saturating_sub(columns_less))?
+                .checked_mul(conv)?
+                .checked_add(state.checked_mul(ssm)?),
+            Stored::Tokens { .. } => Some(0),
+        }
+    }
+}
+
+crate::named_enum! {
+    /// Whose allocation the cache is counted as (`--cache-layout`).
+    pub enum CacheLayout {
+        /// What transformers 5.24's cache classes hold: exact tokens, sliding layers their window.
+        Hf = "hf",
+        /// What vLLM 0.34 allocates: paged blocks of --block-size tokens, one padded page per sequence for recurrent states.
+        Vllm = "vllm",
+        /// What llama.cpp (0c1e57098) allocates: one unified cache of pad256(batch x seq) cells, f16 K/V, f32 states.
+        LlamaCpp = "llama.cpp",
+    }
+}
+
+/// vLLM's default block size since v0.34 (`CacheConfig.DEFAULT_BLOCK_SIZE`,
+/// `vllm/config/cache.py:185`; 16 before).
+pub const VLLM_BLOCK_SIZE: u64 = 64;
+/// vLLM's prefill chunk: `max_num_batched_tokens` of the API server on an H100/H200
+/// (`vllm/engine/arg_utils.py:3008-3043`).
+pub const VLLM_PREFILL_CHUNK: u64 = 8192;
+/// llama.cpp's default micro-batch (`n_ubatch`, `llama-context.cpp:3757`; `common.h:454`).
+pub const LLAMA_CPP_UBATCH: u64 = 512;
+/// llama.cpp rounds its cells to this (`GGML_PAD(n_ctx, 256)`, `llama-context.cpp:290`).
+pub const LLAMA_CPP_PAD: u64 = 256;
+/// llama.cpp's window for Llama 4's chunked layers, whatever the config says
+/// (`src/models/llama4.cpp:13-19`).
+pub const LLAMA_CPP_CHUNK: u64 = 8192;
+
+/// A runtime's allocation rules, resolved for one model and batch ([`Runtime::plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// transformers 5's `DynamicCache`.
+    Hf,
+    /// vLLM's paged allocator.
+    Vllm {
+        /// Tokens per block of attention layers: `--block-size`, raised in hybrids so a
+        /// recurrent state fits one attention page (`Platform._align_hybrid_block_size`,
+        /// `vllm/platforms/interface.py:950-1149`).
+        block: u64,
+        /// The page every recurrent layer takes per sequence in a hybrid: `block` tokens of
+        /// attention (`mamba_page_size_padded`, `:1130-1140`); `None`: its own state.
+        state_page: Option<u64>,
+        /// Element sizes of the convolution and recurrent states (`mamba_cache_dtype`,
+        /// `mamba_ssm_cache_dtype`: the model's dtype, NemotronH's SSM fp32).
+        conv: u64,
+        ssm: u64,
+    },
+    /// llama.cpp's KV cache of `cells` cells (all sequences, unified) and f32 recurrent rows.
+    LlamaCpp { cells: u64 },
+}
+
+fn cdiv(a: u64, b: u64) -> u64 {
+    a.div_ceil(b.max(1))
+}
+
+fn pad(x: u64, n: u64) -> Option<u64> {
+    cdiv(x, n).checked_mul(n.max(1))
+}
+
+impl Runtime {
+    /// The rules of `layout` for these mixers at `batch` × `seq`: vLLM's block size (raised in
+    /// hybrids) and state page, llama.cpp's cells. `kv`: key/value element size; `model`: the
+    /// weights' (vLLM's state dtypes); `ssm_fp32`: the family keeps its SSM state in fp32 in
+    /// vLLM (NemotronH). `None` on overflow.
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan<'a>(
+        layout: CacheLayout,
+        mixers: impl Iterator<Item = &'a Mixer>,
+        block_size: u64,
+        batch: u64,
+        seq: u64,
+        kv: u64,
+        model: u64,
+        ssm_fp32: bool,
+    ) -> Option<Runtime> {
+        match layout {
+            CacheLayout::Hf => Some(Runtime::Hf),
+            CacheLayout::LlamaCpp => Some(Runtime::LlamaCpp {
+                cells: pad(batch.checked_mul(seq)?, LLAMA_CPP_PAD)?,
+            }),
+            CacheLayout::Vllm => {
+                let (conv, ssm) = (model, if ssm_fp32 { 4 } else { model });
+                let (mut token, mut state, mut mla) = (0u64, 0u64, false);
+                for m in mixers.flat_map(Mixer::leaves) {
+                    match m.stored(kv)? {
+                        Some(Stored::Tokens { per_token, .. }) => {
+                            token = token.max(per_token);
+                            mla |= matches!(m, Mixer::Mla(_));
+                        }
+                        Some(s @ Stored::State { .. }) => {
+                            state = state.max(s.state_bytes(1, conv, ssm)?);
+                        }
+                        None => {}
+                    }
+                }
+                let block = block_size.max(1);
+                if token == 0 || state == 0 {
+                    return Some(Runtime::Vllm {
+                        block,
+                        state_page: None,
+                        conv,
+                        ssm,
+                    });
+                }
+                // the smallest kernel block of FlashAttention is 16; MLA hybrids use 128
+                let k = block.max(if mla { 128 } else { 16 });
+                let raised = cdiv(state, k.checked_mul(token)?).checked_mul(k)?;
+                let block = block.max(raised);
+                Some(Runtime::Vllm {
+                    block,
+                    state_page: Some(block.checked_mul(token)?),
+                    conv,
+                    ssm,
+                })
+            }
+        }
+    }
+
+    /// One layer's allocation for what it stores. `None` on overflow.
+    pub fn layer(
+        &self,
+        layer: u64,
+        s: &Stored,
+        batch: u64,
+        seq: u64,
+        e: CacheDtypes,
+    ) -> Option<LayerCache> {
+        let (kind, pt) = match *s {
+            Stored::Tokens {
+                kind, per_token, ..
+            } => (kind, per_token),
+            Stored::State { kind, .. } => (kind, 0),
+        };
+        let mut c = LayerCache::empty(layer, kind);
+        let bs = batch.checked_mul(seq)?;
+        match (*self, *s) {
+            (Runtime::Hf, Stored::Tokens { window, .. }) => {
+                let full = bs.checked_mul(pt)?;
                 c.bytes = full;
-                match a.window {
+                match window {
                     Window::Full => {
                         c.decode_bytes = full;
-                        c.bytes_per_token = per_token;
+                        c.bytes_per_token = pt;
                     }
                     Window::Sliding(w) | Window::Chunked(w) => {
-                        c.kind = match a.window {
-                            Window::Chunked(_) => CacheKind::Chunked,
-                            _ => CacheKind::Sliding,
-                        };
                         // DynamicSlidingWindowLayer: the window, and an int64 scalar
                         c.bytes = c.bytes.checked_add(8)?;
-                        let kept = batch.checked_mul(seq.min(w))?.checked_mul(per_token)?;
+                        let kept = batch.checked_mul(seq.min(w))?.checked_mul(pt)?;
                         c.decode_bytes = kept.checked_add(8)?;
                         if seq < w {
                             // still filling its window: it grows with the context
-                            c.bytes_per_token = per_token;
+                            c.bytes_per_token = pt;
                             c.fixed_bytes = 8;
                         } else {
                             c.fixed_bytes = kept.checked_add(8)?;
                         }
                     }
                 }
+                return Some(c);
             }
-            Mixer::Mla(m) => {
-                // transformers 5 caches the compressed latent (after kv_a_layernorm) and the
-                // shared rotary key, one "head" each, before kv_b_proj expands them
-                // (DeepseekV3Attention.forward: cache.update(kv_nope, k_rot)); vLLM's MLA
-                // backends cache the same kv_lora_rank + qk_rope_head_dim per token
-                c.kind = CacheKind::Latent;
-                let per_token = (m.kv_lora_rank + m.qk_rope_head_dim).checked_mul(e.kv)?;
-                c.bytes = batch.checked_mul(seq)?.checked_mul(per_token)?;
-                c.decode_bytes = c.bytes;
-                c.bytes_per_token = per_token;
-            }
-            Mixer::GatedDeltaNet(d) => {
-                c.kind = CacheKind::LinearAttention;
-                let conv = (2 * d.key_heads * d.key_head_dim + d.value_heads * d.value_head_dim)
-                    .checked_mul(d.conv_kernel)?
-                    .checked_mul(e.kv)?;
-                let state =
-                    (d.value_heads * d.key_head_dim * d.value_head_dim).checked_mul(e.state)?;
-                c.fixed_bytes = batch.checked_mul(conv.checked_add(state)?)?;
+            (Runtime::Hf, st @ Stored::State { .. }) => {
+                // transformers keeps the convolution's whole kernel window, in the cache dtype
+                c.fixed_bytes = batch.checked_mul(st.state_bytes(0, e.kv, e.state)?)?;
                 c.bytes = c.fixed_bytes;
                 c.decode_bytes = c.fixed_bytes;
+                return Some(c);
             }
-            Mixer::Mamba2(m) => {
-                c.kind = CacheKind::Ssm;
-                let conv = m.conv_dim().checked_mul(m.conv_kernel)?.checked_mul(e.kv)?;
-                let state = (m.heads * m.head_dim * m.state_size).checked_mul(e.state)?;
-                c.fixed_bytes = batch.checked_mul(conv.checked_add(state)?)?;
-                c.bytes = c.fixed_bytes;
-                c.decode_bytes = c.fixed_bytes;
+            (Runtime::Vllm { block, .. }, Stored::Tokens { window, .. }) => {
+                let page = block.checked_mul(pt)?;
+                let all = cdiv(seq, block);
+                let (prefill, decode, grows) = match window {
+                    // chunked layers: vLLM turns its hybrid allocator off for chunked
+                    // attention and promotes them to full attention (vllm/config/vllm.py:
+                    // 2157-2176, kv_cache_planning.py:783-866)
+                    Window::Full | Window::Chunked(_) => (all, all, true),
+                    Window::Sliding(w) => {
+                        // blocks wholly below the window are freed (SlidingWindowManager,
+                        // single_type_kv_cache_manager.py:1186-1187): the query sees w - 1
+                        // earlier tokens; a prefill chunk allocates all its slots first
+                        let skipped = (seq + 1).saturating_sub(w);
+                        let chunk = seq.min(VLLM_PREFILL_CHUNK);
+                        let skipped_pre = (seq.saturating_sub(chunk) + 1).saturating_sub(w);
+                        (
+                            all.saturating_sub(skipped_pre / block),
+                            all.saturating_sub(skipped / block),
+                            skipped == 0,
+                        )
+                    }
+                };
+                c.bytes = batch.checked_mul(prefill)?.checked_mul(page)?;
+                c.decode_bytes = batch.checked_mul(decode)?.checked_mul(page)?;
+                if grows {
+                    c.bytes_per_token = pt;
+                }
             }
-            Mixer::ShortConv(s) => {
-                c.kind = CacheKind::Conv;
-                c.fixed_bytes =
-                    batch.checked_mul(s.width.checked_mul(s.kernel)?.checked_mul(e.kv)?)?;
-                c.bytes = c.fixed_bytes;
-                c.decode_bytes = c.fixed_bytes;
+            (
+                Runtime::Vllm {
+                    state_page,
+                    conv,
+                    ssm,
+                    ..
+                },
+                st @ Stored::State { .. },
+            ) => {
+                // one page per sequence: K - 1 convolution columns and the state
+                // (mamba_utils.py:194-298), padded to the attention page in hybrids
+                let own = st.state_bytes(1, conv, ssm)?;
+                c.decode_bytes = batch.checked_mul(state_page.map_or(own, |p| p.max(own)))?;
+                c.bytes = c.decode_bytes;
             }
+            (Runtime::LlamaCpp { cells }, Stored::Tokens { window, .. }) => {
+                let (kept, grows) = match window.tokens() {
+                    None => (cells, true),
+                    Some(w) => {
+                        // llama_kv_cache_iswa (llama-kv-cache-iswa.cpp:73-74): the window of
+                        // every sequence of the unified cache plus a micro-batch
+                        let w = if matches!(window, Window::Chunked(_)) {
+                            LLAMA_CPP_CHUNK
+                        } else {
+                            w
+                        };
+                        let cap = w.checked_mul(batch)?.checked_add(LLAMA_CPP_UBATCH)?;
+                        (pad(cells.min(cap), LLAMA_CPP_PAD)?, bs < cap)
+                    }
+                };
+                c.decode_bytes = kept.checked_mul(pt)?;
+                c.bytes = c.decode_bytes;
+                if grows {
+                    c.bytes_per_token = pt;
+                }
+            }
+            (Runtime::LlamaCpp { .. }, st @ Stored::State { .. }) => {
+                // llama_memory_recurrent: f32 rows whatever the cache type
+                // (llama-model.cpp:2670-2678), K - 1 convolution columns (n_embd_r)
+                c.decode_bytes = batch.checked_mul(st.state_bytes(1, 4, 4)?)?;
+                c.bytes = c.decode_bytes;
+            }
+        }
+        // what the rounding adds beyond the tokens held is fixed at this context
+        c.fixed_bytes = c
+            .decode_bytes
+            .saturating_sub(bs.saturating_mul(c.bytes_per_token));
+        Some(c)
+    }
+}
+
+impl Mixer {
+    /// What this layer caches for `batch` sequences at `seq` tokens, as Hugging Face's cache
+    /// classes hold it (transformers 5). `None` on overflow.
+    pub fn cache(&self, layer: u64, batch: u64, seq: u64, e: CacheDtypes) -> Option<LayerCache> {
+        self.cache_in(layer, batch, seq, e, &Runtime::Hf)
+    }
+
+    /// What this layer takes for `batch` sequences at `seq` tokens in a runtime's layout: one
+    /// description of what the layer stores ([`Mixer::stored`]), the runtime's rules applied to
+    /// it ([`Runtime::layer`]). `None` on overflow.
+    pub fn cache_in(
+        &self,
+        layer: u64,
+        batch: u64,
+        seq: u64,
+        e: CacheDtypes,
+        rt: &Runtime,
+    ) -> Option<LayerCache> {
+        match self {
             Mixer::Parallel { parts } => {
-                c.kind = CacheKind::Hybrid;
+                let mut c = LayerCache::empty(layer, CacheKind::Hybrid);
                 for p in parts {
-                    let l = p.cache(layer, batch, seq, e)?;
+                    let l = p.cache_in(layer, batch, seq, e, rt)?;
                     c.bytes = c.bytes.checked_add(l.bytes)?;
                     c.decode_bytes = c.decode_bytes.checked_add(l.decode_bytes)?;
                     c.bytes_per_token = c.bytes_per_token.checked_add(l.bytes_per_token)?;
                     c.fixed_bytes = c.fixed_bytes.checked_add(l.fixed_bytes)?;
                 }
+                Some(c)
             }
-            // transformers' DummyLayer: nothing (the caller leaves such blocks out)
-            Mixer::None => {}
+            _ => match self.stored(e.kv)? {
+                Some(s) => rt.layer(layer, &s, batch, seq, e),
+                // transformers' DummyLayer: nothing (the caller leaves such blocks out)
+                None => Some(LayerCache::empty(layer, CacheKind::Attention)),
+            },
         }
-        Some(c)
+    }
+
+    /// What this mixer stores, whoever allocates it (`None` inside: nothing; [`Mixer::Parallel`]
+    /// is its parts'). `kv` is the element size of keys and values. `None` on overflow.
+    pub fn stored(&self, kv: u64) -> Option<Option<Stored>> {
+        Some(Some(match self {
+            Mixer::Attention(a) => Stored::Tokens {
+                kind: match a.window {
+                    Window::Full => CacheKind::Attention,
+                    Window::Sliding(_) => CacheKind::Sliding,
+                    Window::Chunked(_) => CacheKind::Chunked,
+                },
+                per_token: a.kv_elems_per_token().checked_mul(kv)?,
+                window: a.window,
+            },
+            // transformers 5 caches the compressed latent (after kv_a_layernorm) and the
+            // shared rotary key, one "head" each, before kv_b_proj expands them
+            // (DeepseekV3Attention.forward: cache.update(kv_nope, k_rot)); vLLM's MLA backends
+            // cache the same kv_lora_rank + qk_rope_head_dim per token, llama.cpp the same as K
+            // only (V is a view of it)
+            Mixer::Mla(m) => Stored::Tokens {
+                kind: CacheKind::Latent,
+                per_token: m
+                    .kv_lora_rank
+                    .checked_add(m.qk_rope_head_dim)?
+                    .checked_mul(kv)?,
+                window: Window::Full,
+            },
+            Mixer::GatedDeltaNet(d) => Stored::State {
+                kind: CacheKind::LinearAttention,
+                conv_channels: (2 * d.key_heads)
+                    .checked_mul(d.key_head_dim)?
+                    .checked_add(d.value_heads.checked_mul(d.value_head_dim)?)?,
+                kernel: d.conv_kernel,
+                state: d
+                    .value_heads
+                    .checked_mul(d.key_head_dim)?
+                    .checked_mul(d.value_head_dim)?,
+            },
+            Mixer::Mamba2(m) => Stored::State {
+                kind: CacheKind::Ssm,
+                conv_channels: m.conv_dim(),
+                kernel: m.conv_kernel,
+                state: m.heads.checked_mul(m.head_dim)?.checked_mul(m.state_size)?,
+            },
+            Mixer::ShortConv(s) => Stored::State {
+                kind: CacheKind::Conv,
+                conv_channels: s.width,
+                kernel: s.kernel,
+                state: 0,
+            },
+            Mixer::Parallel { .. } | Mixer::None => return Some(None),
+        }))
+    }
+
+    /// The mixers this one is made of (itself, or a parallel block's parts).
+    pub fn leaves(&self) -> Vec<&Mixer> {
+        match self {
+            Mixer::Parallel { parts } => parts.iter().flat_map(Mixer::leaves).collect(),
+            m => vec![m],
+        }
     }
 
     /// The attention, when this mixer is softmax attention over per-head keys and values.

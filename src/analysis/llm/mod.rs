@@ -7,6 +7,8 @@ mod families;
 pub mod fit;
 pub mod forward;
 pub mod layers;
+#[cfg(test)]
+mod layout_tests;
 pub mod tape;
 
 use std::collections::BTreeMap;
@@ -19,7 +21,7 @@ use crate::load::gguf::Gguf;
 use crate::load::hf::Checkpoint;
 use arch::{Arch, Head};
 use forward::{Attn, Lora, Numerics, Step, Targets};
-use layers::{CacheKind, LayerCache};
+use layers::{CacheKind, CacheLayout, LayerCache, Runtime};
 
 /// What the LLM analysis is asked (the command line's LLM options).
 #[derive(Clone, Debug)]
@@ -35,6 +37,10 @@ pub struct LlmOptions {
     pub qlora: bool,
     /// Serving: the logits of every prefilled position, not only the last one.
     pub all_logits: bool,
+    /// Whose allocation the cache is counted as (`--cache-layout`).
+    pub cache_layout: CacheLayout,
+    /// vLLM's tokens per block (`--block-size`).
+    pub block_size: u64,
 }
 
 impl Default for LlmOptions {
@@ -47,6 +53,8 @@ impl Default for LlmOptions {
             lora: None,
             qlora: false,
             all_logits: false,
+            cache_layout: CacheLayout::Hf,
+            block_size: layers::VLLM_BLOCK_SIZE,
         }
     }
 }
@@ -69,6 +77,15 @@ pub struct LlmInference {
     /// full window.
     pub kv_fixed_bytes: u64,
     pub kv_dtype: String,
+    /// Whose allocation the cache fields count (absent: `hf`, what transformers holds).
+    #[serde(skip_serializing_if = "is_hf")]
+    pub cache_layout: CacheLayout,
+    /// The layout's assumptions in one line (block size, cells, dtypes), as the notes say them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_assumptions: Option<String>,
+    /// vLLM: the tokens per block of the attention layers (raised in hybrids).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_block_size: Option<u64>,
     /// The cache by what it holds (attention keys and values, sliding windows, MLA, recurrent
     /// and convolution states), in the order the kinds first appear.
     pub cache: Vec<CacheGroup>,
@@ -360,8 +377,41 @@ fn checked(what: &str, v: Option<u64>) -> Result<u64> {
     })
 }
 
+fn is_hf(l: &CacheLayout) -> bool {
+    *l == CacheLayout::Hf
+}
+
 /// The cache a batch holds, layer by layer, as Hugging Face's cache classes hold it.
 pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<KvCache> {
+    kv_cache_in(a, batch, seq, elem, &Runtime::Hf)
+}
+
+/// The runtime rules of `layout` for this model: `kv` the key/value element size, `model` the
+/// weights'.
+pub fn runtime(
+    a: &Arch,
+    layout: CacheLayout,
+    block_size: u64,
+    batch: u64,
+    seq: u64,
+    kv: u64,
+    model: u64,
+) -> Option<Runtime> {
+    Runtime::plan(
+        layout,
+        a.blocks.iter().map(|b| &b.mixer),
+        block_size,
+        batch,
+        seq,
+        kv,
+        model,
+        // vLLM keeps NemotronH's SSM state in fp32 by default (models/config.py:1143-1170)
+        a.model_type == "nemotron_h",
+    )
+}
+
+/// The cache a batch takes, layer by layer, under a runtime's rules.
+pub fn kv_cache_in(a: &Arch, batch: u64, seq: u64, elem: u64, rt: &Runtime) -> Option<KvCache> {
     let mut kv = KvCache::default();
     if !a.is_causal_lm() {
         return Some(kv);
@@ -374,7 +424,7 @@ pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<KvCache> {
         if !b.mixer.caches() {
             continue;
         }
-        let l = b.mixer.cache(i as u64, batch, seq, e)?;
+        let l = b.mixer.cache_in(i as u64, batch, seq, e, rt)?;
         kv.prefill = kv.prefill.checked_add(l.bytes)?;
         kv.decode = kv.decode.checked_add(l.decode_bytes)?;
         kv.per_token = kv.per_token.checked_add(l.bytes_per_token)?;
@@ -382,6 +432,107 @@ pub fn kv_cache(a: &Arch, batch: u64, seq: u64, elem: u64) -> Option<KvCache> {
         kv.layers.push(l);
     }
     Some(kv)
+}
+
+/// The one line that names a layout's assumptions for this model (`None` for `hf`, whose
+/// numbers the other notes and fields describe).
+pub fn layout_assumptions(
+    a: &Arch,
+    rt: &Runtime,
+    block_size: u64,
+    batch: u64,
+    seq: u64,
+    kv_dtype: &str,
+) -> Option<String> {
+    let leaves: Vec<&layers::Mixer> = a.blocks.iter().flat_map(|b| b.mixer.leaves()).collect();
+    let window = |chunked: bool| {
+        leaves.iter().any(|m| {
+            m.attention().is_some_and(|x| match x.window {
+                layers::Window::Chunked(_) => chunked,
+                layers::Window::Sliding(_) => !chunked,
+                layers::Window::Full => false,
+            })
+        })
+    };
+    let mla = leaves.iter().any(|m| matches!(m, layers::Mixer::Mla(_)));
+    let states = leaves.iter().any(|m| {
+        matches!(
+            m,
+            layers::Mixer::GatedDeltaNet(_)
+                | layers::Mixer::Mamba2(_)
+                | layers::Mixer::ShortConv(_)
+        )
+    });
+    let mut parts: Vec<String> = Vec::new();
+    match *rt {
+        Runtime::Hf => return None,
+        Runtime::Vllm {
+            block,
+            state_page,
+            conv,
+            ssm,
+        } => {
+            parts.push(format!(
+                "cache layout vllm: what vLLM 0.34's paged allocator takes for {batch} sequences of {seq} tokens (TP 1, steady decoding): blocks of {block_size} tokens{} per layer and sequence (--block-size; vLLM's default, 64 since 0.34, was 16), keys and values in {kv_dtype}",
+                if block != block_size {
+                    format!(
+                        ", raised to {block} in this hybrid so a recurrent state fits one attention page"
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            if mla {
+                parts.push("MLA one head of kv_lora_rank + qk_rope_head_dim, no V".into());
+            }
+            if window(false) {
+                parts.push(format!(
+                    "sliding layers drop the blocks below their window in decoding; the prefill runs in chunks of {} tokens (max_num_batched_tokens)",
+                    layers::VLLM_PREFILL_CHUNK
+                ));
+            }
+            if window(true) {
+                parts.push("chunked layers allocated as full attention (vLLM turns its hybrid allocator off for chunked attention)".into());
+            }
+            if states {
+                parts.push(format!(
+                    "recurrent states one page per sequence{}: K - 1 convolution columns in {} B and the state in {} B elements (no prefix-caching reservation)",
+                    state_page.map_or(String::new(), |p| format!(
+                        " padded to the attention page ({})",
+                        crate::util::units::bytes(p)
+                    )),
+                    conv,
+                    ssm
+                ));
+            }
+        }
+        Runtime::LlamaCpp { cells } => {
+            parts.push(format!(
+                "cache layout llama.cpp: what llama.cpp (0c1e57098) allocates for {batch} sequences of {seq} tokens: one unified cache of pad256({batch} x {seq}) = {cells} cells, keys and values in {kv_dtype} (its default f16; --kv-dtype overrides)"
+            ));
+            if mla {
+                parts.push("MLA keys only (kv_lora_rank + rope; V is a view of K)".into());
+            }
+            if window(false) {
+                parts.push(format!(
+                    "sliding layers pad256(min(cells, window x sequences + n_ubatch {})) cells (swa_full off, as the CLI and server run)",
+                    layers::LLAMA_CPP_UBATCH
+                ));
+            }
+            if window(true) {
+                parts.push(format!(
+                    "chunked layers the same with llama.cpp's window of {} tokens",
+                    layers::LLAMA_CPP_CHUNK
+                ));
+            }
+            if states {
+                parts.push(
+                    "recurrent states f32 per sequence with K - 1 convolution columns".into(),
+                );
+            }
+        }
+    }
+    Some(parts.join("; "))
 }
 
 /// The cache of a batch: after the prefill, in steady decoding, how decoding's splits into what
@@ -814,13 +965,40 @@ pub fn inference(
     o: &LlmOptions,
     overhead: &training::Overhead,
 ) -> Result<LlmInference> {
-    let kv_elem = o.kv_dtype.and_then(|d| d.bytes_for(1)).unwrap_or(elem);
-    let cache = kv_cache(a, o.batch, o.seq, kv_elem).ok_or_else(|| {
+    // llama.cpp keeps keys and values in f16 unless told (--cache-type-k/-v)
+    let kv_default = match o.cache_layout {
+        CacheLayout::LlamaCpp => DType::F16,
+        _ => match elem {
+            2 => DType::BF16,
+            1 => DType::F8E4M3FN,
+            _ => DType::F32,
+        },
+    };
+    let kv_elem = o
+        .kv_dtype
+        .and_then(|d| d.bytes_for(1))
+        .unwrap_or(match o.cache_layout {
+            CacheLayout::LlamaCpp => 2,
+            _ => elem,
+        });
+    let overflow = || {
         Error::Usage(format!(
             "the KV cache at batch {} x seq {} overflows 64 bits",
             o.batch, o.seq
         ))
-    })?;
+    };
+    let rt = runtime(
+        a,
+        o.cache_layout,
+        o.block_size,
+        o.batch,
+        o.seq,
+        kv_elem,
+        elem,
+    )
+    .ok_or_else(overflow)?;
+    let cache = kv_cache_in(a, o.batch, o.seq, kv_elem, &rt).ok_or_else(overflow)?;
+    let kv_dtype = dtype_name(o.kv_dtype.unwrap_or(kv_default));
     let n = a.tokens(o.seq);
     let ws = workspace(a, o.batch, n, elem, o.attn);
     let logits = checked(
@@ -844,11 +1022,13 @@ pub fn inference(
         kv_fixed_bytes: cache.fixed,
         cache: cache.by_kind(),
         cache_layers: cache.layers.clone(),
-        kv_dtype: dtype_name(o.kv_dtype.unwrap_or(match elem {
-            2 => DType::BF16,
-            1 => DType::F8E4M3FN,
-            _ => DType::F32,
-        })),
+        cache_assumptions: layout_assumptions(a, &rt, o.block_size, o.batch, o.seq, &kv_dtype),
+        cache_layout: o.cache_layout,
+        cache_block_size: match rt {
+            Runtime::Vllm { block, .. } => Some(block),
+            _ => None,
+        },
+        kv_dtype,
         activation_workspace_bytes: ws,
         logits_bytes: logits,
         all_logits: o.all_logits,
@@ -1674,14 +1854,9 @@ fn finish(
     totals.macs = known(sum(&|l| l.macs.as_ref().and_then(Dim::as_u64).or(Some(0))));
     let inf = if a.is_causal_lm() {
         let overhead = train.map(|c| c.overhead).unwrap_or_default();
-        Some(inference(
-            &a,
-            totals.param_bytes,
-            active_linear,
-            elem,
-            &o,
-            &overhead,
-        )?)
+        let i = inference(&a, totals.param_bytes, active_linear, elem, &o, &overhead)?;
+        notes.extend(i.cache_assumptions.clone());
+        Some(i)
     } else {
         None
     };

@@ -30,6 +30,11 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     for (flag, given) in [
         ("--seq", args.seq.is_some()),
         ("--lora", args.lora.is_some()),
+        (
+            "--cache-layout",
+            args.layout.cache_layout != analysis::llm::layers::CacheLayout::Hf,
+        ),
+        ("--block-size", args.layout.block_size.is_some()),
     ] {
         if given {
             return Err(Error::Usage(format!(
@@ -80,6 +85,8 @@ fn fit_llm(
     }
     let o = analysis::llm::LlmOptions {
         seq: args.seq.unwrap_or(0),
+        cache_layout: args.layout.cache_layout,
+        block_size: args.layout.block_size(),
         ..Default::default()
     };
     let r = match &loaded {
