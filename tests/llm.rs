@@ -1693,14 +1693,20 @@ fn cache_layouts_on_the_checkpoints() {
     );
     assert_eq!(dec, 3 * 256 * pt);
 
+    // --block-size without vLLM's layout is refused, not ignored
+    let q = testdata("qwen3_next");
+    let (code, _, err) = nnlint(&["mem", q.to_str().unwrap(), "--block-size", "16"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs --cache-layout vllm"), "{err}");
+
     // the default is transformers' cache, with no layout fields
     let j = mem_json(&testdata("gpt_oss"), &["--seq", "30"]);
     assert!(j["inference"].get("cache_layout").is_none());
     assert!(j["inference"].get("cache_assumptions").is_none());
 }
 
-/// The llama.cpp layout on each checkpoint folder against what llama.cpp keeps per layer, read
-/// back from the GGUF twins' metadata (testdata/llm/gguf/expected.json `llama_cpp_cache`).
+/// The llama.cpp layout of each GGUF twin against what llama.cpp keeps per layer, read back from
+/// the twins' metadata by llama.cpp's rules (testdata/llm/gguf/expected.json `llama_cpp_cache`).
 #[test]
 fn llama_cpp_layout_matches_the_gguf_twins_cache_records() {
     let e: Value =
@@ -1729,10 +1735,10 @@ fn llama_cpp_layout_matches_the_gguf_twins_cache_records() {
             };
             want += kept * kv * 2 + b * 4 * (g("conv_state") + g("ssm_state"));
         }
-        let j = mem_json(
-            &testdata(fam),
-            &["--seq", "1000", "--cache-layout", "llama.cpp"],
-        );
+        // the GGUF twin, whose layers nnlint places as llama.cpp does (Cohere 2's period 4,
+        // EXAONE 4's full attention below 64 layers), not as transformers does
+        let file = testdata(&format!("gguf/{}", t["file"].as_str().unwrap()));
+        let j = mem_json(&file, &["--seq", "1000", "--cache-layout", "llama.cpp"]);
         assert_eq!(
             j["inference"]["kv_cache_decode_bytes"].as_u64(),
             Some(want),

@@ -569,6 +569,16 @@ pub struct CacheLayoutArgs {
 }
 
 impl CacheLayoutArgs {
+    /// `--block-size` sizes vLLM's blocks only: refused with another layout, not ignored.
+    pub fn check(&self) -> crate::error::Result<()> {
+        if self.block_size.is_some() && self.cache_layout != CacheLayout::Vllm {
+            return Err(crate::error::Error::Usage(
+                "--block-size sizes vLLM's paged blocks: it needs --cache-layout vllm".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The block size to use.
     pub fn block_size(&self) -> u64 {
         self.block_size

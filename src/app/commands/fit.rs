@@ -8,6 +8,7 @@ use crate::load;
 use crate::{analysis, report};
 
 pub fn run(args: &FitArgs) -> Result<Outcome> {
+    args.layout.check()?;
     let s = Settings::resolve(Inputs {
         dims: &args.dims,
         inputs: &args.inputs,

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::{analysis, report};
 
 pub fn run(args: &MemArgs) -> Result<Outcome> {
+    args.llm.layout.check()?;
     let s = Settings::resolve(Inputs {
         batch: args.dims.batch,
         dims: &args.dims.dims,

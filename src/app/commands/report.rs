@@ -23,6 +23,7 @@ const NO_GRAPH: &str =
     "a weights file has no graph (layers, activations): pass the model exported to ONNX";
 
 pub fn run(args: &ReportArgs) -> Result<Outcome> {
+    args.llm.layout.check()?;
     let model_path = checkpoint_file(&args.model)?;
     let out = output_path(args)?;
     for input in std::iter::once(&model_path).chain(&args.rewritten) {
