@@ -576,6 +576,30 @@ fn gguf_twins_of_the_newer_families_read_as_llama_cpp_does() {
 }
 
 #[test]
+fn blocks_beyond_the_config_are_said_to_be_unloaded_multi_token_prediction() {
+    // DeepSeek-V3's files hold block 61 (its MTP module) beside the config's 61 blocks, and
+    // transformers does not load it: the tiny Llama's block 1 under a config of 1 block stands in
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(testdata(&format!("llama/{f}")), dir.path().join(f)).unwrap();
+    }
+    let (mut config, expected) = load("llama");
+    config["num_hidden_layers"] = serde_json::json!(1);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    let j = mem_json(dir.path(), &["--seq", "24"]);
+    // one Llama block of the fixture: q, k, v, o, gate, up, down and two norms
+    let (h, kv, i) = (32, 16, 64);
+    let block = h * h * 2 + h * kv * 2 + 3 * h * i + 2 * h;
+    assert_eq!(j["totals"]["params"], expected["params"]["count"]);
+    let notes = j["notes"].to_string();
+    assert!(
+        notes.contains(&format!("{block} parameters in one row (model.layers.1)"))
+            && notes.contains("transformers does not load"),
+        "{notes}"
+    );
+}
+
+#[test]
 fn an_mmproj_file_beside_its_model_adds_the_vision_tower() {
     // llama.cpp keeps a multimodal model's vision tower and projector in a second GGUF file
     // (mmproj): the pair holds every parameter of the checkpoint (Mistral 3: 26,784 + 28,352)

@@ -1670,6 +1670,31 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
     }
 }
 
+/// A note on multi-token-prediction weights stored beside the model (DeepSeek-V3's block 61,
+/// Qwen3-Next's and Qwen3.5's `mtp.*`, GLM-4.5's extra block): transformers does not load them, so
+/// `model.parameters()` is smaller than the file's count, which nnlint reports.
+fn unloaded_mtp(a: &Arch, layers: &[Layer]) -> Option<String> {
+    let extra: Vec<&Layer> = layers
+        .iter()
+        .filter(|l| {
+            l.name.starts_with("mtp.")
+                || l.name == "mtp"
+                || l.name.starts_with("model.mtp")
+                || (l.op == "Block" && block_index(&l.name).is_some_and(|i| i >= a.layers))
+        })
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    let params: u64 = extra.iter().map(|l| l.params).sum();
+    Some(format!(
+        "{params} parameters in {} ({}) lie beyond the config's {} blocks: multi-token-prediction weights that transformers does not load (model.parameters() is {params} fewer) and vLLM loads only for speculative decoding; they are counted here as stored",
+        if extra.len() == 1 { "one row" } else { "rows" },
+        extra.iter().take(3).map(|l| l.name.as_str()).collect::<Vec<_>>().join(", "),
+        a.layers
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn finish(
     model: String,
@@ -1728,6 +1753,9 @@ fn finish(
         ));
     };
     warnings.extend(consistency(&a, &layers, file, format));
+    if let Some(n) = unloaded_mtp(&a, &layers) {
+        notes.push(n);
+    }
     let mut o = o.clone();
     // RoBERTa's positions start after padding_idx (1): 2 of its table are never a token's
     let limit = if a.model_type == "roberta" {
