@@ -1772,3 +1772,97 @@ fn llama_cpp_layout_matches_the_gguf_twins_cache_records() {
     }
     assert_eq!(checked, 20);
 }
+
+/// `--images`: tokens, KV cache and saved activations of the multimodal wrappers against
+/// PyTorch with images fed (tools/llm/measure_images.py, `images.json`): the sequence the
+/// language model runs on, the cache after the prefill, and what one training step keeps for
+/// backward (vision encoder, projector, language model and head together), byte for byte.
+#[test]
+fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
+    for fam in ["qwen2_5_vl", "qwen3_vl", "mistral3", "llava"] {
+        let dir = testdata(fam);
+        let e: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("images.json")).unwrap())
+                .unwrap();
+        let text = e["text_tokens"].as_u64().unwrap().to_string();
+        for p in e["points"].as_array().unwrap() {
+            let size = format!("{}x{}", p["image_size"][0], p["image_size"][1]);
+            let n = p["images"].as_u64().unwrap().to_string();
+            let at = format!("{fam} {size} x{n}");
+            // the measurement runs in fp32 (the fixtures are stored in bf16)
+            let base = [
+                "--seq",
+                &text,
+                "--images",
+                &n,
+                "--image-size",
+                &size,
+                "--kv-dtype",
+                "fp32",
+            ];
+            let j = mem_json(&dir, &base);
+            let img = &j["inference"]["images"];
+            assert_eq!(img["image_tokens"], p["per_image"]["image_tokens"], "{at}");
+            assert_eq!(img["text_tokens"], p["per_image"]["text_tokens"], "{at}");
+            assert_eq!(img["encoder_tokens"], p["per_image"]["vision_seq"], "{at}");
+            assert_eq!(j["inference"]["seq"], p["kv_cache"]["seq"], "{at}");
+            assert_eq!(
+                j["inference"]["kv_cache_bytes"], p["kv_cache"]["storage_bytes"],
+                "{at}"
+            );
+            // the encoder's workspace is an estimate: within the ratio the script records
+            let elem = j["totals"]["param_bytes"].as_f64().unwrap()
+                / j["totals"]["params"].as_f64().unwrap();
+            let ws = img["encoder_workspace_bytes"].as_f64().unwrap() * 4.0 / elem;
+            let peak = p["vision_inference"]["peak_bytes"].as_f64().unwrap();
+            assert!((0.95..1.25).contains(&(ws / peak)), "{at}: {ws} vs {peak}");
+            for (scenario, attn, precision) in [
+                ("sdpa_fp32", "sdpa", "fp32"),
+                ("eager_fp32", "eager", "fp32"),
+                ("sdpa_autocast_bf16", "sdpa", "amp-bf16"),
+            ] {
+                let mut args = base.to_vec();
+                args.extend([
+                    "--train",
+                    "--attn",
+                    attn,
+                    "--precision",
+                    precision,
+                    "--device",
+                    "cpu",
+                ]);
+                let j = mem_json(&dir, &args);
+                let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
+                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap();
+                assert_eq!(got, want, "{at} {scenario}");
+                assert_eq!(j["training"]["lower_bound"], false, "{at} {scenario}");
+            }
+        }
+    }
+}
+
+#[test]
+fn images_are_refused_where_they_cannot_be_counted() {
+    // a text-only model
+    let (code, _, err) = nnlint(&["mem", testdata("llama").to_str().unwrap(), "--images", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--images") && err.contains("vision"), "{err}");
+    // Qwen-VL reads images at their own size: the size is needed
+    let (code, _, err) = nnlint(&[
+        "mem",
+        testdata("qwen2_5_vl").to_str().unwrap(),
+        "--images",
+        "1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--image-size"), "{err}");
+    // a size without images
+    let (code, _, err) = nnlint(&[
+        "mem",
+        testdata("llava").to_str().unwrap(),
+        "--image-size",
+        "336",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--images"), "{err}");
+}

@@ -316,6 +316,8 @@ pub struct FitArgs {
     pub inference: bool,
     #[command(flatten)]
     pub layout: CacheLayoutArgs,
+    #[command(flatten)]
+    pub image: ImageArgs,
     /// Binds a named symbolic dimension other than the batch, e.g. `--dim seq=512` (repeatable).
     #[arg(long = "dim", value_name = "NAME=V", value_parser = parse_dim)]
     pub dims: Vec<(String, i64)>,
@@ -474,6 +476,36 @@ pub struct LlmArgs {
     /// `logits_to_keep`), not only the last one that generation keeps.
     #[arg(long, help_heading = "Language models")]
     pub all_logits: bool,
+    #[command(flatten)]
+    pub image: ImageArgs,
+}
+
+/// Image inputs of multimodal checkpoints (`mem`, `fit`, `report`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ImageArgs {
+    /// Multimodal models: images per sequence; their tokens join --seq's text tokens, and the
+    /// vision encoder's memory is counted.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>, help_heading = "Language models")]
+    pub images: Option<u64>,
+    /// The images' size, HxW or one side for a square [default: the processor's fixed or
+    /// largest size; Qwen-VL reads images at their own size and needs it].
+    #[arg(long, value_name = "HxW", value_parser = parse_image_size, help_heading = "Language models")]
+    pub image_size: Option<(u64, u64)>,
+}
+
+fn parse_image_size(s: &str) -> Result<(u64, u64), String> {
+    let side = |x: &str| -> Result<u64, String> {
+        match x.trim().parse::<u64>() {
+            Ok(v) if v > 0 && v <= 1 << 20 => Ok(v),
+            _ => Err(format!(
+                "'{x}' in '{s}' is not an image side (pixels, 1 to 1048576)"
+            )),
+        }
+    };
+    match s.split_once(['x', 'X']) {
+        Some((h, w)) => Ok((side(h)?, side(w)?)),
+        None => side(s).map(|v| (v, v)),
+    }
 }
 
 impl LlmArgs {
@@ -493,6 +525,8 @@ impl LlmArgs {
             ("--qlora", self.qlora),
             ("--lora-targets", self.lora_targets.is_some()),
             ("--all-logits", self.all_logits),
+            ("--images", self.image.images.is_some()),
+            ("--image-size", self.image.image_size.is_some()),
         ] {
             if on {
                 out.push(flag);
@@ -552,6 +586,8 @@ impl LlmArgs {
             all_logits: self.all_logits,
             cache_layout: self.layout.cache_layout,
             block_size: self.layout.block_size(),
+            images: self.image.images.unwrap_or(0),
+            image_size: self.image.image_size,
         }
     }
 }

@@ -14,6 +14,8 @@ pub struct Checkpoint {
     pub config_path: PathBuf,
     pub config: serde_json::Value,
     pub generation: Option<serde_json::Value>,
+    /// `preprocessor_config.json`: the image processor's settings of a multimodal model.
+    pub preprocessor: Option<serde_json::Value>,
     pub weights: Weights,
 }
 
@@ -44,6 +46,10 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
         let p = dir.join("generation_config.json");
         p.is_file().then(|| read_json(&p)).transpose()?
     };
+    let preprocessor = {
+        let p = dir.join("preprocessor_config.json");
+        p.is_file().then(|| read_json(&p)).transpose()?
+    };
     let weights_path = weights_file(dir)?;
     let weights = safetensors::load(&weights_path)?;
     Ok(Checkpoint {
@@ -51,6 +57,7 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
         config_path,
         config,
         generation,
+        preprocessor,
         weights,
     })
 }

@@ -496,12 +496,29 @@ fn serving_lines(i: &crate::analysis::llm::LlmInference) -> Vec<(String, String,
             bytes(i.activation_workspace_bytes),
             "intermediate tensors of the largest layer in the prefill".into(),
         ),
+    ]);
+    if let Some(img) = &i.images {
+        out.push((
+            "images".into(),
+            bytes(img.encoder_workspace_bytes),
+            format!(
+                "{} per sequence of {}x{}, {} tokens each; the vision encoder's largest stage (an estimate), before the language model's prefill",
+                img.per_sequence,
+                img.processed_size[0],
+                img.processed_size[1],
+                img.text_tokens
+            ),
+        ));
+    }
+    out.extend(vec![
         (
             "serving peak".into(),
             bytes(i.total_bytes),
             format!(
-                "weights {} + KV cache + the larger of logits and workspace + overhead {}; {} MACs per decoded token",
+                "weights {} + {}KV cache + the larger of logits and workspace{} + overhead {}; {} MACs per decoded token",
                 bytes(i.weights_bytes),
+                if i.images.is_some() { "the larger of the images' encoder and (" } else { "" },
+                if i.images.is_some() { ")" } else { "" },
                 bytes(i.overhead_bytes),
                 count(i.macs_per_token)
             ),

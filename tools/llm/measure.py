@@ -511,6 +511,23 @@ NEW_FAMILIES: dict[str, dict] = {
                   layer_kind_fields=[],
                   why="LLaVA wrapper: Llama text model + CLIP vision tower + 2-layer MLP projector; text-only "
                       "measurements"),
+    # testdata/llm/gemma3 is the text model (Gemma3ForCausalLM); the wrapper gets its own folder
+    "gemma3_mm": dict(model_type="gemma3", head="vlm", dtype="bfloat16", id_high=124,
+                      config=dict(image_token_index=124, boi_token_index=125, eoi_token_index=126,
+                                  mm_tokens_per_image=4, tie_word_embeddings=True,
+                                  text_config=dict(DEC, model_type="gemma3_text", head_dim=16, pad_token_id=0,
+                                                   tie_word_embeddings=True, sliding_window=SLIDING,
+                                                   layer_types=["sliding_attention", "full_attention"],
+                                                   query_pre_attn_scalar=16),
+                                  vision_config=dict(model_type="siglip_vision_model", hidden_size=32,
+                                                     intermediate_size=64, num_hidden_layers=2,
+                                                     num_attention_heads=4, image_size=16, patch_size=4,
+                                                     vision_use_head=False)),
+                      layer_kind_fields=["layer_types"],
+                      why="Gemma 3 wrapper (Gemma3ForConditionalGeneration): the gemma3 text model (q/k norm, "
+                          "[sliding, full], head_dim 16, tied) + SigLIP vision tower (16x16 image, patch 4, no "
+                          "head) + avg-pool projector (4x4 patches -> mm_tokens_per_image 4, RMSNorm, matmul); "
+                          "text-only measurements"),
 }
 for _n, _s in NEW_FAMILIES.items():
     _s["ext"] = True

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Ground truth for `nnlint mem WRAPPER --images N`: image tokens and vision-tower memory of the multimodal wrappers.
 
-For every wrapper fixture in testdata/llm/ (qwen2_5_vl, qwen3_vl, mistral3, llava; written by measure.py) this script
+For every wrapper fixture in testdata/llm/ (qwen2_5_vl, qwen3_vl, mistral3, llava, qwen3_5, gemma3_mm; written
+by measure.py) this script
 reloads the saved checkpoint on CPU and, for N images in {1, 2} per sequence at one or two image sizes valid for the
 tiny configs, measures
   - the text-sequence tokens one image becomes: the placeholder tokens the model fills with image features (counted
@@ -11,11 +12,16 @@ tiny configs, measures
   - the KV cache of a use_cache=True forward over T text tokens + the image tokens (bytes of the DynamicCache);
   - the bytes autograd saves for backward (saved_tensors_hooks, storages deduplicated as in measure.py), split into
     vision blocks, the rest of the vision tower, the projector/merger and the language model, for sdpa fp32,
-    sdpa bf16 autocast, eager fp32 and sdpa fp32 with the vision tower frozen;
+    sdpa bf16 autocast, eager fp32, sdpa fp32 with the vision tower frozen, and measure.py's sdpa_bf16_weights,
+    sdpa_fp32_gc (gradient_checkpointing_enable()) and peft LoRA q/v and all-linear (which modules peft wraps and
+    trains, which layers are checkpointed);
+  - the closed-form vision + projector formulas (vision_formulas, VISION_FORMULA_SYMBOLS) checked against the
+    measurements, and the language model's bytes with images against the same model on text alone at the same
+    sequence length (lm_difference);
   - the CPU allocator peak of the vision tower + projector alone in inference (no_grad);
 and writes testdata/llm/<wrapper>/images.json, each number with the formula it is checked against.
 
-Run after measure.py (its build step empties the fixture folders). CPU only, about 40 s on 2 cores:
+Run after measure.py (its build step empties the fixture folders). CPU only, about 40 s on 1 core:
     python tools/llm/measure_images.py [--only qwen2_5_vl,llava] [--out DIR]
 """
 from __future__ import annotations
@@ -23,7 +29,9 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import functools
 import math
+import os
 import sys
 import time
 import weakref
@@ -32,8 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure as M  # noqa: E402  (sets the offline env, torch threads = 1, imports transformers)
 import torch  # noqa: E402
+import torch.utils.checkpoint  # noqa: E402  (GraphExecGroup)
 
 SEED = 0
+DEBUG_REGIONS = [r for r in os.environ.get("MEASURE_IMAGES_DEBUG_REGIONS", "").split(",") if r]  # derivation aid
 TEXT_TOKENS = 8  # T: text tokens around the images (4 before, T - 4 after)
 SPLIT = 4
 NUM_IMAGES = [1, 2]
@@ -43,20 +53,40 @@ SIZES = {
     "qwen3_vl": [(16, 32), (32, 32)],
     "mistral3": [(8, 16), (16, 16)],  # <= vision_config.image_size 16 (Pixtral's rotary table size)
     "llava": [(16, 16)],  # CLIP: fixed vision_config.image_size
+    "qwen3_5": [(16, 32), (32, 32)],  # the Qwen3-VL vision code without deepstack mergers
+    "gemma3_mm": [(16, 16)],  # SigLIP: fixed vision_config.image_size (Gemma3ImageProcessor resizes to it)
 }
+LORA_R = 8  # measure.py's LoRA rank
 # ordinary text ids standing in for the special tokens that the model does not replace
 PIXTRAL_BREAK, PIXTRAL_END = 125, 126
+# Gemma3Processor wraps every image in "\n\n<start_of_image>...<end_of_image>\n\n"; "\n\n" is one token (id 108)
+# in Gemma 3's tokenizer, an ordinary text id in the tiny vocabulary too
+GEMMA3_NL2 = 108
 SCENARIOS = {
     "sdpa_fp32": dict(attn="sdpa", autocast=False, freeze_vision=False),
     "sdpa_autocast_bf16": dict(attn="sdpa", autocast=True, freeze_vision=False),
     "eager_fp32": dict(attn="eager", autocast=False, freeze_vision=False),
     "sdpa_fp32_frozen_vision": dict(attn="sdpa", autocast=False, freeze_vision=True),
+    # the training setups of measure.py's scenarios of the same names
+    "sdpa_bf16_weights": dict(attn="sdpa", autocast=False, freeze_vision=False, dtype="bfloat16"),
+    "sdpa_fp32_gc": dict(attn="sdpa", autocast=False, freeze_vision=False, gc=True),
+    "sdpa_fp32_lora_qv": dict(attn="sdpa", autocast=False, freeze_vision=False, lora="qv"),
+    "sdpa_fp32_lora_all_linear": dict(attn="sdpa", autocast=False, freeze_vision=False, lora="all-linear"),
 }
+# scenarios checked against vision_formulas beyond sdpa_fp32, eager_fp32, sdpa_autocast_bf16
+NEW_FORMULA_SCENARIOS = ["sdpa_bf16_weights", "sdpa_fp32_gc", "sdpa_fp32_lora_qv", "sdpa_fp32_lora_all_linear"]
+# scenarios whose language model part is also measured on text alone (language_model_vs_text_only)
+TEXT_ONLY_SCENARIOS = ["sdpa_fp32", "sdpa_autocast_bf16", "sdpa_bf16_weights", "sdpa_fp32_gc", "sdpa_fp32_lora_qv",
+                       "sdpa_fp32_lora_all_linear"]
 METHOD = {
     "tokens": "image_tokens = placeholder ids the model replaces with image features (image_token_id); text_tokens "
               "= what one image adds to the text sequence, placeholders + the special tokens the processor adds "
               "(qwen: <|vision_start|> + <|vision_end|> from the chat template; pixtral: one [IMG_BREAK] per row "
-              "with the last replaced by [IMG_END]). Checked by running the model: input_ids with one placeholder "
+              "with the last replaced by [IMG_END]; gemma3: Gemma3Processor replaces each <start_of_image> of the "
+              "prompt by '\\n\\n<start_of_image>' + mm_tokens_per_image x <image_soft_token> + "
+              "'<end_of_image>\\n\\n', '\\n\\n' being one token (108) in Gemma 3's tokenizer, and returns "
+              "token_type_ids = 1 on the placeholders, which the model turns into a bidirectional mask over each "
+              "image's placeholders). Checked by running the model: input_ids with one placeholder "
               "more is refused ('Image features and image tokens do not match').",
     "kv_cache": "model fp32, eval, no_grad, sdpa, forward(input_ids [1, T + N*text_tokens], pixel values, "
                 "use_cache=True); bytes of every tensor of the returned DynamicCache, each storage once "
@@ -69,6 +99,14 @@ METHOD = {
              "layer), vision (patch embedding, positions, pre/post norms), projector (qwen merger + deepstack "
              "mergers, llava/mistral3 multi_modal_projector incl. pixtral's patch merger), language_model (text "
              "decoder), head (lm_head + loss, outside the other regions).",
+    "scenarios": "sdpa_fp32, sdpa_autocast_bf16 (torch.autocast cpu bf16), eager_fp32, sdpa_fp32_frozen_vision (vision "
+                 "tower parameters requires_grad False, projector trained); as measure.py: sdpa_bf16_weights (model "
+                 "loaded in bf16, no autocast), sdpa_fp32_gc (model.gradient_checkpointing_enable() without kwargs: "
+                 "non-reentrant torch.utils.checkpoint on every GradientCheckpointingLayer, vision blocks "
+                 "included), sdpa_fp32_lora_qv / sdpa_fp32_lora_all_linear (peft LoraConfig(r=8, lora_alpha=16, "
+                 "lora_dropout=0, target_modules=measure.lora_targets(model, kind), task_type None) over the whole "
+                 "wrapper: every base parameter frozen; 'qv' = modules named q_proj / v_proj wherever they are, "
+                 "'all-linear' = every nn.Linear but the output embedding).",
     "vision_inference": "torch.profiler CPU memory events (measure.AllocTrace) around model.model.get_image_features "
                         "under no_grad, fp32 weights, sdpa: peak = max running sum of allocations above the start, "
                         "net = what is still allocated at the end (the returned features and outputs).",
@@ -96,7 +134,7 @@ def qwen_smart_resize(h, w, factor, min_pixels, max_pixels):
 def image_layout(name, cfg, H, W):
     """Per image: placeholders, text-sequence tokens (as a list of ids), vision sequence, formula."""
     vc = cfg.vision_config
-    if name in ("qwen2_5_vl", "qwen3_vl"):
+    if name in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         p, m, t = vc.patch_size, vc.spatial_merge_size, vc.temporal_patch_size
         rh, rw = qwen_smart_resize(H, W, p * m, min_pixels=(p * m) ** 2, max_pixels=1 << 40)
         assert (rh, rw) == (H, W), "choose sizes that are multiples of patch*merge"
@@ -134,6 +172,25 @@ def image_layout(name, cfg, H, W):
                     formula=f"(image_size/patch)^2 + 1 (CLS) - 1 (vision_feature_select_strategy 'default' drops "
                             f"CLS) = ({s}/{p})^2 = {P} placeholders = text tokens; vision sequence "
                             f"(image_size/patch)^2 + 1 = {n + 1}")
+    if name == "gemma3_mm":
+        p, s = vc.patch_size, vc.image_size
+        assert (H, W) == (s, s)
+        n = (s // p) ** 2
+        P = cfg.mm_tokens_per_image
+        side = math.isqrt(P)
+        assert side * side == P and (s // p) % side == 0, "the projector's avg-pool needs tokens_per_side | s/p"
+        k = (s // p) // side
+        ids = [GEMMA3_NL2, cfg.boi_token_id] + [cfg.image_token_id] * P + [cfg.eoi_token_id, GEMMA3_NL2]
+        return dict(image_tokens=P, ids=ids, vision_seq=n, pixel_shape_per_image=[vc.num_channels, s, s],
+                    formula=f"mm_tokens_per_image = {P} placeholders (the projector avg-pools the "
+                            f"(image_size/patch)^2 = ({s}/{p})^2 = {n} patches with kernel (s/p)/sqrt(mm_tokens) = "
+                            f"{k}) + 4 ('\\n\\n', <start_of_image>, <end_of_image>, '\\n\\n' that "
+                            f"Gemma3Processor wraps around them) = {P + 4} text tokens in input_ids per image (the "
+                            f"<start_of_image> the prompt carries is one of them; a newline of the prompt right "
+                            f"next to an image may merge with its '\\n\\n' into one multi-newline token of "
+                            f"Gemma 3's tokenizer, not checked here: no tokenizer offline); vision sequence "
+                            f"(image_size/patch)^2 = {n}, no CLS; image resized to image_size x image_size, no "
+                            f"pan-and-scan crops (do_pan_and_scan False by default)")
     raise KeyError(name)
 
 
@@ -150,7 +207,7 @@ def make_batch(name, cfg, H, W, N, spec, extra_placeholder=0):
     input_ids = torch.tensor([ids])
     gp = torch.Generator().manual_seed(2)
     inputs = {"input_ids": input_ids}
-    if name in ("qwen2_5_vl", "qwen3_vl"):
+    if name in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         rows, dim = lay["pixel_shape_per_image"]
         inputs["pixel_values"] = torch.randn(N * rows, dim, generator=gp)
         inputs["image_grid_thw"] = torch.tensor([lay["grid_thw"]] * N)
@@ -159,6 +216,9 @@ def make_batch(name, cfg, H, W, N, spec, extra_placeholder=0):
     elif name == "mistral3":
         inputs["pixel_values"] = torch.randn(N, *lay["pixel_shape_per_image"], generator=gp)
         inputs["image_sizes"] = torch.tensor([[H, W]] * N)
+    elif name == "gemma3_mm":
+        inputs["pixel_values"] = torch.randn(N, *lay["pixel_shape_per_image"], generator=gp)
+        inputs["token_type_ids"] = (input_ids == cfg.image_token_id).long()  # what Gemma3Processor returns
     else:
         inputs["pixel_values"] = torch.randn(N, *lay["pixel_shape_per_image"], generator=gp)
     return inputs, lay
@@ -166,7 +226,7 @@ def make_batch(name, cfg, H, W, N, spec, extra_placeholder=0):
 
 def pixel_keys(inputs):
     """The get_image_features arguments: pixel_values and image_grid_thw / image_sizes."""
-    return {k: v for k, v in inputs.items() if k not in ("input_ids", "mm_token_type_ids")}
+    return {k: v for k, v in inputs.items() if k not in ("input_ids", "mm_token_type_ids", "token_type_ids")}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -174,7 +234,7 @@ def pixel_keys(inputs):
 # ---------------------------------------------------------------------------------------------------
 def regions(model, name):
     core = model.model
-    if name in ("qwen2_5_vl", "qwen3_vl"):
+    if name in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         vis = core.visual
         proj = [vis.merger] + list(getattr(vis, "deepstack_merger_list", []))
         blocks = list(vis.blocks)
@@ -217,6 +277,22 @@ def vision_dims(name, cfg):
                     window_size=vc.window_size, fullatt_block_indexes=vc.fullatt_block_indexes,
                     patch_size=vc.patch_size, spatial_merge_size=vc.spatial_merge_size,
                     window_patches=(vc.window_size // vc.patch_size) ** 2)
+    if name == "qwen3_5":
+        return dict(layers=vc.depth, hidden=vc.hidden_size, heads=vc.num_heads, intermediate=vc.intermediate_size,
+                    mlp="fc1 -> gelu_pytorch_tanh -> fc2", norm="LayerNorm", qkv="fused, bias",
+                    deepstack_visual_indexes=None, patch_size=vc.patch_size, spatial_merge_size=vc.spatial_merge_size,
+                    same_code_as="qwen3_vl: Qwen3_5VisionModel(Qwen3VLVisionModel) in modular_qwen3_5.py, "
+                                 "deepstack_merger_list deleted; blocks, attention, rotary, patch embed and merger "
+                                 "are Qwen3-VL's code under new names")
+    if name == "gemma3_mm":
+        side = math.isqrt(cfg.mm_tokens_per_image)
+        return dict(layers=vc.num_hidden_layers, hidden=vc.hidden_size, heads=vc.num_attention_heads,
+                    intermediate=vc.intermediate_size, mlp="fc1 -> gelu_pytorch_tanh -> fc2", norm="LayerNorm",
+                    qkv="separate, bias", patch_size=vc.patch_size, image_size=vc.image_size,
+                    vision_use_head=vc.vision_use_head, mm_tokens_per_image=cfg.mm_tokens_per_image,
+                    projector="avg_pool2d(kernel (image_size/patch)/sqrt(mm_tokens_per_image) = "
+                              f"{(vc.image_size // vc.patch_size) // side}) -> Gemma3RMSNorm (1 + w) -> matmul "
+                              "with mm_input_projection_weight [d, Dt] (a Parameter, no nn.Linear)")
     if name == "qwen3_vl":
         return dict(layers=vc.depth, hidden=vc.hidden_size, heads=vc.num_heads, intermediate=vc.intermediate_size,
                     mlp="fc1 -> gelu_pytorch_tanh -> fc2", norm="LayerNorm", qkv="fused, bias",
@@ -247,6 +323,8 @@ def check_tokens(model, name, cfg, spec, H, W, N):
         feats = model.model.get_image_features(**pixel_keys(inputs), return_dict=True)
         pooled = feats.pooler_output
         pooled = list(pooled) if isinstance(pooled, (list, tuple)) else [pooled]
+        if name == "gemma3_mm":  # one [N, mm_tokens, Dt] tensor
+            pooled = list(pooled[0])
         out = model(**inputs, use_cache=False)
     bad, _ = make_batch(name, cfg, H, W, N, spec, extra_placeholder=1)
     try:
@@ -286,15 +364,142 @@ def measure_kv(model, name, cfg, spec, H, W, N):
            "kv_view_bytes": cs["kv_view_bytes"], "formula_bytes": formula,
            "formula": f"2 * layers {tc.num_hidden_layers} * B 1 * kv_heads {tc.num_key_value_heads} * S {S} * "
                       f"head_dim {hd} * 4 B"}
+    kinds = list(getattr(tc, "layer_types", None) or [])
+    if any(k != "full_attention" for k in kinds):
+        # qwen3_5: Gated DeltaNet layers keep a conv state [B, conv_dim, kernel] and a recurrent state
+        # [B, v_heads, k_dim, v_dim] whatever S; gemma3: a sliding layer's storage holds all S after the prefill
+        # (its view keeps window - 1) plus an int64 _sliding_window_tensor scalar
+        nfull = sum(k in ("full_attention", "sliding_attention") for k in kinds)
+        nslide = sum(k == "sliding_attention" for k in kinds)
+        nlin = sum(k == "linear_attention" for k in kinds)
+        kv_full = 2 * nfull * tc.num_key_value_heads * S * hd * 4
+        lin = 0
+        if nlin:
+            conv_dim = (2 * tc.linear_num_key_heads * tc.linear_key_head_dim
+                        + tc.linear_num_value_heads * tc.linear_value_head_dim)
+            lin = nlin * (conv_dim * tc.linear_conv_kernel_dim
+                          + tc.linear_num_value_heads * tc.linear_key_head_dim * tc.linear_value_head_dim) * 4
+        res["formula_bytes"] = kv_full + lin + 8 * nslide
+        res["formula"] = (f"attention layers {nfull} ({nslide} sliding): 2 * {nfull} * B 1 * kv_heads "
+                          f"{tc.num_key_value_heads} * S {S} * head_dim {hd} * 4 B = {kv_full}"
+                          + (f" + sliding layers {nslide} * 8 B (int64 _sliding_window_tensor)" if nslide else "")
+                          + (f" + linear-attention layers {nlin} * (conv_dim {conv_dim} * kernel "
+                             f"{tc.linear_conv_kernel_dim} + v_heads {tc.linear_num_value_heads} * k_dim "
+                             f"{tc.linear_key_head_dim} * v_dim {tc.linear_value_head_dim}) * 4 B = {lin}" if nlin
+                             else ""))
+        if nslide:
+            w = tc.sliding_window
+            view = 2 * tc.num_key_value_heads * hd * 4 * ((nfull - nslide) * S + nslide * min(S, w - 1))
+            res["kv_view_formula_bytes"] = view
+            res["kv_view_formula"] = (f"2 * kv_heads * head_dim * 4 B * (full layers {nfull - nslide} * S + "
+                                      f"sliding layers {nslide} * min(S, window {w} - 1))")
     assert S == TEXT_TOKENS + N * len(lay["ids"])
+    return res
+
+
+def apply_lora(model, spec, kind):
+    """peft LoRA exactly as measure.measure_scenario configures it (r 8, alpha 16, dropout 0, task_type None for a
+    wrapper); returns the PeftModel and the wrapped module names (relative to the wrapper)."""
+    from peft import LoraConfig, get_peft_model
+    targets = (spec["lora_qv_targets"] if kind == "qv" and spec.get("lora_qv_targets")
+               else M.lora_targets(model, kind))
+    task = "CAUSAL_LM" if spec["head"] == "causal" else None
+    lcfg = LoraConfig(r=LORA_R, lora_alpha=16, lora_dropout=0.0, target_modules=targets, task_type=task)
+    model = get_peft_model(model, lcfg)
+    wrapped = sorted(n.split("base_model.model.", 1)[-1] for n, m in model.named_modules()
+                     if hasattr(m, "lora_A") and len(m.lora_A))
+    return model, targets, wrapped
+
+
+def region_of_names(model, name):
+    """(prefix, region) pairs of the wrapper's region modules, longest prefix first."""
+    ids = {id(m): n for n, m in model.named_modules()}
+    regs, _, _ = regions(model, name)
+    out = [(ids[id(mod)], label) for label, mod in regs]
+    return sorted(out, key=lambda x: -len(x[0]))
+
+
+def region_of(prefixes, qual):
+    for pre, label in prefixes:
+        if qual == pre or qual.startswith(pre + "."):
+            return label
+    return "head"
+
+
+def lora_info(folder, name, spec, kind):
+    """What peft wraps and trains in the wrapper (the model of the sdpa_fp32_lora_* scenarios)."""
+    torch.manual_seed(SEED)
+    model = load(folder, spec, attn="sdpa")
+    prefixes = region_of_names(model, name)
+    model, targets, wrapped = apply_lora(model, spec, kind)
+    trainable, total = model.get_nb_trainable_parameters()
+    by_region = collections.Counter()
+    wrapped_by_region = collections.Counter()
+    for n in wrapped:
+        wrapped_by_region[region_of(prefixes, n).split(".")[0]] += 1
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            by_region[region_of(prefixes, n.split("base_model.model.", 1)[-1]).split(".")[0]] += p.numel()
+    vision = [n for n in wrapped if region_of(prefixes, n).startswith("vision")]
+    res = {"r": LORA_R, "alpha": 16, "dropout": 0.0, "task_type": None,
+           "target_modules": targets if isinstance(targets, (str, list)) else sorted(targets),
+           "wrapped_modules": len(wrapped), "wrapped_by_region": dict(sorted(wrapped_by_region.items())),
+           "vision_modules_wrapped": bool(vision),
+           "trainable_params": trainable, "all_params": total,
+           "trainable_params_by_region": dict(sorted(by_region.items())),
+           "trainable_params_formula": "sum over wrapped Linear(in, out) of r * (in + out)",
+           "trainable_params_by_formula": sum(LORA_R * (m.in_features + m.out_features) for n, m in model.named_modules()
+                                              if hasattr(m, "lora_A") and len(m.lora_A)),
+           "wrapped_module_names": wrapped}
+    del model
+    return res
+
+
+def gc_info(folder, name, spec):
+    """Which modules gradient_checkpointing_enable() switches on, by region."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+    torch.manual_seed(SEED)
+    model = load(folder, spec, attn="sdpa")
+    model.gradient_checkpointing_enable()
+    prefixes = region_of_names(model, name)
+    by_region = collections.defaultdict(list)
+    for n, m in model.named_modules():
+        if isinstance(m, GradientCheckpointingLayer):
+            by_region[region_of(prefixes, n).split(".")[0]].append(f"{n}: {type(m).__name__} "
+                                                                     f"{'on' if m.gradient_checkpointing else 'off'}")
+    fn = next((m._gradient_checkpointing_func for m in model.modules() if hasattr(m, "_gradient_checkpointing_func")),
+              None)
+    res = {"call": "model.gradient_checkpointing_enable()",
+           "checkpoint_function": (f"{fn.func.__module__}.{fn.func.__name__} {fn.keywords}"
+                                   if isinstance(fn, functools.partial) else repr(fn)),
+           "checkpointed_layers_by_region": dict(sorted(by_region.items())),
+           "one_checkpointed_vision_layer_keeps": (
+               "its positional tensor arguments, saved through torch's saved-tensor hooks by the checkpoint: the "
+               "input hidden_states [S, d] in the weights' dtype"
+               + (" and the attention_mask [1, 1, S, S] (one storage shared by all layers)" if name == "mistral3"
+                  else "")
+               + "; keyword arguments (rotary cos/sin, cu_seqlens, max_seqlen) stay referenced by the checkpoint's "
+                 "closure and the CPU RNG state is stashed per layer (preserve_rng_state=True): alive, but not saved "
+                 "tensors (see measure.py's forward_net_not_in_saved_bytes); the layer is recomputed in backward")}
+    del model
     return res
 
 
 def measure_saved(folder, name, cfg, spec, H, W, N, sc, text_only_seq=None):
     torch.manual_seed(SEED)
-    model = load(folder, spec, attn=sc["attn"])
+    if sc.get("dtype") == "bfloat16":
+        model = load(folder, spec, attn=sc["attn"], dtype=torch.bfloat16)
+    else:
+        model = load(folder, spec, attn=sc["attn"])
     model.train()
-    rs = RegionStack(model, name)
+    if sc.get("gc"):
+        model.gradient_checkpointing_enable()
+    if sc.get("lora"):
+        model, _, _ = apply_lora(model, spec, sc["lora"])
+        model.train()
+        rs = RegionStack(model.get_base_model(), name)
+    else:
+        rs = RegionStack(model, name)
     if sc["freeze_vision"]:
         for p in rs.vision.parameters():
             p.requires_grad_(False)
@@ -337,6 +542,10 @@ def measure_saved(folder, name, cfg, spec, H, W, N, sc, text_only_seq=None):
     rs.close()
     # which saved tensors backward can reach (a layer after vision_feature_layer is run but feeds nothing)
     reach = set()
+    # under checkpointing, reading a saved tensor of a checkpointed layer recomputes the layer (that is how the
+    # layer's own saved input is reached); one group makes it one recomputation per layer instead of one per read
+    group = torch.utils.checkpoint.GraphExecGroup() if sc.get("gc") else contextlib.nullcontext()
+    group.__enter__()
     for n in M.node_walk(loss.grad_fn):
         attrs = [a for a in dir(n) if a.startswith("_saved_")]
         for a in attrs:
@@ -353,6 +562,7 @@ def measure_saved(folder, name, cfg, spec, H, W, N, sc, text_only_seq=None):
             except Exception:
                 pass
             reach.update(last)
+    group.__exit__(None, None, None)
     storages = {}
     unreachable = collections.Counter()
     live = [(ref(), ref) for ref in holders]
@@ -393,7 +603,7 @@ def measure_saved(folder, name, cfg, spec, H, W, N, sc, text_only_seq=None):
         by_cat[cat] += nb
         if cat == "activation":
             by_region[region] += nb
-            if region.startswith("vision"):
+            if region.startswith("vision") or (DEBUG_REGIONS and region in DEBUG_REGIONS):
                 block_detail[(region, nb, dt, tuple(shape), fn)] += 1
         elif cat == "autocast_weight_copy":
             wcopy_region[region.split(".")[0]] += nb
@@ -438,9 +648,11 @@ def measure_vision_inference(model, name, cfg, spec, H, W, N):
 def vision_formulas(name, cfg, H, W, N):
     """What nnlint should compute for the vision tower + projector: bytes saved for backward, by formula.
 
-    S = patches of all N images together (the packed sequence of qwen/pixtral, N * (S_img) for CLIP's batch),
-    d = vision hidden, I = vision MLP width, h = vision heads, hd = d / h. Returns per-layer lists and extras
-    for fp32 sdpa, fp32 eager and sdpa bf16 autocast (see notes-images.md for the derivation)."""
+    S = patches of all N images together (the packed sequence of qwen/pixtral, N * (S_img) for CLIP's and SigLIP's
+    batch), d = vision hidden, I = vision MLP width, h = vision heads, hd = d / h, r = LoRA rank, Sm = S / merge^2
+    (merged rows), P = N * image tokens, Dt = text hidden. Returns per-layer values, once-only terms and the
+    projector for every scenario of formula_check; the total is L * per_layer + once + projector (eager: the sum of
+    its per-layer list). The symbols are in VISION_FORMULA_SYMBOLS; every term is derived in the comments below."""
     vc = cfg.vision_config
     d, I = vc.hidden_size, vc.intermediate_size
     h = getattr(vc, "num_heads", None) or vc.num_attention_heads
@@ -450,11 +662,14 @@ def vision_formulas(name, cfg, H, W, N):
     lay = image_layout(name, cfg, H, W)
     S_img = lay["vision_seq"]
     S = N * S_img
-    if name in ("qwen2_5_vl", "qwen3_vl"):
+    r = LORA_R
+    if name in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         from transformers.vision_utils import get_vision_window_index
         m = vc.spatial_merge_size
         grid = torch.tensor([lay["grid_thw"]] * N)
         full = [S_img] * N
+        px = S * vc.in_channels * vc.temporal_patch_size * vc.patch_size ** 2 * 2  # the bf16 copy of pixel_values
+        Sm = S // (m * m)
         if name == "qwen2_5_vl":
             _, cu = get_vision_window_index(grid, m, vc.window_size, vc.patch_size)
             win = (cu[1:] - cu[:-1]).tolist()
@@ -466,8 +681,27 @@ def vision_formulas(name, cfg, H, W, N):
             once_auto = once + S * vc.in_channels * vc.temporal_patch_size * vc.patch_size ** 2 * 2
             proj, proj_auto = (5 * S * d + S) * 4, 12 * S * d + 4 * S
             L = vc.depth
+            # bf16 weights: every saved tensor at 2 B except what the RMSNorm upcasts (its fp32 input x, saved by
+            # pow and by x * rsqrt, and the fp32 rsqrt [S, 1]), the fp32 rotary cos/sin and SDPA's fp32 logsumexp
+            per_bf16 = (13 * S * d + 4 * S * I) * 2 + 2 * (2 * S * d) + 2 * S * 4 + 4 * h * S
+            once_bf16 = 2 * S * hd * 4 + 2 * Sm * 8 + px
+            proj_bf16 = 4 * S * d + 2 * S * d + 4 * S + 3 * S * d * 2  # ln_q: fp32 x, bf16 x_hat, fp32 rsqrt; MLP
+            # checkpointing: a block keeps its positional input (hidden_states [S, d]); cos/sin and cu_seqlens are
+            # keyword arguments the checkpoint closure holds (not saved tensors); the window reorder indices stay
+            per_gc, once_gc, proj_gc = 4 * S * d, 2 * Sm * 8, proj
+            # LoRA q_proj/v_proj: the ViT has a fused qkv, the merger no q/v: nothing in the vision tower or the
+            # merger requires grad, so nothing is saved there
+            per_qv = once_qv = proj_qv = 0
+            # LoRA all-linear (qkv, proj, gate, up, down per block; merger mlp.0, mlp.2): a frozen linear saves
+            # nothing, its adapter saves the input (as a trained linear would) and the [rows, r] lora_A output; a
+            # frozen RMSNorm weight needs no x_hat (-2 S d per block); the first block's norm1 input has no grad
+            # (patch embed frozen): no x, no rsqrt; the input reordering by window_index saves nothing (no grad
+            # yet), the reverse at the end keeps its indices
+            per_all = (11 * S * d + 4 * S * I + 2 * S + 5 * r * S) * 4 + 4 * h * S
+            once_all = 2 * S * hd * 4 + Sm * 8 - (S * d + S) * 4
+            proj_all = (4 * S * d + S + 2 * r * Sm) * 4
         else:
-            nd = len(vc.deepstack_visual_indexes)
+            nd = len(getattr(vc, "deepstack_visual_indexes", None) or [])  # qwen3_5: no deepstack
             per = (11 * S * d + 2 * S * I + 4 * S) * 4 + 4 * h * S
             eager = [(10 * S * d + 2 * S * I + 4 * S + h * sum(x * x for x in full)) * 4] * vc.depth
             auto = 22 * S * d + 4 * S * I + 16 * S + 4 * h * S
@@ -477,6 +711,21 @@ def vision_formulas(name, cfg, H, W, N):
             proj = (4 * S * d + 2 * S) * 4 + nd * (3 * S * d + S // 2) * 4
             proj_auto = 8 * S * d + 8 * S + nd * (6 * S * d + 2 * S)
             L = vc.depth
+            # bf16 weights: all at 2 B (LayerNorm mean/rstd too) but the fp32 rotary cos/sin (apply_rotary upcasts),
+            # the fp32 position-interpolation weights [S, 4, 1] + int64 indices [S, 4] (48 S) and the logsumexp
+            per_bf16 = (11 * S * d + 2 * S * I + 4 * S) * 2 + 4 * h * S
+            once_bf16 = 2 * S * hd * 4 + 48 * S + px
+            proj_bf16 = (4 * S * d + 2 * S) * 2 + nd * (3 * S * d + S // 2) * 2
+            # checkpointing: each block keeps its input [S, d]; cos/sin are keyword arguments (not saved tensors);
+            # block i's input is deepstack merger i-1's LayerNorm input, counted here and not in the projector
+            per_gc, once_gc, proj_gc = 4 * S * d, 48 * S, proj
+            per_qv = once_qv = proj_qv = 0  # fused qkv: LoRA q/v wraps nothing in the ViT or the mergers
+            # LoRA all-linear (qkv, proj, fc1, fc2 per block; fc1, fc2 per merger): LayerNorm saves the same with a
+            # frozen weight; + r S per adapter; pos_embed frozen: the interpolation saves nothing (-48 S); the first
+            # block's norm1 input has no grad (-S d - 2 S)
+            per_all = per + 4 * r * S * 4
+            once_all = 2 * S * hd * 4 - (S * d + 2 * S) * 4
+            proj_all = proj + (1 + nd) * 2 * r * Sm * 4
     elif name == "mistral3":
         m = cfg.spatial_merge_size
         L = vc.num_hidden_layers
@@ -488,6 +737,60 @@ def vision_formulas(name, cfg, H, W, N):
         Sm = S // (m * m)
         proj = (2 * S * d + S + S * d + Sm * d + 2 * Sm * Dt) * 4
         proj_auto = 8 * S * d + 4 * S + 2 * S * d + 2 * Sm * d + 4 * Sm * Dt
+        # bf16 weights: 2 B but the RMSNorms' fp32 x and rsqrt (2 per block) and the logsumexp; pixtral casts cos/sin
+        # and the block mask to the model dtype (2 B); ln_pre: fp32 x, bf16 x_hat, fp32 rsqrt
+        per_bf16 = (10 * S * d + 4 * S * I) * 2 + 2 * (2 * S * d) + 2 * S * 4 + 4 * h * S
+        once_bf16 = 2 * S * hd * 2 + (4 * S * d + 2 * S * d + 4 * S) + N * vc.num_channels * H * W * 2 + S * S * 2
+        proj_bf16 = (4 * S * d + 2 * S * d + 4 * S) + 2 * S * d + 2 * Sm * d + 4 * Sm * Dt
+        # checkpointing: each layer keeps its input [S, d] and its positional attention_mask (one [1, 1, S, S] fp32
+        # storage for all layers); cos/sin are keyword arguments
+        per_gc, once_gc, proj_gc = 4 * S * d, (2 * S * d + S) * 4 + S * S * 4, proj
+        # LoRA q/v (pixtral's q_proj, v_proj are wrapped): frozen RMSNorm = x + rsqrt; the attention norm output
+        # (adapter input), q, k, v, out, two [S, r]; gate out, act out, up out (frozen down saves nothing);
+        # the first block's attention norm saves nothing (its input has no grad: patch conv and ln_pre frozen);
+        # projector frozen: its RMSNorm (x, rsqrt) and the GELU input; the rest saves nothing
+        per_qv = (7 * S * d + 3 * S * I + 2 * S + 2 * r * S) * 4 + 4 * h * S
+        once_qv = 2 * S * hd * 4 + S * S * 4 - (S * d + S) * 4
+        proj_qv = (S * d + S + Sm * Dt) * 4
+        # LoRA all-linear (q, k, v, o, gate, up, down; merging_layer, linear_1, linear_2): as full training but no
+        # x_hat in the frozen RMSNorms (-2 S d per block, -S d in the projector) + r rows per adapter
+        per_all = (8 * S * d + 4 * S * I + 2 * S + 7 * r * S) * 4 + 4 * h * S
+        once_all = once_qv
+        proj_all = (2 * S * d + S + Sm * d + 2 * Sm * Dt + 3 * r * Sm) * 4
+    elif name == "gemma3_mm":  # SigLIP: batch of N images of S_img patches (no CLS), post_layernorm, avg-pool projector
+        L = vc.num_hidden_layers
+        P = N * lay["image_tokens"]
+        nchw = N * vc.num_channels * H * W * 2
+        # block: LayerNorm inputs 2 S d + stats 4 S, norm outputs 2 S d, q, k, v, out (= out_proj input) 4 S d,
+        # fc1 out (gelu input) and gelu out (fc2 input) 2 S I, logsumexp h S fp32
+        per = (8 * S * d + 2 * S * I + 4 * S) * 4 + 4 * h * S
+        # eager: q, k^T, v, the attention output copy, and the fp32 probabilities [N, h, S_img, S_img]
+        eager = [(8 * S * d + 2 * S * I + 4 * S + h * N * S_img * S_img) * 4] * L
+        # autocast: LayerNorm inputs fp32, each of q/k/v_proj casts the norm output to bf16 separately (3 copies),
+        # fc1 one more; q, k, v, out bf16; GELU in/out bf16; stats fp32
+        auto = 24 * S * d + 4 * S * I + 16 * S + 4 * h * S
+        once = (S * d + 2 * S) * 4  # post_layernorm input + stats
+        once_auto = once + nchw
+        # projector: avg_pool2d input (a contiguous [N, d, s/p, s/p] copy of the tower output, S d), Gemma3RMSNorm
+        # (x P d, rsqrt P, x_hat P d, 1 + w [d]), the matmul input P d (mm_input_projection_weight is trained)
+        proj = (S * d + 3 * P * d + P + d) * 4
+        proj_auto = 4 * S * d + 4 * P * d + 4 * P * d + 4 * d + 4 * P + 2 * P * d  # matmul input cast to bf16
+        per_bf16 = (8 * S * d + 2 * S * I + 4 * S) * 2 + 4 * h * S
+        once_bf16 = (S * d + 2 * S) * 2 + nchw
+        proj_bf16 = 2 * S * d + 4 * P * d + 4 * P * d + 4 * d + 4 * P + 2 * P * d  # Gemma3RMSNorm computes in fp32
+        per_gc, once_gc, proj_gc = 4 * S * d, once, proj  # SigLIP passes no attention mask to its layers
+        # LoRA q/v (SigLIP's q_proj, v_proj are wrapped): LayerNorms save as trained, the norm1 output (adapter
+        # input), q, k, v, out, two [S, r], the GELU input (fc1, fc2 frozen); first block's norm1 input has no grad;
+        # post_layernorm saves (its input has grad); projector: avg_pool input, RMSNorm x, rsqrt, 1 + w (frozen
+        # weight: no x_hat, frozen matmul weight: no input)
+        per_qv = (7 * S * d + S * I + 4 * S + 2 * r * S) * 4 + 4 * h * S
+        once_qv = once - (S * d + 2 * S) * 4
+        proj_qv = (S * d + P * d + P + d) * 4
+        # LoRA all-linear (q, k, v, out_proj, fc1, fc2): full training + r rows per adapter; the projector has no
+        # nn.Linear (a matmul with a Parameter): as with q/v
+        per_all = per + 6 * r * S * 4
+        once_all = once_qv
+        proj_all = proj_qv
     else:  # llava: CLIP, batch of N images of S_img = patches + CLS
         L_all = vc.num_hidden_layers
         fl = cfg.vision_feature_layer
@@ -500,9 +803,168 @@ def vision_formulas(name, cfg, H, W, N):
         P = N * lay["image_tokens"]
         proj = ((S if N == 1 else P) * d + 2 * P * Dt) * 4  # N = 1: the projector input is a view of the whole
         proj_auto = 2 * P * d + 4 * P * Dt  # block output (CLS row included); N > 1: a copy without CLS
+        # bf16 weights: everything at 2 B (LayerNorm stats too) but the logsumexp; + the bf16 pixel copy
+        per_bf16 = (8 * S * d + 3 * S * I + 4 * S) * 2 + 4 * h * S
+        once_bf16 = (S * d + 2 * S) * 2 + N * vc.num_channels * H * W * 2
+        proj_bf16 = proj // 2
+        per_gc, once_gc, proj_gc = 4 * S * d, once, proj  # the counted layers' inputs; CLIP passes no mask
+        # LoRA q/v (CLIP's q_proj, v_proj): LayerNorms as trained, norm1 output, q, k, v, out, two [S, r], the
+        # quick_gelu's fc1 out and sigmoid (fc1, fc2 frozen); pre_layrnorm and the first block's norm1 save nothing
+        # (no grad before the first adapter); projector frozen: the GELU input only
+        per_qv = (7 * S * d + 2 * S * I + 4 * S + 2 * r * S) * 4 + 4 * h * S
+        once_qv = -(S * d + 2 * S) * 4
+        proj_qv = P * Dt * 4
+        per_all = per + 6 * r * S * 4  # q, k, v, out_proj, fc1, fc2
+        once_all = once_qv
+        proj_all = proj + 2 * r * P * 4  # linear_1, linear_2
     return {"S": S, "layers_counted": L, "per_layer_sdpa_fp32": per, "per_layer_eager_fp32": eager,
             "per_layer_sdpa_autocast_bf16": auto, "once_fp32": once, "once_autocast_bf16": once_auto,
-            "projector_fp32": proj, "projector_autocast_bf16": proj_auto}
+            "projector_fp32": proj, "projector_autocast_bf16": proj_auto,
+            "per_layer_sdpa_bf16_weights": per_bf16, "once_sdpa_bf16_weights": once_bf16,
+            "projector_sdpa_bf16_weights": proj_bf16,
+            "per_layer_sdpa_fp32_gc": per_gc, "once_sdpa_fp32_gc": once_gc, "projector_sdpa_fp32_gc": proj_gc,
+            "per_layer_sdpa_fp32_lora_qv": per_qv, "once_sdpa_fp32_lora_qv": once_qv,
+            "projector_sdpa_fp32_lora_qv": proj_qv,
+            "per_layer_sdpa_fp32_lora_all_linear": per_all, "once_sdpa_fp32_lora_all_linear": once_all,
+            "projector_sdpa_fp32_lora_all_linear": proj_all}
+
+
+# vision_formulas in symbols: bytes saved for backward by the vision tower + projector = L * per_layer + once +
+# projector (eager: the sum of per-layer values). S = patches of all images, d, I, h, hd = d / h: vision hidden, MLP
+# width, heads, head width; Sm = S / merge^2; P = N * image tokens; Dt = text hidden; r = LoRA rank 8; C, t, p:
+# channels, temporal patch, patch; N C H W: pixel elements of a batch of N images; L = vision layers (llava: those
+# up to vision_feature_layer); nd = deepstack mergers (qwen3_vl 1 here, qwen3_5 0).
+_QWEN3 = {
+    "sdpa_fp32": ["(11 S d + 2 S I + 4 S) * 4 + 4 h S",
+                  "2 S hd * 4 (rotary cos/sin) + 48 S (pos-embed interpolation: int64 indices [S, 4], fp32 weights [S, 4, 1])",
+                  "(4 S d + 2 S) * 4 + nd (3 S d + S/2) * 4"],
+    "eager_fp32": ["(10 S d + 2 S I + 4 S + h * sum over images of S_img^2) * 4", "as sdpa_fp32", "as sdpa_fp32"],
+    "sdpa_autocast_bf16": ["22 S d + 4 S I + 16 S + 4 h S", "once_fp32 + S C t p^2 * 2 (bf16 pixel copy)",
+                           "8 S d + 8 S + nd (6 S d + 2 S)"],
+    "sdpa_bf16_weights": ["(11 S d + 2 S I + 4 S) * 2 + 4 h S (fp32 logsumexp)",
+                          "2 S hd * 4 (fp32 cos/sin) + 48 S + S C t p^2 * 2", "(4 S d + 2 S) * 2 + nd (3 S d + S/2) * 2"],
+    "sdpa_fp32_gc": ["4 S d (the block's input only)", "48 S (cos/sin are checkpoint kwargs, not saved)",
+                     "as sdpa_fp32"],
+    "sdpa_fp32_lora_qv": ["0", "0", "0 (fused qkv: q/v LoRA wraps nothing in the ViT or the mergers, nothing there "
+                                    "requires grad)"],
+    "sdpa_fp32_lora_all_linear": ["per_layer sdpa_fp32 + 4 r S * 4", "2 S hd * 4 - (S d + 2 S) * 4",
+                                  "projector sdpa_fp32 + (1 + nd) * 2 r Sm * 4"],
+}
+VISION_FORMULA_SYMBOLS = {
+    "qwen2_5_vl": {
+        "sdpa_fp32": ["(13 S d + 4 S I + 2 S) * 4 + 4 h S", "2 S hd * 4 + 2 Sm * 8 (window_index and its argsort)",
+                      "(5 S d + S) * 4"],
+        "eager_fp32": ["(12 S d + 4 S I + 2 S + h * sum over attention segments of len^2) * 4 (segments: windows, or "
+                       "whole images in fullatt_block_indexes)", "as sdpa_fp32", "as sdpa_fp32"],
+        "sdpa_autocast_bf16": ["32 S d + 8 S I + 8 S + 4 h S", "once_fp32 + S C t p^2 * 2", "12 S d + 4 S"],
+        "sdpa_bf16_weights": ["(13 S d + 4 S I) * 2 + 2 * 2 S d (the RMSNorms' fp32 inputs) + 2 S * 4 (fp32 rsqrt) "
+                              "+ 4 h S = 30 S d + 8 S I + 8 S + 4 h S",
+                              "2 S hd * 4 + 2 Sm * 8 + S C t p^2 * 2", "12 S d + 4 S"],
+        "sdpa_fp32_gc": ["4 S d", "2 Sm * 8", "as sdpa_fp32"],
+        "sdpa_fp32_lora_qv": ["0", "0", "0 (fused qkv: nothing in the ViT or merger requires grad)"],
+        "sdpa_fp32_lora_all_linear": ["(11 S d + 4 S I + 2 S + 5 r S) * 4 + 4 h S",
+                                      "2 S hd * 4 + Sm * 8 - (S d + S) * 4", "(4 S d + S + 2 r Sm) * 4"],
+    },
+    "qwen3_vl": _QWEN3,
+    "qwen3_5": _QWEN3,
+    "mistral3": {
+        "sdpa_fp32": ["(10 S d + 4 S I + 2 S) * 4 + 4 h S",
+                      "2 S hd * 4 + (2 S d + S) * 4 (ln_pre) + S^2 * 4 (the block-diagonal mask)",
+                      "(3 S d + S + Sm d + 2 Sm Dt) * 4"],
+        "eager_fp32": ["(10 S d + 4 S I + 2 S + h S^2) * 4", "once_fp32 - S^2 * 4", "as sdpa_fp32"],
+        "sdpa_autocast_bf16": ["34 S d + 8 S I + 8 S + 4 h S + 2 S^2", "2 S hd * 4 + 6 S d + 4 S + N C H W * 2",
+                               "10 S d + 4 S + 2 Sm d + 4 Sm Dt"],
+        "sdpa_bf16_weights": ["24 S d + 8 S I + 8 S + 4 h S", "2 S hd * 2 + 6 S d + 4 S + N C H W * 2 + 2 S^2",
+                              "8 S d + 4 S + 2 Sm d + 4 Sm Dt"],
+        "sdpa_fp32_gc": ["4 S d", "(2 S d + S) * 4 + S^2 * 4 (the mask is a positional layer argument, saved once)",
+                         "as sdpa_fp32"],
+        "sdpa_fp32_lora_qv": ["(7 S d + 3 S I + 2 S + 2 r S) * 4 + 4 h S", "2 S hd * 4 + S^2 * 4 - (S d + S) * 4",
+                              "(S d + S + Sm Dt) * 4"],
+        "sdpa_fp32_lora_all_linear": ["(8 S d + 4 S I + 2 S + 7 r S) * 4 + 4 h S",
+                                      "2 S hd * 4 + S^2 * 4 - (S d + S) * 4",
+                                      "(2 S d + S + Sm d + 2 Sm Dt + 3 r Sm) * 4"],
+    },
+    "llava": {
+        "sdpa_fp32": ["(8 S d + 3 S I + 4 S) * 4 + 4 h S", "(S d + 2 S) * 4 (pre_layrnorm)",
+                      "((N = 1 ? S : P) d + 2 P Dt) * 4"],
+        "eager_fp32": ["(8 S d + 3 S I + 4 S + h N S_img^2) * 4", "as sdpa_fp32", "as sdpa_fp32"],
+        "sdpa_autocast_bf16": ["24 S d + 6 S I + 16 S + 4 h S", "once_fp32 + N C H W * 2", "2 P d + 4 P Dt"],
+        "sdpa_bf16_weights": ["(8 S d + 3 S I + 4 S) * 2 + 4 h S", "(S d + 2 S) * 2 + N C H W * 2",
+                              "((N = 1 ? S : P) d + 2 P Dt) * 2"],
+        "sdpa_fp32_gc": ["4 S d", "(S d + 2 S) * 4", "as sdpa_fp32"],
+        "sdpa_fp32_lora_qv": ["(7 S d + 2 S I + 4 S + 2 r S) * 4 + 4 h S",
+                              "-(S d + 2 S) * 4 (pre_layrnorm and the first norm1 save nothing)", "P Dt * 4"],
+        "sdpa_fp32_lora_all_linear": ["per_layer sdpa_fp32 + 6 r S * 4", "-(S d + 2 S) * 4",
+                                      "projector sdpa_fp32 + 2 r P * 4"],
+    },
+    "gemma3_mm": {
+        "sdpa_fp32": ["(8 S d + 2 S I + 4 S) * 4 + 4 h S", "(S d + 2 S) * 4 (post_layernorm)",
+                      "(S d + 3 P d + P + d) * 4 (avg_pool input, RMSNorm x / x_hat / rsqrt / 1 + w, matmul input)"],
+        "eager_fp32": ["(8 S d + 2 S I + 4 S + h N S_img^2) * 4", "as sdpa_fp32", "as sdpa_fp32"],
+        "sdpa_autocast_bf16": ["24 S d + 4 S I + 16 S + 4 h S", "(S d + 2 S) * 4 + N C H W * 2",
+                               "4 S d + 10 P d + 4 P + 4 d"],
+        "sdpa_bf16_weights": ["(8 S d + 2 S I + 4 S) * 2 + 4 h S", "(S d + 2 S) * 2 + N C H W * 2",
+                              "2 S d + 10 P d + 4 P + 4 d"],
+        "sdpa_fp32_gc": ["4 S d", "(S d + 2 S) * 4", "as sdpa_fp32"],
+        "sdpa_fp32_lora_qv": ["(7 S d + S I + 4 S + 2 r S) * 4 + 4 h S",
+                              "(S d + 2 S) * 4 - (S d + 2 S) * 4 = 0 (post_layernorm saves, the first norm1 not)",
+                              "(S d + P d + P + d) * 4"],
+        "sdpa_fp32_lora_all_linear": ["per_layer sdpa_fp32 + 6 r S * 4", "0", "(S d + P d + P + d) * 4 (no "
+                                      "nn.Linear in the projector)"],
+    },
+}
+
+
+# LoRA kinds whose adapters sit in the vision tower or projector, so that the image features require grad
+LORA_FEATURES_TRAINED = {"qwen2_5_vl": ["all-linear"], "qwen3_vl": ["all-linear"], "qwen3_5": ["all-linear"],
+                         "mistral3": ["qv", "all-linear"], "llava": ["qv", "all-linear"],
+                         "gemma3_mm": ["qv", "all-linear"]}
+
+
+def lm_difference(name, cfg, sc_name, S):
+    """Language model + head bytes with images minus the same on text alone at the same total sequence S (input_ids
+    [1, S], no pixels), by formula. Returns (bytes, explanation)."""
+    tc = cfg.get_text_config(decoder=True)
+    Dt = tc.hidden_size
+    sc = SCENARIOS[sc_name]
+    lora = sc.get("lora")
+    terms, parts = 0, []
+    features_grad = lora in LORA_FEATURES_TRAINED[name] if lora else True
+    # masked_scatter(inputs_embeds, mask [1, S, 1] bool, features) keeps the mask when either side needs grad;
+    # qwen3_vl's deepstack also index_puts the hidden states (which need grad after layer 0) with the same mask
+    if features_grad or name == "qwen3_vl":
+        terms += S
+        parts.append(f"S = {S} (the bool placeholder mask [1, S, 1] that masked_scatter"
+                     + (" / the deepstack index_put" if name == "qwen3_vl" else "") + " saves)")
+    else:
+        parts.append("0: the features need no grad (no adapter before the language model), so masked_scatter "
+                     "saves no mask")
+    if name == "gemma3_mm" and not sc.get("gc"):
+        es = 2 if sc.get("autocast") or sc.get("dtype") == "bfloat16" else 4
+        h, kv = tc.num_attention_heads, tc.num_key_value_heads
+        hd = tc.head_dim
+        nfull = sum(t == "full_attention" for t in tc.layer_types)
+        x = nfull * (S * S * es + 2 * (h - kv) * S * hd * es)
+        terms += x
+        parts.append(f"+ full-attention layers {nfull} x (S^2 x {es} B, the token_type_ids block mask that "
+                     f"text alone does not need, + 2 (h - kv) S hd x {es} B: with a mask SDPA gets K/V repeated "
+                     f"to h = {h} heads instead of enable_gqa at kv = {kv}) = {x}")
+    if lora and features_grad:
+        plus_one = name in ("qwen3_5", "gemma3_mm")  # (1 + w) RMSNorms make 1 + w an activation
+        x = S * Dt * 4 + S * 4 + (Dt * 4 if plus_one else 0)
+        terms += x
+        parts.append(f"+ the first decoder layer's input RMSNorm now sees an input with grad: x [S, Dt] fp32 + "
+                     f"rsqrt [S, 1]" + (" + (1 + w) [Dt]" if plus_one else "") + f" = {x}")
+        if name == "gemma3_mm" and lora == "qv":
+            kv, hd = tc.num_key_value_heads, tc.head_dim
+            x = (S * kv * hd + S * kv + hd) * 4
+            terms += x
+            parts.append(f"+ its k_norm (k_proj is frozen, so k needs grad only through the image features): "
+                         f"x [S, kv, hd] + rsqrt [S, kv] + (1 + w) [hd], fp32 = {x}")
+    if name == "gemma3_mm" and sc.get("gc"):
+        parts.append("(the block mask and repeated K/V live inside the checkpointed layers: the mask is a keyword "
+                     "argument the checkpoint holds, not a saved tensor)")
+    return terms, " ".join(parts)
 
 
 def inference_estimate(name, cfg, H, W, N):
@@ -515,7 +977,9 @@ def inference_estimate(name, cfg, H, W, N):
     S = N * image_layout(name, cfg, H, W)["vision_seq"]
     k = 3 if name in ("qwen2_5_vl", "mistral3") else 2  # SwiGLU keeps act(gate), up and their product
     est = max(2 * S * d + k * S * I, 12 * S * d)
-    if name == "qwen3_vl":
+    if name == "gemma3_mm":  # no rotary temporaries: residual, normed input, q, k, v, the attention output ~ 8 S d
+        est = max(2 * S * d + k * S * I, 8 * S * d)
+    if name in ("qwen3_vl", "qwen3_5"):
         est = max(est, 8 * S * d + S * d)
     if name == "mistral3":
         est += S * S  # the [1, 1, S, S] block mask, alive for the whole tower
@@ -532,10 +996,17 @@ def formula_check(name, cfg, H, W, N, saved):
         "sdpa_autocast_bf16": L * f["per_layer_sdpa_autocast_bf16"] + f["once_autocast_bf16"]
         + f["projector_autocast_bf16"],
     }
-    out = {"S": f["S"], "layers_counted": L, "per_layer": {k: f["per_layer_" + k] for k in pred}, "checks": {}}
+    for k in NEW_FORMULA_SCENARIOS:
+        pred[k] = L * f["per_layer_" + k] + f["once_" + k] + f["projector_" + k]
+    out = {"S": f["S"], "layers_counted": L, "per_layer": {k: f["per_layer_" + k] for k in pred},
+           "once": {k: f["once_" + k] for k in NEW_FORMULA_SCENARIOS},
+           "projector": {k: f["projector_" + k] for k in NEW_FORMULA_SCENARIOS}, "checks": {}}
     for k, v in pred.items():
         meas = saved[k]["vision_tower_bytes"] + saved[k]["projector_bytes"]
-        out["checks"][k] = {"formula": v, "measured": meas, "ratio": round(v / meas, 4)}
+        out["checks"][k] = {"formula": v, "measured": meas, "ratio": round(v / meas, 4) if meas else
+                            (1.0 if v == 0 else None)}
+        if meas == 0:
+            out["checks"][k]["note"] = "nothing saved: ratio 1.0 means formula and measurement are both 0"
     return out
 
 
@@ -577,15 +1048,23 @@ def main():
                 pt["vision_inference"].update(estimate=est, estimate_ratio=round(est / pt["vision_inference"]["peak_bytes"], 3))
                 S = pt["kv_cache"]["seq"]
                 pt["language_model_vs_text_only"] = {}
-                for sc_name in ("sdpa_fp32", "sdpa_autocast_bf16"):
+                for sc_name in TEXT_ONLY_SCENARIOS:
                     r = pt["saved"][sc_name]
                     with_images = r["language_model_bytes"] + r["head_bytes"]
                     t = measure_saved(folder, name, cfg, spec, H, W, N, SCENARIOS[sc_name], text_only_seq=S)
                     txt = t["language_model_bytes"] + t["head_bytes"]
+                    f, why = lm_difference(name, cfg, sc_name, S)
                     pt["language_model_vs_text_only"][sc_name] = {
-                        "with_images": with_images, "text_only_same_seq": txt, "difference": with_images - txt}
+                        "with_images": with_images, "text_only_same_seq": txt, "difference": with_images - txt,
+                        "difference_formula": f, "formula": why, "equals_seq_bytes": with_images - txt == S}
+                    assert f == with_images - txt, (name, sc_name, f, with_images - txt)
                 res["points"].append(pt)
         del model
+        res["lora"] = {kind: lora_info(folder, name, spec, kind) for kind in ("qv", "all-linear")}
+        res["gradient_checkpointing"] = gc_info(folder, name, spec)
+        res["vision_formula_symbols"] = {
+            "total": "L * per_layer + once + projector (bytes); notation in measure_images.VISION_FORMULA_SYMBOLS",
+            **{k: dict(zip(["per_layer", "once", "projector"], v)) for k, v in VISION_FORMULA_SYMBOLS[name].items()}}
         M.write_json(folder / "images.json", res)
         print(f"{name}: {time.time() - t0:.1f} s", flush=True)
 

@@ -406,6 +406,12 @@ pub struct Arch {
     /// The dropouts the forward models, by site (0: none).
     #[serde(skip)]
     pub drop: Dropout,
+    /// A multimodal wrapper's vision encoder, where nnlint models its image inputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vision: Option<super::vision::Vision>,
+    /// Why a wrapper's vision encoder is not modelled (what `--images` answers).
+    #[serde(skip)]
+    pub vision_unmodelled: Option<String>,
 }
 
 /// Dropout probabilities where the family's modeling code (transformers 5) applies them in
@@ -677,13 +683,18 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Some(t) => t.to_string(),
         None => return Err(ConfigError("field 'model_type' is missing".into())),
     };
-    if let Some(build) = super::families::find(&model_type) {
-        return build(config, c, &model_type).map(Some);
-    }
-    if !KNOWN.contains(&model_type.as_str()) {
+    let mut a = if let Some(build) = super::families::find(&model_type) {
+        build(config, c, &model_type)?
+    } else if KNOWN.contains(&model_type.as_str()) {
+        decoder(config, c, &model_type)?
+    } else {
         return Ok(None);
+    };
+    match super::vision::Vision::from_config(config, a.hidden) {
+        Ok(v) => a.vision = v,
+        Err(why) => a.vision_unmodelled = Some(why),
     }
-    decoder(config, c, &model_type).map(Some)
+    Ok(Some(a))
 }
 
 /// Every `model_type` nnlint models: the families built here and those in
@@ -992,6 +1003,8 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
         dtype: dtype_of(config).or_else(|| dtype_of(c)),
         image,
         model_type,
+        vision: None,
+        vision_unmodelled: None,
     };
     a.blocks = sliding
         .iter()

@@ -566,7 +566,14 @@ impl Run<'_> {
             logits = self.t.plain(&[th], th.numel);
         }
         let logits = self.t.to(logits, DType::F32);
-        let target = self.t.new_act(tok, DType::I64, false); // the shifted labels
+        // the shifted labels: `pad(labels, (0, 1))[..., 1:].contiguous()` copies B×S, except at
+        // batch 1, where the slice is already contiguous and keeps the padded [1, S + 1] storage
+        let shifted = if self.s.batch == 1 {
+            tok.saturating_add(1)
+        } else {
+            tok
+        };
+        let target = self.t.new_act(shifted, DType::I64, false);
         self.t.cross_entropy(logits, target);
         tok.saturating_mul(a.vocab)
     }

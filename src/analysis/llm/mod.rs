@@ -10,6 +10,7 @@ pub mod layers;
 #[cfg(test)]
 mod layout_tests;
 pub mod tape;
+pub mod vision;
 
 use std::collections::BTreeMap;
 
@@ -41,6 +42,10 @@ pub struct LlmOptions {
     pub cache_layout: CacheLayout,
     /// vLLM's tokens per block (`--block-size`).
     pub block_size: u64,
+    /// Images per sequence (`--images`): their tokens join the text's `seq`.
+    pub images: u64,
+    /// Their size, height × width (`--image-size`) [default: the processor's].
+    pub image_size: Option<(u64, u64)>,
 }
 
 impl Default for LlmOptions {
@@ -55,8 +60,53 @@ impl Default for LlmOptions {
             all_logits: false,
             cache_layout: CacheLayout::Hf,
             block_size: layers::VLLM_BLOCK_SIZE,
+            images: 0,
+            image_size: None,
         }
     }
+}
+
+/// The options with the images turned into tokens: `seq` becomes text + image tokens, and the
+/// images' own numbers (tokens, encoder) come back beside them. Options without images come
+/// back unchanged.
+pub fn with_images(a: &Arch, o: &LlmOptions) -> Result<(LlmOptions, Option<vision::Images>)> {
+    if o.images == 0 {
+        if o.image_size.is_some() {
+            return Err(Error::Usage(
+                "--image-size sizes the images of --images N: give both".into(),
+            ));
+        }
+        return Ok((o.clone(), None));
+    }
+    let Some(v) = &a.vision else {
+        return Err(Error::Usage(format!(
+            "--images: {}",
+            a.vision_unmodelled.clone().unwrap_or_else(|| format!(
+                "this {} model has no vision encoder nnlint reads (a vision_config in config.json{})",
+                a.model_type,
+                if a.family == arch::Family::Decoder {
+                    "; a GGUF model's mmproj file is counted for its parameters only"
+                } else {
+                    ""
+                }
+            ))
+        )));
+    };
+    let mut img = v
+        .images(o.images, o.image_size, o.seq)
+        .map_err(|e| Error::Usage(format!("--images: {e}")))?;
+    let total = o.batch.saturating_mul(o.images);
+    img.encoder_macs = v.macs(&img, total).ok_or_else(|| {
+        Error::Usage(format!(
+            "--images {}: the encoder's sizes overflow 64 bits",
+            o.images
+        ))
+    })?;
+    let mut e = o.clone();
+    e.seq = img.seq;
+    e.images = 0;
+    e.image_size = None;
+    Ok((e, Some(img)))
 }
 
 /// Serving memory of a causal LM at `batch` sequences of `seq` tokens.
@@ -104,6 +154,9 @@ pub struct LlmInference {
     pub total_bytes: u64,
     /// MACs per token of one decode step at context `seq` (active parameters plus attention).
     pub macs_per_token: u64,
+    /// `--images`: the images' tokens (in `seq`) and the vision encoder's prefill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<vision::Images>,
 }
 
 /// Extra facts the LLM analysis adds to a [`MemReport`].
@@ -716,6 +769,8 @@ pub fn training_step(
     c: &TrainConfig,
     o: &LlmOptions,
 ) -> Result<(Training, u64)> {
+    let (o, images) = with_images(a, o)?;
+    let o = &o;
     let nm = numerics(c, o.qlora);
     let lora = o.lora.clone().or_else(|| {
         o.qlora.then_some(Lora {
@@ -867,7 +922,19 @@ pub fn training_step(
         Shard::Ddp => grads.min(25 << 20),
         _ => 0,
     };
-    let saved = run.saved.activation;
+    let (vision_saved, vision_note) = match images.as_ref() {
+        Some(img) => image_training(a, img, o, nm, ckpt, lora.as_ref(), &mut unknown)?,
+        None => (0, None),
+    };
+    notes.extend(vision_note);
+    let saved = checked(
+        "the saved activations",
+        run.saved.activation.checked_add(vision_saved),
+    )?;
+    let saved_full = checked(
+        "the saved activations",
+        full.saved.activation.checked_add(vision_saved),
+    )?;
     let transient = run.logits_grad_bytes;
     let allocated = [w_gpu, g_gpu, o_gpu, saved, transient, parallel]
         .iter()
@@ -910,7 +977,7 @@ pub fn training_step(
         gradient_bytes: g_gpu,
         optimizer_bytes: o_gpu,
         saved_activation_bytes: saved,
-        saved_activation_bytes_full: full.saved.activation,
+        saved_activation_bytes_full: saved_full,
         autocast_weight_copy_bytes: run.saved.weight_copy,
         saved_buffer_bytes: 0,
         parallel_bytes: parallel,
@@ -936,6 +1003,59 @@ pub fn training_step(
         notes,
     };
     Ok((t, trainable))
+}
+
+/// What `--images` adds to a training step's saved activations: the encoder and projector's
+/// (when they train) and the language model's image mask (a bool per position of the sequence,
+/// `masked_scatter`'s), with the note that says so. What was not measured goes to `unknown`.
+fn image_training(
+    a: &Arch,
+    img: &vision::Images,
+    o: &LlmOptions,
+    nm: Numerics,
+    ckpt: bool,
+    lora: Option<&Lora>,
+    unknown: &mut Vec<String>,
+) -> Result<(u64, Option<String>)> {
+    let Some(v) = &a.vision else {
+        return Ok((0, None));
+    };
+    let total = o.batch.saturating_mul(img.per_sequence);
+    let mask = o.batch.saturating_mul(img.seq);
+    let encoder = if lora.is_some() || ckpt {
+        None
+    } else {
+        v.saved_bytes(img, total, o.attn, nm)
+    };
+    let Some(enc) = encoder else {
+        unknown.push(format!(
+            "--images: what the vision encoder keeps for backward {} is not modelled yet; the language model's {} image tokens are counted",
+            if lora.is_some() {
+                "with LoRA (peft also gives adapters to its matching linear layers)"
+            } else if ckpt {
+                "with gradient checkpointing"
+            } else {
+                "in this precision (measured: fp32 and bf16 autocast)"
+            },
+            o.batch.saturating_mul(img.per_sequence).saturating_mul(img.text_tokens)
+        ));
+        return Ok((mask, None));
+    };
+    let enc = u64::try_from(enc).map_err(|_| {
+        Error::Usage("the vision encoder's saved activations overflow 64 bits".into())
+    })?;
+    Ok((
+        checked("the saved activations", enc.checked_add(mask))?,
+        Some(format!(
+            "--images {}: the vision encoder and projector keep {} for backward ({} images of {}x{}, {} patches each)",
+            img.per_sequence,
+            crate::util::units::bytes(enc),
+            total,
+            img.processed_size[0],
+            img.processed_size[1],
+            img.encoder_tokens
+        )),
+    ))
 }
 
 /// The logits a serving runtime allocates for `batch` sequences of `n` tokens. Generation
@@ -965,6 +1085,8 @@ pub fn inference(
     o: &LlmOptions,
     overhead: &training::Overhead,
 ) -> Result<LlmInference> {
+    let (o, mut images) = with_images(a, o)?;
+    let o = &o;
     // llama.cpp keeps keys and values in f16 unless told (--cache-type-k/-v)
     let kv_default = match o.cache_layout {
         CacheLayout::LlamaCpp => DType::F16,
@@ -1005,11 +1127,25 @@ pub fn inference(
         "the logits",
         logits_bytes(a, o.batch, n, elem, o.all_logits),
     )?;
+    // the vision encoder runs before the language model's prefill, on every image of the batch
+    let encoder = match (&mut images, &a.vision) {
+        (Some(img), Some(v)) => {
+            let total = o.batch.saturating_mul(img.per_sequence);
+            img.encoder_workspace_bytes = checked(
+                "the vision encoder's workspace",
+                v.workspace_bytes(img, total, elem),
+            )?;
+            img.encoder_workspace_bytes
+        }
+        _ => 0,
+    };
     let allocated = checked(
         "the inference peak",
-        weights_bytes
-            .checked_add(cache.prefill)
-            .and_then(|x| x.checked_add(ws.max(logits))),
+        cache
+            .prefill
+            .checked_add(ws.max(logits))
+            .map(|x| x.max(encoder))
+            .and_then(|x| x.checked_add(weights_bytes)),
     )?;
     let oh = overhead.bytes(allocated);
     Ok(LlmInference {
@@ -1035,6 +1171,7 @@ pub fn inference(
         overhead_bytes: oh,
         total_bytes: checked("the serving peak", allocated.checked_add(oh))?,
         macs_per_token: macs_per_token(a, linear_active, o.seq),
+        images,
     })
 }
 
@@ -1181,6 +1318,9 @@ pub fn analyze_checkpoint(
         arch::from_config(&ck.config).map_err(|e| Error::malformed(&ck.config_path, e.0))?;
     if let Some(a) = arch.as_mut() {
         Head::refine(a, ck.weights.tensors.iter().map(|t| t.name.as_str()));
+        if let Some(p) = &ck.preprocessor {
+            a.vision = a.vision.take().map(|v| v.with_processor(p));
+        }
         let shapes = ck
             .weights
             .tensors
@@ -1776,17 +1916,46 @@ fn finish(
             ));
         }
     }
-    if a.image.is_none() && limit > 0 && o.seq > limit {
+    // images join the text: the language model runs on both
+    let (eo, images) = with_images(&a, &o)?;
+    if let Some(img) = &images {
+        notes.push(format!(
+            "--images {}: an image of {}x{}{} is {} tokens in the text ({} image features{}); each sequence is {} text + {} image tokens = {}",
+            img.per_sequence,
+            img.image_size[0],
+            img.image_size[1],
+            if img.processed_size != img.image_size {
+                format!(
+                    " (resized by the processor to {}x{})",
+                    img.processed_size[0], img.processed_size[1]
+                )
+            } else {
+                String::new()
+            },
+            img.text_tokens,
+            img.image_tokens,
+            if img.text_tokens > img.image_tokens {
+                " and the markers the processor adds"
+            } else {
+                ""
+            },
+            img.text_seq,
+            img.seq - img.text_seq,
+            img.seq
+        ));
+    }
+    if a.image.is_none() && limit > 0 && eo.seq > limit {
         match a.family {
             arch::Family::Gpt2 | arch::Family::Bert => {
                 return Err(Error::Usage(format!(
                     "--seq {}: {} has learned positions for {limit} tokens (max_position_embeddings), a longer sequence cannot run",
-                    o.seq, a.model_type
+                    eo.seq, a.model_type
                 )))
             }
             _ => notes.push(format!(
-                "--seq {} is past the {limit} positions {} was trained for (max_position_embeddings): the memory is as counted, but without rope scaling its output degrades",
-                o.seq, a.model_type
+                "{} {} is past the {limit} positions {} was trained for (max_position_embeddings): the memory is as counted, but without rope scaling its output degrades",
+                if images.is_some() { "the sequence with the images," } else { "--seq" },
+                eo.seq, a.model_type
             )),
         }
     }
@@ -1803,13 +1972,13 @@ fn finish(
             if a.pooler { " and the pooler" } else { "" }
         ));
     }
-    let n = a.tokens(o.seq);
+    let n = a.tokens(eo.seq);
     let (block_linear, active_linear) = linear_params(&a, &layers, &matrices);
     let active = active_params(&a, totals.params);
     // per-block rows: the output activation and the MACs of the prefill
     let tokens = o.batch.saturating_mul(n);
     let per_block_macs =
-        macs_per_token(&a, active_linear.saturating_sub(untied_head(&a)), o.seq) / a.layers.max(1);
+        macs_per_token(&a, active_linear.saturating_sub(untied_head(&a)), eo.seq) / a.layers.max(1);
     let hidden_bytes = tokens
         .checked_mul(a.hidden)
         .and_then(|x| x.checked_mul(elem));
@@ -1818,9 +1987,30 @@ fn finish(
     let mut vision = Vec::new();
     for l in layers.iter_mut() {
         if vision_row(&l.name).is_some() || matches!(l.op.as_str(), "Vision" | "Projector") {
-            // a multimodal wrapper's vision side does not run on text: known zeros
-            l.activation_bytes = known(Some(0));
-            l.macs = known(Some(0));
+            // a multimodal wrapper's vision side runs on images only: known zeros on text
+            let projector = l.op == "Projector";
+            let (act, macs) = match (&images, &a.vision) {
+                (Some(img), Some(v)) => {
+                    let total = o.batch.saturating_mul(img.per_sequence);
+                    let split = v.macs_split(img, total);
+                    // the encoder's last hidden state, the projector's image features
+                    let (rows, width) = if projector {
+                        (img.image_tokens, a.hidden)
+                    } else {
+                        (img.encoder_tokens, v.hidden)
+                    };
+                    (
+                        total
+                            .checked_mul(rows)
+                            .and_then(|x| x.checked_mul(width))
+                            .and_then(|x| x.checked_mul(elem)),
+                        split.map(|(e, p)| if projector { p } else { e }),
+                    )
+                }
+                _ => (Some(0), Some(0)),
+            };
+            l.activation_bytes = known(act);
+            l.macs = known(macs);
             vision.push(l.name.clone());
             continue;
         }
@@ -1860,11 +2050,16 @@ fn finish(
         "LmHead" => 5,
         _ => 4,
     });
-    if !vision.is_empty() {
+    if !vision.is_empty() && images.is_none() {
         notes.push(format!(
-            "the vision side of {} ({}) has rows of its own with exact parameters; the estimates are for text input: images, their tokens and their encoder's activations are not counted (nnlint does not model image inputs yet)",
+            "the vision side of {} ({}) has rows of its own with exact parameters; the estimates are for text input: {}",
             a.class.as_deref().unwrap_or("this multimodal model"),
-            vision.join(", ")
+            vision.join(", "),
+            match (&a.vision, &a.vision_unmodelled) {
+                (Some(_), _) => "--images N (and --image-size HxW) adds images, their tokens and the encoder's activations".to_string(),
+                (None, Some(why)) => format!("images are not counted ({why})"),
+                (None, None) => "images, their tokens and their encoder's activations are not counted".to_string(),
+            }
         ));
     }
     let mut totals = totals;

@@ -36,6 +36,8 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
             args.layout.cache_layout != analysis::llm::layers::CacheLayout::Hf,
         ),
         ("--block-size", args.layout.block_size.is_some()),
+        ("--images", args.image.images.is_some()),
+        ("--image-size", args.image.image_size.is_some()),
     ] {
         if given {
             return Err(Error::Usage(format!(
@@ -88,6 +90,8 @@ fn fit_llm(
         seq: args.seq.unwrap_or(0),
         cache_layout: args.layout.cache_layout,
         block_size: args.layout.block_size(),
+        images: args.image.images.unwrap_or(0),
+        image_size: args.image.image_size,
         ..Default::default()
     };
     let r = match &loaded {
