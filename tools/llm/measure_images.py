@@ -1010,6 +1010,25 @@ def formula_check(name, cfg, H, W, N, saved):
     return out
 
 
+def write_preprocessor(name, cfg, folder):
+    """The Qwen fixtures' preprocessor_config.json: the image processor's pixel limits as the measurements use
+    them (images are not resized: min_pixels = (patch * merge)^2, no practical maximum), in the two spellings real
+    checkpoints use (Qwen2.5-VL's min_pixels/max_pixels, Qwen3-VL's size.shortest_edge/longest_edge). nnlint reads it
+    to resize --image-size as the processor would."""
+    if name not in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
+        return
+    vc = cfg.vision_config
+    p, m, t = vc.patch_size, vc.spatial_merge_size, vc.temporal_patch_size
+    lo, hi = (p * m) ** 2, 1 << 40
+    common = {"patch_size": p, "merge_size": m, "temporal_patch_size": t}
+    if name == "qwen2_5_vl":
+        pre = {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": lo, "max_pixels": hi, **common}
+    else:
+        pre = {"image_processor_type": "Qwen2VLImageProcessorFast",
+               "size": {"shortest_edge": lo, "longest_edge": hi}, **common}
+    M.write_json(folder / "preprocessor_config.json", pre)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=None)
@@ -1022,6 +1041,7 @@ def main():
         spec = M.FAMILIES[name]
         folder = out / name
         cfg = M.AutoConfig.from_pretrained(folder, local_files_only=True)
+        write_preprocessor(name, cfg, folder)
         res = {
             "family": name, "generated_by": "tools/llm/measure_images.py", "versions": M.VERSIONS, "device": "cpu",
             "seed": SEED, "model_class": cfg.architectures[0], "method": METHOD,

@@ -412,6 +412,10 @@ pub struct Arch {
     /// Why a wrapper's vision encoder is not modelled (what `--images` answers).
     #[serde(skip)]
     pub vision_unmodelled: Option<String>,
+    /// A wrapper's linear layers outside the language model (vision tower, projector), as
+    /// (module path, in, out), from the checkpoint's tensors: peft gives them adapters too.
+    #[serde(skip)]
+    pub vision_linears: Vec<(String, u64, u64)>,
 }
 
 /// Dropout probabilities where the family's modeling code (transformers 5) applies them in
@@ -1005,6 +1009,7 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
         model_type,
         vision: None,
         vision_unmodelled: None,
+        vision_linears: Vec::new(),
     };
     a.blocks = sliding
         .iter()

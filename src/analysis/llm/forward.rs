@@ -61,6 +61,9 @@ pub struct Step {
     pub lora: Option<Lora>,
     /// An attention mask is passed (padded batches).
     pub padded: bool,
+    /// The input embeddings carry a gradient (image features from a vision encoder that
+    /// trains or holds adapters, scattered into them).
+    pub input_grad: bool,
 }
 
 /// What one linear layer is, whatever the family calls it.
@@ -498,6 +501,7 @@ impl Run<'_> {
         let ids = self.t.input(tok, DType::I64);
         let emb = self.param(a.vocab.saturating_mul(h));
         let mut x = self.t.embedding(ids, emb, tok.saturating_mul(h));
+        x.grad |= self.s.input_grad;
         if a.family == Family::Gpt2 {
             let pos = self.t.new_act(self.n, DType::I64, false);
             let wpe = self.param(a.max_positions.saturating_mul(h));

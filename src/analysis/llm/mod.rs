@@ -96,6 +96,15 @@ pub fn with_images(a: &Arch, o: &LlmOptions) -> Result<(LlmOptions, Option<visio
         .images(o.images, o.image_size, o.seq)
         .map_err(|e| Error::Usage(format!("--images: {e}")))?;
     let total = o.batch.saturating_mul(o.images);
+    if total
+        .checked_mul(img.encoder_tokens)
+        .is_none_or(|s| s > vision::MAX_PATCHES)
+    {
+        return Err(Error::Usage(format!(
+            "--images {} at batch {}: more than 2^40 image patches in one batch",
+            o.images, o.batch
+        )));
+    }
     img.encoder_macs = v.macs(&img, total).ok_or_else(|| {
         Error::Usage(format!(
             "--images {}: the encoder's sizes overflow 64 bits",
@@ -783,6 +792,12 @@ pub fn training_step(
             return Err(Error::Usage(why));
         }
     }
+    // peft also wraps a wrapper's vision linears that match
+    let (vision_params, vision_hit, adapted) = match &lora {
+        Some(l) => vision_adapters(a, l),
+        None => (0, Vec::new(), vision::Adapted::Nothing),
+    };
+    let input_grad = images.is_some() && lora.is_some() && vision_params > 0;
     let step = |ckpt: bool| Step {
         batch: o.batch,
         seq: o.seq,
@@ -791,6 +806,7 @@ pub fn training_step(
         checkpoint: ckpt,
         lora: lora.clone(),
         padded: false,
+        input_grad,
     };
     let ckpt = c.checkpoint != training::Checkpoint::None;
     let run = forward::training_forward(a, &step(ckpt));
@@ -812,8 +828,13 @@ pub fn training_step(
         };
         return Err(Error::Usage(format!("--lora-targets {targets}: {why}")));
     }
+    let unmatched: Vec<String> = run
+        .unmatched_targets
+        .iter()
+        .filter(|t| !vision_hit.contains(t))
+        .cloned()
+        .collect();
     if let Some(Targets::Named(names)) = lora.as_ref().map(|l| &l.targets) {
-        let unmatched = &run.unmatched_targets;
         if unmatched.len() == names.len() {
             // peft: "Target modules {...} not found in the base model"
             return Err(Error::Usage(format!(
@@ -826,10 +847,10 @@ pub fn training_step(
     }
     let per_param = training::state_bytes(c);
     let mut notes = Vec::new();
-    if !run.unmatched_targets.is_empty() {
+    if !unmatched.is_empty() {
         notes.push(format!(
             "--lora-targets: {} matched no linear layer and got no adapter (peft ignores them too); the layers answer to {}",
-            run.unmatched_targets.join(", "),
+            unmatched.join(", "),
             run.linear_names.join(", ")
         ));
     }
@@ -874,7 +895,18 @@ pub fn training_step(
             params,
         ),
         Some(l) => {
-            let trainable = run.adapter_params;
+            let trainable = run.adapter_params.saturating_add(vision_params);
+            if vision_params > 0 {
+                notes.push(format!(
+                    "LoRA: peft also wraps {} of the vision side ({} adapter parameters); with --images they train on the images' gradients",
+                    if vision_hit.is_empty() {
+                        "every linear layer".to_string()
+                    } else {
+                        vision_hit.join(", ")
+                    },
+                    vision_params
+                ));
+            }
             // peft keeps adapters in fp32 (autocast_adapter_dtype) with fp32 gradients
             let opt_elem = c.optimizer.state_bytes(4);
             let base = if o.qlora {
@@ -923,7 +955,15 @@ pub fn training_step(
         _ => 0,
     };
     let (vision_saved, vision_note) = match images.as_ref() {
-        Some(img) => image_training(a, img, o, nm, ckpt, lora.as_ref(), &mut unknown)?,
+        Some(img) => image_training(
+            a,
+            img,
+            o,
+            nm,
+            ckpt,
+            lora.as_ref().map(|l| (l, adapted)),
+            &mut unknown,
+        )?,
         None => (0, None),
     };
     notes.extend(vision_note);
@@ -1005,56 +1045,153 @@ pub fn training_step(
     Ok((t, trainable))
 }
 
+/// The adapters peft gives a wrapper's vision side (its linear layers matched as peft matches
+/// `target_modules`: the module's name or a dotted suffix of it; all-linear takes them all):
+/// their parameters, the target names that matched there, and the case for the saved bytes.
+fn vision_adapters(a: &Arch, l: &Lora) -> (u64, Vec<String>, vision::Adapted) {
+    use vision::Adapted;
+    let mut params = 0u64;
+    let mut hit: Vec<String> = Vec::new();
+    for (module, i, o) in &a.vision_linears {
+        let matched = match &l.targets {
+            Targets::AllLinear => Some(String::new()),
+            Targets::Named(names) => names
+                .iter()
+                .find(|n| module == *n || module.ends_with(&format!(".{n}")))
+                .cloned(),
+        };
+        if let Some(name) = matched {
+            params = params.saturating_add(l.rank.saturating_mul(i.saturating_add(*o)));
+            if !name.is_empty() && !hit.contains(&name) {
+                hit.push(name);
+            }
+        }
+    }
+    let adapted = if params == 0 {
+        Adapted::Nothing
+    } else {
+        match &l.targets {
+            Targets::AllLinear => Adapted::AllLinear(l.rank),
+            Targets::Named(_) => {
+                let mut h = hit.clone();
+                h.sort();
+                if h == ["q_proj", "v_proj"] {
+                    Adapted::QueryValue(l.rank)
+                } else {
+                    Adapted::Other
+                }
+            }
+        }
+    };
+    (params, hit, adapted)
+}
+
 /// What `--images` adds to a training step's saved activations: the encoder and projector's
-/// (when they train) and the language model's image mask (a bool per position of the sequence,
-/// `masked_scatter`'s), with the note that says so. What was not measured goes to `unknown`.
+/// ([`vision::Vision::saved_bytes`]) and, in the language model, the image mask `masked_scatter`
+/// keeps (a bool per position) and Gemma 3's bidirectional image mask; with the note that says
+/// so. What was not measured goes to `unknown` (the total is then a lower bound).
+#[allow(clippy::too_many_arguments)]
 fn image_training(
     a: &Arch,
     img: &vision::Images,
     o: &LlmOptions,
     nm: Numerics,
     ckpt: bool,
-    lora: Option<&Lora>,
+    lora: Option<(&Lora, vision::Adapted)>,
     unknown: &mut Vec<String>,
 ) -> Result<(u64, Option<String>)> {
+    use vision::{Adapted, Encoder, Training};
     let Some(v) = &a.vision else {
         return Ok((0, None));
     };
     let total = o.batch.saturating_mul(img.per_sequence);
-    let mask = o.batch.saturating_mul(img.seq);
-    let encoder = if lora.is_some() || ckpt {
-        None
+    let mode = match lora {
+        Some((_, adapted)) => Training::Lora(adapted),
+        None if ckpt => Training::Checkpoint,
+        None => Training::Full,
+    };
+    // the image features carry a gradient when the encoder trains or holds adapters; Qwen3-VL's
+    // deepstack index_put keeps the mask in any case
+    let features_grad = !matches!(mode, Training::Lora(Adapted::Nothing));
+    let deepstack = matches!(v.encoder, Encoder::Qwen3 { deepstack } if deepstack > 0);
+    let mut lm = if features_grad || deepstack {
+        o.batch.saturating_mul(img.seq)
     } else {
-        v.saved_bytes(img, total, o.attn, nm)
+        0
     };
-    let Some(enc) = encoder else {
+    let mut unmeasured: Option<&str> = None;
+    if matches!(v.encoder, Encoder::Siglip { .. }) {
+        // Gemma 3: token_type_ids make the image tokens attend both ways in the full-attention
+        // layers: each keeps a [B, 1, S, S] mask and, with a mask, SDPA gets K/V repeated to
+        // every head instead of enable_gqa (measured)
+        let e: u64 = match (nm.weights, nm.autocast) {
+            (DType::F32, None) => 4,
+            _ => 2,
+        };
+        let full = (0..a.layers as usize)
+            .filter(|&i| {
+                a.blocks
+                    .get(i)
+                    .is_some_and(|b| b.mixer.attention().is_some())
+                    && a.window(i).is_none()
+            })
+            .count() as u64;
+        let s = img.seq;
+        let per = s
+            .saturating_mul(s)
+            .saturating_add(2 * a.heads.saturating_sub(a.kv_heads) * s * a.head_dim)
+            .saturating_mul(e);
+        match mode {
+            // eager attention already keeps a full mask and per-head K/V (measured: nothing more)
+            Training::Checkpoint => {}
+            Training::Full if o.attn == Attn::Eager => {}
+            Training::Full => {
+                lm = lm.saturating_add(o.batch.saturating_mul(full).saturating_mul(per))
+            }
+            _ => unmeasured = Some("the language model's image mask of Gemma 3"),
+        }
+    }
+    let encoder = v.saved_bytes(img, total, o.attn, nm, mode);
+    let what = match mode {
+        Training::Lora(Adapted::Other) => {
+            "with LoRA adapters on other vision layers than q_proj and v_proj or all-linear"
+        }
+        Training::Lora(_) => "with LoRA outside fp32 with sdpa",
+        Training::Checkpoint => "with gradient checkpointing outside fp32",
+        Training::Full => "in this precision (measured: fp32, bf16 autocast, bf16 weights)",
+    };
+    let enc = encoder;
+    if enc.is_none() || unmeasured.is_some() {
         unknown.push(format!(
-            "--images: what the vision encoder keeps for backward {} is not modelled yet; the language model's {} image tokens are counted",
-            if lora.is_some() {
-                "with LoRA (peft also gives adapters to its matching linear layers)"
-            } else if ckpt {
-                "with gradient checkpointing"
-            } else {
-                "in this precision (measured: fp32 and bf16 autocast)"
-            },
-            o.batch.saturating_mul(img.per_sequence).saturating_mul(img.text_tokens)
+            "--images: what {} keeps for backward {what} is not modelled yet; the language model's image tokens are counted",
+            match (enc, unmeasured) {
+                (None, Some(u)) => format!("the vision encoder and {u}"),
+                (None, None) => "the vision encoder".into(),
+                (Some(_), Some(u)) => u.into(),
+                (Some(_), None) => unreachable!(),
+            }
         ));
-        return Ok((mask, None));
-    };
-    let enc = u64::try_from(enc).map_err(|_| {
-        Error::Usage("the vision encoder's saved activations overflow 64 bits".into())
-    })?;
-    Ok((
-        checked("the saved activations", enc.checked_add(mask))?,
-        Some(format!(
-            "--images {}: the vision encoder and projector keep {} for backward ({} images of {}x{}, {} patches each)",
+    }
+    let enc_bytes = enc.unwrap_or(0);
+    let note = enc.map(|e| {
+        format!(
+            "--images {}: the vision encoder and projector keep {} for backward ({} images of {}x{}, {} patches each{})",
             img.per_sequence,
-            crate::util::units::bytes(enc),
+            crate::util::units::bytes(e),
             total,
             img.processed_size[0],
             img.processed_size[1],
-            img.encoder_tokens
-        )),
+            img.encoder_tokens,
+            match mode {
+                Training::Lora(Adapted::Nothing) => "; LoRA wraps none of its layers, so it needs no gradient",
+                Training::Checkpoint => "; each encoder layer checkpointed",
+                _ => "",
+            }
+        )
+    });
+    Ok((
+        checked("the saved activations", enc_bytes.checked_add(lm))?,
+        note,
     ))
 }
 
@@ -1321,6 +1458,18 @@ pub fn analyze_checkpoint(
         if let Some(p) = &ck.preprocessor {
             a.vision = a.vision.take().map(|v| v.with_processor(p));
         }
+        // the vision side's nn.Linear layers: 2-D weights outside embeddings (patch
+        // convolutions are 4-D or 5-D, norms 1-D, Gemma 3's projection a bare parameter)
+        a.vision_linears = ck
+            .weights
+            .tensors
+            .iter()
+            .filter(|t| t.shape.len() == 2 && t.dtype.is_float() && vision_row(&t.name).is_some())
+            .filter_map(|t| {
+                let module = t.name.strip_suffix(".weight")?;
+                (!module.contains("embed")).then(|| (module.to_string(), t.shape[1], t.shape[0]))
+            })
+            .collect();
         let shapes = ck
             .weights
             .tensors

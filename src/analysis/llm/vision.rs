@@ -32,6 +32,33 @@ pub enum Encoder {
     /// CLIP (LLaVA): a class token and the patches of a fixed-size image, quick-GELU MLP; the
     /// projector reads layer `vision_feature_layer`; `keep_cls`: the `full` feature strategy.
     Clip { keep_cls: bool },
+    /// SigLIP (Gemma 3): the patches of a fixed-size image, tanh-GELU MLP; the projector
+    /// average-pools them to `tokens` per image, normalises and projects (a matmul).
+    Siglip { tokens: u64 },
+}
+
+/// How the vision side trains in a step ([`Vision::saved_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Training {
+    /// Every parameter trains.
+    Full,
+    /// Full training with every encoder layer checkpointed (it keeps its input).
+    Checkpoint,
+    /// The base is frozen; adapters where peft puts them.
+    Lora(Adapted),
+}
+
+/// Which of the vision side's linear layers LoRA wraps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adapted {
+    /// None: nothing on the vision side needs a gradient.
+    Nothing,
+    /// `q_proj` and `v_proj`, of this rank.
+    QueryValue(u64),
+    /// Every linear layer (`all-linear`), of this rank.
+    AllLinear(u64),
+    /// Another choice (not measured).
+    Other,
 }
 
 /// A multimodal wrapper's vision encoder, from `vision_config`.
@@ -84,6 +111,13 @@ pub struct Images {
     pub encoder_macs: u64,
 }
 
+/// The largest width, side or count of a vision config nnlint takes (keeps the formulas'
+/// products within 128 bits).
+const MAX_DIM: u64 = 1 << 24;
+
+/// The most patches all images of a batch may have together.
+pub const MAX_PATCHES: u64 = 1 << 40;
+
 fn u(v: &Value, k: &str) -> Option<u64> {
     v.get(k).and_then(Value::as_u64)
 }
@@ -104,7 +138,8 @@ impl Vision {
             .and_then(Value::as_str)
             .unwrap_or("");
         let v = match mt {
-            "qwen2_5_vl" | "qwen3_vl" => {
+            "qwen2_5_vl" | "qwen3_vl" | "qwen3_5" | "qwen3_5_moe" => {
+                // Qwen3.5's vision model is Qwen3-VL's without the deepstack mergers
                 let encoder = if mt == "qwen2_5_vl" {
                     Encoder::Qwen25 {
                         window: u(vc, "window_size").unwrap_or(112),
@@ -136,7 +171,7 @@ impl Vision {
                     // the image processor's defaults (Qwen2VLImageProcessor: 56², 28²·1280;
                     // Qwen3-VL's preprocessor_config: 2^16, 2^24); a checkpoint's
                     // preprocessor_config.json replaces them
-                    pixels: Some(if mt == "qwen3_vl" {
+                    pixels: Some(if mt != "qwen2_5_vl" {
                         (1 << 16, 1 << 24)
                     } else {
                         (56 * 56, 28 * 28 * 1280)
@@ -198,12 +233,67 @@ impl Vision {
                     text_hidden,
                 }
             }
+            "gemma3" => {
+                let tokens = u(outer, "mm_tokens_per_image").unwrap_or(256);
+                let s = need(vc, "image_size")?;
+                let p = need(vc, "patch_size")?;
+                // avg_pool2d with kernel (image_size / patch) / sqrt(tokens)
+                let side = s / p.max(1);
+                let pooled = (1..=side).find(|k| k * k == tokens);
+                if pooled.is_none_or(|k| side % k != 0) {
+                    return Err(format!(
+                        "mm_tokens_per_image {tokens} is not a square that divides the {side}x{side} patches of a {s}-pixel image"
+                    ));
+                }
+                Vision {
+                    encoder: Encoder::Siglip { tokens },
+                    layers: need(vc, "num_hidden_layers")?,
+                    hidden: need(vc, "hidden_size")?,
+                    intermediate: need(vc, "intermediate_size")?,
+                    heads: need(vc, "num_attention_heads")?,
+                    patch: p,
+                    merge: 1,
+                    temporal: 1,
+                    channels: u(vc, "num_channels").unwrap_or(3),
+                    image_size: s,
+                    pixels: None,
+                    text_hidden,
+                }
+            }
             other => {
                 return Err(format!(
-                    "the vision tower of '{other}' is not modelled: nnlint counts image inputs for qwen2_5_vl, qwen3_vl, mistral3 and llava"
+                    "the vision tower of '{other}' is not modelled: nnlint counts image inputs for qwen2_5_vl, qwen3_vl, qwen3_5, mistral3, llava and gemma3"
                 ))
             }
         };
+        let dims = [
+            v.hidden,
+            v.intermediate,
+            v.heads,
+            v.patch,
+            v.merge,
+            v.channels,
+            v.temporal,
+            v.image_size,
+            v.text_hidden,
+        ];
+        if let Some(big) = dims.iter().find(|&&x| x > MAX_DIM) {
+            return Err(format!(
+                "vision_config holds a size of {big}: more than the {MAX_DIM} nnlint models"
+            ));
+        }
+        if v.patch > 4096 || v.channels > 64 || v.temporal > 64 {
+            return Err(format!(
+                "vision_config: patch {}, channels {}, temporal patch {}: larger than nnlint models (4096, 64, 64)",
+                v.patch, v.channels, v.temporal
+            ));
+        }
+        if v.layers > 4096 {
+            return Err(format!(
+                "vision_config has {} layers: more than the 4096 nnlint models",
+                v.layers
+            ));
+        }
         if v.hidden == 0 || v.heads == 0 || v.patch == 0 || v.merge == 0 || v.hidden % v.heads != 0
         {
             return Err(format!(
@@ -225,15 +315,16 @@ impl Vision {
                 if let Some((lo, hi)) = self.pixels {
                     let lo = u(p, "min_pixels").or(edge("shortest_edge")).unwrap_or(lo);
                     let hi = u(p, "max_pixels").or(edge("longest_edge")).unwrap_or(hi);
+                    let (lo, hi) = (lo.min(MAX_PATCHES), hi.min(MAX_PATCHES));
                     self.pixels = Some((lo, hi.max(lo)));
                 }
             }
             Encoder::Pixtral => {
-                if let Some(e) = edge("longest_edge") {
-                    self.image_size = e;
+                if let Some(e) = edge("longest_edge").filter(|&e| e > 0) {
+                    self.image_size = e.min(MAX_DIM);
                 }
             }
-            Encoder::Clip { .. } => {}
+            Encoder::Clip { .. } | Encoder::Siglip { .. } => {}
         }
         self
     }
@@ -244,6 +335,7 @@ impl Vision {
             Encoder::Qwen3 { .. } => "Qwen3-VL",
             Encoder::Pixtral => "Pixtral (Mistral 3)",
             Encoder::Clip { .. } => "CLIP (LLaVA)",
+            Encoder::Siglip { .. } => "SigLIP (Gemma 3)",
         }
     }
 
@@ -310,6 +402,17 @@ impl Vision {
                 let tokens = patches + u64::from(*keep_cls);
                 (size.unwrap_or((s, s)), (s, s), tokens, tokens, patches + 1)
             }
+            Encoder::Siglip { tokens } => {
+                let s = self.image_size;
+                // Gemma3Processor: "\n\n<start_of_image>" + placeholders + "<end_of_image>\n\n"
+                (
+                    size.unwrap_or((s, s)),
+                    (s, s),
+                    *tokens,
+                    tokens + 4,
+                    (s / p) * (s / p),
+                )
+            }
         };
         let seq = n
             .checked_mul(text_tokens)
@@ -369,131 +472,283 @@ impl Vision {
             .checked_mul(total)
     }
 
-    /// Bytes the encoder and projector keep for backward when they train, for `total` images
-    /// (the batch's), or `None` where the numerics were not measured (the caller says so).
-    pub fn saved_bytes(&self, img: &Images, total: u64, attn: Attn, nm: Numerics) -> Option<u128> {
-        let auto = match (nm.weights, nm.autocast) {
-            (DType::F32, None) => false,
-            (DType::F32, Some(DType::BF16)) if attn != Attn::Eager => true,
+    /// Bytes the encoder and projector keep for backward, for `total` images (the batch's), or
+    /// `None` where that setting was not measured (the caller says so): full training in fp32
+    /// (sdpa and eager), bf16 autocast and bf16 weights (sdpa); gradient checkpointing in fp32;
+    /// LoRA in fp32 with adapters on q_proj/v_proj or on every linear layer. A LoRA that wraps
+    /// nothing on the vision side leaves it without gradients: 0.
+    pub fn saved_bytes(
+        &self,
+        img: &Images,
+        total: u64,
+        attn: Attn,
+        nm: Numerics,
+        mode: Training,
+    ) -> Option<u64> {
+        #[derive(PartialEq)]
+        enum P {
+            Fp32,
+            Auto,
+            Bf16,
+        }
+        let p = match (nm.weights, nm.autocast) {
+            (DType::F32, None) => P::Fp32,
+            (DType::F32, Some(DType::BF16)) => P::Auto,
+            (DType::BF16, None) => P::Bf16,
             _ => return None,
         };
         let eager = attn == Attn::Eager;
+        match mode {
+            Training::Lora(Adapted::Nothing) => return Some(0),
+            // measured in fp32 with sdpa
+            Training::Lora(Adapted::Other) => return None,
+            Training::Lora(_) if p != P::Fp32 || eager => return None,
+            Training::Checkpoint if p != P::Fp32 => return None,
+            Training::Full if eager && p != P::Fp32 => return None,
+            _ => {}
+        }
         let (d, i, h) = (
-            self.hidden as u128,
-            self.intermediate as u128,
-            self.heads as u128,
+            self.hidden as i128,
+            self.intermediate as i128,
+            self.heads as i128,
         );
         let hd = d / h;
-        let m2 = (self.merge * self.merge) as u128;
-        let dt = self.text_hidden as u128;
-        let s = (total as u128) * img.encoder_tokens as u128;
-        let n = total as u128;
-        let pix = (self.channels * self.temporal * self.patch * self.patch) as u128;
-        let l = self.layers as u128;
-        let sq = |layer: u64| self.squares(img, layer, total).map(u128::from);
-        let eager_sum = |per: &dyn Fn(u128) -> u128| -> Option<u128> {
-            (0..self.layers).try_fold(0u128, |a, k| Some(a + per(sq(k)?)))
+        let m2 = (self.merge * self.merge) as i128;
+        let dt = self.text_hidden as i128;
+        let s = (total as i128) * img.encoder_tokens as i128;
+        let sm = s / m2;
+        let n = total as i128;
+        let pix =
+            self.channels as i128 * self.temporal as i128 * self.patch as i128 * self.patch as i128;
+        let images = n
+            * self.channels as i128
+            * img.processed_size[0] as i128
+            * img.processed_size[1] as i128;
+        let l = self.layers as i128;
+        let pl = n * img.image_tokens as i128;
+        let sq = |layer: u64| self.squares(img, layer, total).map(i128::from);
+        let eager_sum = |per: &dyn Fn(i128) -> i128| -> Option<i128> {
+            (0..self.layers).try_fold(0i128, |a, k| Some(a + per(sq(k)?)))
         };
-        Some(match &self.encoder {
+        let gc = mode == Training::Checkpoint;
+        let (all, r) = match mode {
+            Training::Lora(Adapted::AllLinear(r)) => (true, r as i128),
+            Training::Lora(Adapted::QueryValue(r)) => (false, r as i128),
+            _ => (false, 0),
+        };
+        let lora = r > 0;
+        // (encoder layers, once-only terms, projector), each encoder's own measured terms
+        let total_bytes = match &self.encoder {
             Encoder::Qwen25 { .. } => {
-                let once = 2 * s * hd * 4 + 2 * (s / m2) * 8;
-                if auto {
-                    l * (32 * s * d + 8 * s * i + 8 * s + 4 * h * s)
-                        + once
-                        + s * pix * 2
-                        + 12 * s * d
-                        + 4 * s
+                let proj32 = (5 * s * d + s) * 4;
+                if gc {
+                    l * 4 * s * d + 2 * sm * 8 + proj32
+                } else if lora {
+                    // q_proj/v_proj wrap nothing here (fused qkv): only all-linear reaches this
+                    l * ((11 * s * d + 4 * s * i + 2 * s + 5 * r * s) * 4 + 4 * h * s)
+                        + (2 * s * hd * 4 + sm * 8)
+                        - (s * d + s) * 4
+                        + (4 * s * d + s + 2 * r * sm) * 4
                 } else {
-                    let blocks = if eager {
-                        eager_sum(&|q| (12 * s * d + 4 * s * i + 2 * s + h * q) * 4)?
-                    } else {
-                        l * ((13 * s * d + 4 * s * i + 2 * s) * 4 + 4 * h * s)
-                    };
-                    blocks + once + (5 * s * d + s) * 4
+                    let once = 2 * s * hd * 4 + 2 * sm * 8;
+                    match p {
+                        P::Auto => {
+                            l * (32 * s * d + 8 * s * i + 8 * s + 4 * h * s)
+                                + once
+                                + s * pix * 2
+                                + 12 * s * d
+                                + 4 * s
+                        }
+                        P::Bf16 => {
+                            l * (30 * s * d + 8 * s * i + 8 * s + 4 * h * s)
+                                + once
+                                + s * pix * 2
+                                + 12 * s * d
+                                + 4 * s
+                        }
+                        P::Fp32 => {
+                            let blocks = if eager {
+                                eager_sum(&|q| (12 * s * d + 4 * s * i + 2 * s + h * q) * 4)?
+                            } else {
+                                l * ((13 * s * d + 4 * s * i + 2 * s) * 4 + 4 * h * s)
+                            };
+                            blocks + once + proj32
+                        }
+                    }
                 }
             }
             Encoder::Qwen3 { deepstack } => {
-                let nd = *deepstack as u128;
-                let once = 2 * s * hd * 4 + 48 * s;
+                let nd = *deepstack as i128;
                 // the merger's LayerNorm before the merge, the deepstack mergers' after it
-                if auto {
-                    l * (22 * s * d + 4 * s * i + 16 * s + 4 * h * s)
-                        + once
-                        + s * pix * 2
-                        + 8 * s * d
-                        + 8 * s
-                        + nd * (6 * s * d + 8 * (s / m2))
+                let proj = |e: i128| (4 * s * d + 2 * s) * e + nd * (3 * s * d + 2 * sm) * e;
+                let per32 = (11 * s * d + 2 * s * i + 4 * s) * 4 + 4 * h * s;
+                if gc {
+                    l * 4 * s * d + 48 * s + proj(4)
+                } else if lora {
+                    // the interpolated positions come from a frozen embedding: no grad there
+                    l * (per32 + 4 * r * s * 4) + 2 * s * hd * 4 - (s * d + 2 * s) * 4
+                        + proj(4)
+                        + (1 + nd) * 2 * r * sm * 4
                 } else {
-                    let blocks = if eager {
-                        eager_sum(&|q| (10 * s * d + 2 * s * i + 4 * s + h * q) * 4)?
-                    } else {
-                        l * ((11 * s * d + 2 * s * i + 4 * s) * 4 + 4 * h * s)
-                    };
-                    blocks + once + (4 * s * d + 2 * s) * 4 + nd * (3 * s * d + 2 * (s / m2)) * 4
+                    let once = 2 * s * hd * 4 + 48 * s;
+                    match p {
+                        P::Auto => {
+                            l * (22 * s * d + 4 * s * i + 16 * s + 4 * h * s)
+                                + once
+                                + s * pix * 2
+                                + 8 * s * d
+                                + 8 * s
+                                + nd * (6 * s * d + 8 * sm)
+                        }
+                        P::Bf16 => {
+                            l * ((11 * s * d + 2 * s * i + 4 * s) * 2 + 4 * h * s)
+                                + once
+                                + s * pix * 2
+                                + proj(2)
+                        }
+                        P::Fp32 => {
+                            let blocks = if eager {
+                                eager_sum(&|q| (10 * s * d + 2 * s * i + 4 * s + h * q) * 4)?
+                            } else {
+                                l * per32
+                            };
+                            blocks + once + proj(4)
+                        }
+                    }
                 }
             }
             Encoder::Pixtral => {
-                let sm = s / m2;
                 let rope = 2 * s * hd * 4;
-                let images = n
-                    * (self.channels as u128)
-                    * img.processed_size[0] as u128
-                    * img.processed_size[1] as u128;
-                if auto {
-                    // the block mask is cast to bf16 in every layer
-                    l * (34 * s * d + 8 * s * i + 8 * s + 4 * h * s + 2 * s * s)
-                        + rope
-                        + 6 * s * d
-                        + 4 * s
-                        + images * 2
-                        + 8 * s * d
-                        + 4 * s
-                        + 2 * s * d
-                        + 2 * sm * d
-                        + 4 * sm * dt
-                } else {
-                    // ln_pre, and sdpa keeps the fp32 block mask [1, 1, S, S]
-                    let (blocks, mask) = if eager {
-                        (
-                            eager_sum(&|q| (10 * s * d + 4 * s * i + 2 * s + h * q) * 4)?,
-                            0,
-                        )
+                let proj32 = (3 * s * d + s + sm * d + 2 * sm * dt) * 4;
+                if gc {
+                    // the block mask is a positional argument of every layer, saved once
+                    l * 4 * s * d + (2 * s * d + s) * 4 + s * s * 4 + proj32
+                } else if lora {
+                    let once = rope + s * s * 4 - (s * d + s) * 4;
+                    if all {
+                        l * ((8 * s * d + 4 * s * i + 2 * s + 7 * r * s) * 4 + 4 * h * s)
+                            + once
+                            + (2 * s * d + s + sm * d + 2 * sm * dt + 3 * r * sm) * 4
                     } else {
-                        (
-                            l * ((10 * s * d + 4 * s * i + 2 * s) * 4 + 4 * h * s),
-                            s * s * 4,
-                        )
-                    };
-                    blocks
-                        + rope
-                        + (2 * s * d + s) * 4
-                        + mask
-                        + (2 * s * d + s + s * d + sm * d + 2 * sm * dt) * 4
+                        l * ((7 * s * d + 3 * s * i + 2 * s + 2 * r * s) * 4 + 4 * h * s)
+                            + once
+                            + (s * d + s + sm * dt) * 4
+                    }
+                } else {
+                    match p {
+                        // the block mask is cast to bf16 in every layer
+                        P::Auto => {
+                            l * (34 * s * d + 8 * s * i + 8 * s + 4 * h * s + 2 * s * s)
+                                + rope
+                                + 6 * s * d
+                                + 4 * s
+                                + images * 2
+                                + 10 * s * d
+                                + 4 * s
+                                + 2 * sm * d
+                                + 4 * sm * dt
+                        }
+                        P::Bf16 => {
+                            l * (24 * s * d + 8 * s * i + 8 * s + 4 * h * s)
+                                + 2 * s * hd * 2
+                                + 6 * s * d
+                                + 4 * s
+                                + images * 2
+                                + 2 * s * s
+                                + 8 * s * d
+                                + 4 * s
+                                + 2 * sm * d
+                                + 4 * sm * dt
+                        }
+                        P::Fp32 => {
+                            // ln_pre, and sdpa keeps the fp32 block mask [1, 1, S, S]
+                            let (blocks, mask) = if eager {
+                                (
+                                    eager_sum(&|q| (10 * s * d + 4 * s * i + 2 * s + h * q) * 4)?,
+                                    0,
+                                )
+                            } else {
+                                (
+                                    l * ((10 * s * d + 4 * s * i + 2 * s) * 4 + 4 * h * s),
+                                    s * s * 4,
+                                )
+                            };
+                            blocks + rope + (2 * s * d + s) * 4 + mask + proj32
+                        }
+                    }
                 }
             }
-            Encoder::Clip { .. } => {
-                let pl = n * img.image_tokens as u128;
-                let images = n * (self.channels as u128) * (self.image_size as u128).pow(2);
-                let once = (s * d + 2 * s) * 4;
-                if auto {
-                    l * (24 * s * d + 6 * s * i + 16 * s + 4 * h * s)
-                        + once
-                        + images * 2
-                        + 2 * pl * d
-                        + 4 * pl * dt
-                } else {
-                    let blocks = if eager {
-                        eager_sum(&|q| (8 * s * d + 3 * s * i + 4 * s + h * q) * 4)?
+            Encoder::Clip { .. } | Encoder::Siglip { .. } => {
+                let clip = matches!(self.encoder, Encoder::Clip { .. });
+                // quick-GELU keeps its input, sigmoid and product; tanh-GELU its input
+                let mlp = if clip { 3 } else { 2 };
+                let per32 = (8 * s * d + mlp * s * i + 4 * s) * 4 + 4 * h * s;
+                let once32 = (s * d + 2 * s) * 4;
+                // CLIP: one image's projector input is a view of the whole layer output (class
+                // row included), more images' a copy without it; SigLIP: average pooling, the
+                // soft-embedding RMSNorm (1 + w over the vision width) and a matmul
+                let proj = |e: i128| {
+                    if clip {
+                        ((if total == 1 { s } else { pl }) * d + 2 * pl * dt) * e
                     } else {
-                        l * ((8 * s * d + 3 * s * i + 4 * s) * 4 + 4 * h * s)
+                        (s * d + 3 * pl * d + pl + d) * e
+                    }
+                };
+                if gc {
+                    l * 4 * s * d + once32 + proj(4)
+                } else if lora {
+                    // the first layer's norm (and CLIP's pre-norm) see no gradient
+                    let (per, proj) = match (clip, all) {
+                        (true, true) => (per32 + 6 * r * s * 4, proj(4) + 2 * r * pl * 4),
+                        (true, false) => (
+                            (7 * s * d + 2 * s * i + 4 * s + 2 * r * s) * 4 + 4 * h * s,
+                            pl * dt * 4,
+                        ),
+                        (false, true) => (per32 + 6 * r * s * 4, (s * d + pl * d + pl + d) * 4),
+                        (false, false) => (
+                            (7 * s * d + s * i + 4 * s + 2 * r * s) * 4 + 4 * h * s,
+                            (s * d + pl * d + pl + d) * 4,
+                        ),
                     };
-                    // one image: the projector's input is a view of the whole layer output
-                    // (class row included); more: a copy without it
-                    let input = if total == 1 { s } else { pl };
-                    blocks + once + (input * d + 2 * pl * dt) * 4
+                    // CLIP: pre_layrnorm and the first norm1 save nothing; SigLIP: its
+                    // post_layernorm saves what the first norm1 no longer does
+                    l * per + proj - if clip { once32 } else { 0 }
+                } else {
+                    match p {
+                        P::Auto => {
+                            l * (24 * s * d + 2 * mlp * s * i + 16 * s + 4 * h * s)
+                                + once32
+                                + images * 2
+                                + if clip {
+                                    2 * pl * d + 4 * pl * dt
+                                } else {
+                                    4 * s * d + 10 * pl * d + 4 * pl + 4 * d
+                                }
+                        }
+                        P::Bf16 => {
+                            l * ((8 * s * d + mlp * s * i + 4 * s) * 2 + 4 * h * s)
+                                + (s * d + 2 * s) * 2
+                                + images * 2
+                                + if clip {
+                                    proj(2)
+                                } else {
+                                    2 * s * d + 10 * pl * d + 4 * pl + 4 * d
+                                }
+                        }
+                        P::Fp32 => {
+                            let blocks = if eager {
+                                eager_sum(&|q| (8 * s * d + mlp * s * i + 4 * s + h * q) * 4)?
+                            } else {
+                                l * per32
+                            };
+                            blocks + once32 + proj(4)
+                        }
+                    }
                 }
             }
-        })
+        };
+        // every term is measured and positive in sum; sizes are capped (MAX_PATCHES, MAX_DIM)
+        u64::try_from(total_bytes).ok()
     }
 
     /// The largest stage of the encoder in a prefill of `total` images, in `elem`-byte tensors:
@@ -508,7 +763,13 @@ impl Vision {
             _ => 2,
         };
         let mlp = s.checked_mul(2 * d + live * i)?;
-        let mut est = mlp.max(s.checked_mul(12 * d)?);
+        // residual, normed input, q, k, v, output (+ rotary temporaries where there is rotary)
+        let attention = if matches!(self.encoder, Encoder::Siglip { .. }) {
+            8
+        } else {
+            12
+        };
+        let mut est = mlp.max(s.checked_mul(attention * d)?);
         if matches!(self.encoder, Encoder::Qwen3 { .. }) {
             est = est.max(s.checked_mul(9 * d)?);
         }
@@ -530,7 +791,8 @@ impl Vision {
     pub fn macs_split(&self, img: &Images, total: u64) -> Option<(u64, u64)> {
         let (d, i) = (self.hidden as u128, self.intermediate as u128);
         let s = (total as u128) * img.encoder_tokens as u128;
-        let pix = (self.channels * self.temporal * self.patch * self.patch) as u128;
+        let pix =
+            self.channels as u128 * self.temporal as u128 * self.patch as u128 * self.patch as u128;
         let m2 = (self.merge * self.merge) as u128;
         let dt = self.text_hidden as u128;
         let mlp = match self.encoder {
@@ -551,6 +813,7 @@ impl Vision {
             ),
             Encoder::Pixtral => (0, tokens * (merged * d + d * dt + dt * dt)),
             Encoder::Clip { .. } => (0, tokens * (d * dt + dt * dt)),
+            Encoder::Siglip { .. } => (0, tokens * d * dt),
         };
         Some((
             u64::try_from(macs + inside).ok()?,
