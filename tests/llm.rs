@@ -43,6 +43,7 @@ const FAMILIES: &[&str] = &[
     "qwen3_vl",
     "mistral3",
     "llava",
+    "gemma3_mm",
     "smollm3",
     "olmo2",
     "olmo3",
