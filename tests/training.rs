@@ -879,3 +879,48 @@ fn autocast_noise_takes_the_dtype_of_what_it_scales() {
     // fp32: the noise (8 B) and the output (32 B); the Linear's input is the model input
     assert_eq!(saved("fp32"), 8 + 32);
 }
+
+/// `fit -` reads the model from standard input once, as `mem -` does, and answers as for the file.
+#[test]
+fn fit_reads_standard_input_like_mem() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let path = common::fixture("models/torch/minicnn.onnx");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nnlint"))
+        .args(["fit", "-", "--gpu", "T4", "--format", "json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let piped: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = run_json(&["fit", &path, "--gpu", "T4", "--format", "json"]);
+    assert!(file["plans"].as_array().is_some_and(|p| !p.is_empty()));
+    assert_eq!(piped["plans"], file["plans"]);
+}
+
+/// Language-model options on an ONNX graph: one line that names the option, and the `--dim` hint
+/// only where it helps (`--seq`).
+#[test]
+fn fit_refuses_language_model_options_on_a_graph_in_one_line() {
+    let path = common::fixture("models/torch/minicnn.onnx");
+    for (flag, value, hint) in [
+        ("--lora", "8", false),
+        ("--seq", "64", true),
+        ("--images", "1", false),
+    ] {
+        let out = nnlint(&["fit", &path, "--gpu", "T4", flag, value]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(
+            err.contains(flag) && err.contains("language-model checkpoints"),
+            "{err}"
+        );
+        assert_eq!(err.contains("--dim"), hint, "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}

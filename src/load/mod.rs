@@ -54,7 +54,12 @@ pub fn load(path: &Path) -> Result<Loaded> {
 /// index) is refused in one line saying what `what` needs, rather than failing to decode as
 /// protobuf.
 pub fn load_graph(path: &Path, what: &str) -> Result<crate::ir::Model> {
-    match load(path)? {
+    into_graph(path, load(path)?, what)
+}
+
+/// [`load_graph`] for a model already loaded (standard input can be read once only).
+pub fn into_graph(path: &Path, loaded: Loaded, what: &str) -> Result<crate::ir::Model> {
+    match loaded {
         Loaded::Onnx(m) => Ok(m),
         Loaded::Weights(_) => Err(Error::refused(
             path,

@@ -41,12 +41,16 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     ] {
         if given {
             return Err(Error::Usage(format!(
-                "{flag} applies to language-model checkpoints (a Hugging Face folder or a .gguf file); for an ONNX graph bind the sequence with --dim NAME=N"
+                "{flag} applies to language-model checkpoints (a Hugging Face folder or a .gguf file){}",
+                if flag == "--seq" {
+                    "; an ONNX graph's sequence is bound with --dim NAME=N"
+                } else {
+                    ""
+                }
             )));
         }
     }
-    drop(loaded);
-    let model = load::load_graph(&args.model, "fit")?;
+    let model = load::into_graph(&args.model, loaded, "fit")?;
     let req = analysis::fit::FitRequest {
         gpu: args.gpu,
         gpus: s.train.gpus,
