@@ -130,7 +130,16 @@ fn train_config(
             ..d
         });
     };
-    let o = Overhead::default();
+    // a CPU run has no CUDA context, cuDNN workspace or caching allocator
+    let o = if p.device == crate::analysis::saved::Device::Cpu {
+        Overhead {
+            cuda_context: 0,
+            workspace: 0,
+            fragmentation: 0.0,
+        }
+    } else {
+        Overhead::default()
+    };
     let fragmentation = p.fragmentation.unwrap_or(o.fragmentation);
     if !(0.0..=10.0).contains(&fragmentation) {
         return Err(Error::Usage(format!(

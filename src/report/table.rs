@@ -108,11 +108,13 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
         crate::analysis::saved::Precision::Bf16 => "bf16",
         _ => "fp32",
     };
+    let cpu = c.device == crate::analysis::saved::Device::Cpu;
+    let per = if cpu { "" } else { " per GPU" };
     let mut out = vec![
         (
             "weights".to_string(),
             bytes(p.weights_bytes),
-            format!("parameters and buffers as held per GPU ({state})"),
+            format!("parameters and buffers as held{per} ({state})"),
         ),
         (
             "gradients".into(),
@@ -187,15 +189,20 @@ pub fn training_lines(r: &MemReport) -> Vec<(String, String, String)> {
     out.push((
         "overhead".into(),
         bytes(t.overhead_bytes),
-        format!(
-            "CUDA context {} + workspace {} + {:.0}% allocator slack (not model memory)",
-            bytes(c.overhead.cuda_context),
-            bytes(c.overhead.workspace),
-            c.overhead.fragmentation * 100.0
-        ),
+        if cpu && t.overhead_bytes == 0 {
+            "none on CPU (no CUDA context, workspace or caching allocator; --overhead-context and --fragmentation add them)".to_string()
+        } else {
+            format!(
+                "{} {} + workspace {} + {:.0}% allocator slack (not model memory)",
+                if cpu { "context" } else { "CUDA context" },
+                bytes(c.overhead.cuda_context),
+                bytes(c.overhead.workspace),
+                c.overhead.fragmentation * 100.0
+            )
+        },
     ));
     out.push((
-        "peak per GPU".into(),
+        format!("peak{per}"),
         at_least(t.lower_bound, bytes(t.total_bytes)),
         format!("during the {}; the lines above add up to it", p.phase),
     ));
@@ -240,7 +247,7 @@ pub fn training_heading(r: &MemReport) -> Option<String> {
     let t = r.training.as_ref()?;
     let c = &t.config;
     Some(format!(
-        "training step: {}, {}, micro-batch {}{}, {} GPU{}{}, checkpoint {}, {} semantics",
+        "training step: {}, {}, micro-batch {}{}, {}{}, checkpoint {}, {} semantics",
         c.optimizer,
         c.precision,
         t.micro_batch.map_or("?".into(), |b| b.to_string()),
@@ -248,8 +255,11 @@ pub fn training_heading(r: &MemReport) -> Option<String> {
             Some(e) if Some(e) != t.micro_batch => format!(" (effective {e})"),
             _ => String::new(),
         },
-        c.gpus,
-        if c.gpus == 1 { "" } else { "s" },
+        if c.device == crate::analysis::saved::Device::Cpu {
+            "CPU".to_string()
+        } else {
+            format!("{} GPU{}", c.gpus, if c.gpus == 1 { "" } else { "s" })
+        },
         if c.shard == crate::analysis::training::Shard::None {
             String::new()
         } else {
