@@ -44,6 +44,7 @@ import torch  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
 SEED = M.SEED
+DEBUG = bool(__import__("os").environ.get("MEASURE_MIXERS_DEBUG"))  # every point's per-tensor rows (derivation aid)
 MIXER_CLASSES = {
     "Mamba2Mixer": "mamba2",
     "GraniteMoeHybridMambaLayer": "mamba2",
@@ -63,26 +64,33 @@ EXTRA_SCENARIOS = {"sdpa_fp32_frozen_but_embeddings": dict(attn="sdpa", prec="fp
 # extra (B, S) beyond measure.TRAIN_POINTS: S not a multiple of the chunk and longer than one chunk
 # (Mamba-2 fixtures: chunk 16; DeltaNet: torch_chunk_gated_delta_rule's default chunk 64), and one exact multiple
 EXTRA_POINTS = {
-    "mamba2": [(1, 70), (2, 32)],
+    "mamba2": [(1, 70), (2, 32), (2, 10), (1, 16), (1, 9)],
     "short_conv": [(1, 70)],
-    "gated_deltanet": [(1, 70), (2, 128), (1, 150)],
+    "gated_deltanet": [(1, 70), (2, 128), (1, 150), (1, 64), (1, 24)],
 }
-# variant configs (in memory, saved to a temporary folder): every symbol of the formulas gets a distinct value
+# variant configs (in memory, saved to a temporary folder): every symbol of the formulas gets a distinct value;
+# DeltaNet also with as many key heads as value heads (no repeat_interleave of q and k)
 VARIANTS = {
-    "mamba2": dict(num_heads=6, head_dim=16, expand=3, state_size=10, n_groups=2, conv_kernel=3, chunk_size=12),
-    "granitemoehybrid": dict(mamba_n_heads=6, mamba_d_head=16, mamba_expand=3, mamba_d_state=10, mamba_n_groups=2,
-                             mamba_d_conv=3, mamba_chunk_size=12),
-    "nemotron_h": dict(mamba_num_heads=6, mamba_head_dim=8, ssm_state_size=10, n_groups=2, conv_kernel=3,
-                       chunk_size=12),
-    "falcon_h1": dict(mamba_d_ssm=48, mamba_n_heads=6, mamba_d_head=8, mamba_d_state=10, mamba_n_groups=2,
-                      mamba_d_conv=3, mamba_chunk_size=12),
-    "lfm2": dict(conv_L_cache=4),
-    "qwen3_next": dict(linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=12,
-                       linear_value_head_dim=8, linear_conv_kernel_dim=3),
-    "qwen3_5_text": dict(linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=12,
-                         linear_value_head_dim=8, linear_conv_kernel_dim=3),
+    "mamba2": {"variant": dict(num_heads=6, head_dim=16, expand=3, state_size=10, n_groups=2, conv_kernel=3,
+                               chunk_size=12),
+               "variant_one_group": dict(num_heads=6, head_dim=16, expand=3, state_size=10, n_groups=1,
+                                         conv_kernel=3, chunk_size=12)},
+    "granitemoehybrid": {"variant": dict(mamba_n_heads=6, mamba_d_head=16, mamba_expand=3, mamba_d_state=10,
+                                         mamba_n_groups=2, mamba_d_conv=3, mamba_chunk_size=12)},
+    "nemotron_h": {"variant": dict(mamba_num_heads=6, mamba_head_dim=8, ssm_state_size=10, n_groups=2,
+                                   conv_kernel=3, chunk_size=12)},
+    "falcon_h1": {"variant": dict(mamba_d_ssm=48, mamba_n_heads=6, mamba_d_head=8, mamba_d_state=10,
+                                  mamba_n_groups=2, mamba_d_conv=3, mamba_chunk_size=12)},
+    "lfm2": {"variant": dict(conv_L_cache=4)},
 }
-VARIANT_POINTS = {"mamba2": [(2, 30)], "short_conv": [(2, 30)], "gated_deltanet": [(2, 30), (1, 70)]}
+for _n in ("qwen3_next", "qwen3_5_text"):
+    VARIANTS[_n] = {"variant": dict(linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=12,
+                                    linear_value_head_dim=8, linear_conv_kernel_dim=3),
+                    "variant_equal_heads": dict(linear_num_key_heads=4, linear_num_value_heads=4,
+                                                linear_key_head_dim=12, linear_value_head_dim=8)}
+# variants: several chunks; one chunk (S <= Q) with B = 2 and B = 1, padded and not
+VARIANT_POINTS = {"mamba2": [(2, 30), (2, 10), (1, 10), (1, 12), (2, 12)], "short_conv": [(2, 30)],
+                  "gated_deltanet": [(2, 30), (1, 70), (1, 128)]}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -255,14 +263,14 @@ def detail_rows(counter):
 # ---------------------------------------------------------------------------------------------------
 # fixtures and variants
 # ---------------------------------------------------------------------------------------------------
-def variant_folder(name, spec, tmp: Path):
-    """The family's config with VARIANTS[name] applied, random-init with the seed, saved to tmp/<name>."""
-    vspec = dict(spec, config={**spec["config"], **VARIANTS[name]})
+def variant_folder(name, spec, tmp: Path, label):
+    """The family's config with VARIANTS[name][label] applied, random-init with the seed, saved to tmp/<name>."""
+    vspec = dict(spec, config={**spec["config"], **VARIANTS[name][label]})
     cfg = M.make_config(vspec)
     torch.manual_seed(SEED)
     model = M.HEADS[spec["head"]].from_config(cfg, dtype=torch.float32)
     model.to(M.DTYPES[spec["dtype"]])
-    folder = tmp / name
+    folder = tmp / f"{name}-{label}"
     model.save_pretrained(folder)
     del model
     return folder
@@ -326,7 +334,8 @@ def check(kind, dims, sc, run):
     """Formula per mixer layer next to the measurement; ratio = measured / formula (1.0 when both are 0)."""
     out = []
     for j, i in enumerate(run["mixer_layers"]):
-        ctx = run.get("lora", {}).get("per_mixer_layer", {}).get(i) if sc.get("lora") else None
+        pm = run.get("lora", {}).get("per_mixer_layer", {})
+        ctx = (pm.get(i) or pm.get(str(i))) if sc.get("lora") else None  # str: read back from JSON
         f = mixer_formula(kind, dims, scenario_key(sc), run["batch"], run["seq"], ctx)
         m = run["mixer_bytes"][j]
         out.append({"layer": i, "measured": m, "formula": f,
@@ -348,8 +357,9 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
         sdpa = False
     sets = [("fixture", folder, cfg)]
     if variant:
-        vf = variant_folder(name, spec, tmp)
-        sets.append(("variant", vf, AutoConfig.from_pretrained(vf, local_files_only=True)))
+        for label in VARIANTS[name]:
+            vf = variant_folder(name, spec, tmp, label)
+            sets.append((label, vf, AutoConfig.from_pretrained(vf, local_files_only=True)))
     res = {"family": name, "generated_by": "tools/llm/measure_mixers.py", "versions": M.VERSIONS, "device": "cpu",
            "seed": SEED, "method": METHOD, "scenarios": {}}
     kind = None
@@ -371,7 +381,7 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
             res.setdefault("dims", {})[which] = dims
             for k, (B, S) in enumerate(pts):
                 try:
-                    r = measure_point(fol, spec, c, sc, B, S, want_detail=(which == "fixture" and k == 0))
+                    r = measure_point(fol, spec, c, sc, B, S, want_detail=(which == "fixture" and k == 0) or DEBUG)
                 except Exception as exc:  # peft refuses out_proj/conv1d of Mamba models: record, go on
                     entry["runs"].append({"config": which, "batch": B, "seq": S,
                                           "error": f"{type(exc).__name__}: {exc}"[:300]})
@@ -384,6 +394,8 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
                     if e:
                         r["expected_json_activation_bytes"] = e["saved"]["activation_bytes"]
                 r["check"] = check(kind, dims, sc, r)
+                if DEBUG:
+                    r["_breakdown"] = {str(i): detail_rows(det[i]) for i in det}
                 if which == "fixture" and k == 0:
                     seen = set()
                     entry["breakdown_point"] = {"batch": B, "seq": S}
@@ -397,18 +409,402 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
                             entry["breakdown"][f"layer {i}"] = detail_rows(det[i])
                 entry["runs"].append(r)
         log(f"  {name} {sn}: " + " ".join(
-            f"{r['config'][0]}({r['batch']},{r['seq']})=" + ("ERR" if "error" in r else
+            "".join(w[0] for w in r["config"].split("_")) + f"({r['batch']},{r['seq']})=" + ("ERR" if "error" in r else
                                                               ",".join(str(x) for x in r["mixer_bytes"]))
             for r in entry["runs"]), flush=True)
+    res["symbols"] = {k: v for k, v in SYMBOLS.items() if k in ("B, S", "d", kind)}
+    res["formula_symbolic"] = FORMULA_TEXT[kind]
+    summary = {}
+    for sn, entry in res["scenarios"].items():
+        ratios = [c["ratio"] for r in entry["runs"] if "check" in r for c in r["check"]]
+        errors = sorted({r["error"] for r in entry["runs"] if "error" in r})
+        summary[sn] = ({"points": len(ratios), "mixer_layers_checked": len(ratios), "min_ratio": min(ratios),
+                        "max_ratio": max(ratios)} if ratios else {}) | ({"error": errors[0]} if errors else {})
+        first = next((r for r in entry["runs"] if r["config"] == "fixture" and "check" in r), None)
+        if first:
+            j = next((k for k, m in enumerate(first["mixer_bytes"]) if m), 0)
+            i = first["mixer_layers"][j]
+            pm = first.get("lora", {}).get("per_mixer_layer", {})
+            key = entry["formula_key"]
+            regime = key if key in ("autocast_bf16", "bf16_weights") else "fp32"
+            terms = [] if key == "gc" else mixer_terms(kind, res["dims"]["fixture"], regime,
+                                                       formula_context(key, pm.get(i)), first["batch"], first["seq"])
+            entry["formula_terms"] = {"point": {"batch": first["batch"], "seq": first["seq"], "layer": i},
+                                      "columns": ["what", "shape", "dtype", "bytes"], "terms": [list(t) for t in terms],
+                                      "total": sum(t[3] for t in terms)}
+        for r in entry["runs"]:
+            r.pop("_breakdown", None) if not DEBUG else None
+    for r in (r for e in res["scenarios"].values() for r in e["runs"]):
+        for k in [k for k in r.get("lora", {}).get("per_mixer_layer", {})]:
+            r["lora"]["per_mixer_layer"][str(k)] = r["lora"]["per_mixer_layer"].pop(k)
+    res["ratio_summary"] = summary
     res["elapsed_s"] = round(time.time() - t0, 1)
     return res
 
 
-METHOD = "see the module docstring"
+# ---------------------------------------------------------------------------------------------------
+# closed forms: one mixer layer's saved activation bytes (the L<i>.mixer region)
+# ---------------------------------------------------------------------------------------------------
+LORA_R = MI.LORA_R
+
+
+def _ceil_to(S, Q):
+    return -(-S // Q) * Q
+
+
+def mixer_terms(kind, dims, regime, ctx, B, S):
+    """The tensors one mixer layer keeps for backward: [(what, shape, dtype, bytes)].
+
+    regime: "fp32" (fp32 weights), "bf16_weights" (model loaded in bf16), "autocast_bf16" (fp32 weights under
+    torch.autocast cpu bf16). ctx: trainable (the mixer's own parameters require grad: full training), lora (names
+    of the mixer's linears peft wrapped, base weights frozen), input_grad (the mixer's input requires grad)."""
+    return {"mamba2": mamba2_terms, "gated_deltanet": deltanet_terms, "short_conv": shortconv_terms}[kind](
+        dims, regime, ctx, B, S)
+
+
+def _t(out, what, shape, dtype, cond=True, sign=1):
+    if cond:
+        n = math.prod(shape)
+        out.append((what, "[" + ",".join(str(x) for x in shape) + "]", dtype,
+                    sign * n * {"f32": 4, "bf16": 2, "bool": 1}[dtype]))
+
+
+def mamba2_terms(dm, regime, ctx, B, S):
+    d, I, H, P, G, N, K, Q, CD, W = (dm[k] for k in ("d", "I", "H", "P", "G", "N", "K", "Q", "CD", "W"))
+    T = _ceil_to(S, Q)
+    C = T // Q
+    r = LORA_R
+    falcon = dm.get("falcon", False)
+    if falcon and not (dm["rms_norm"] and dm["norm_before_gate"]):
+        raise NotImplementedError("FalconH1Mixer without its gated RMSNorm or with norm_before_gate=False: not measured")
+    lin = "f32" if regime == "fp32" else "bf16"  # linear/conv outputs
+    mm = "bf16" if regime == "autocast_bf16" else "f32"  # the scan's einsum (bmm) operands and outputs
+    tr, lora = ctx["trainable"], set(ctx["lora"])
+    out = []
+    body = ctx["input_grad"] or "in_proj" in lora
+    if not body:  # nothing upstream requires grad: only an adapter on out_proj would keep something
+        _t(out, "out_proj input (gated-norm output)", (B, S, I), lin, "out_proj" in lora)
+        _t(out, "out_proj lora_A output (saved by lora_B)", (B, S, r), "f32", "out_proj" in lora)
+        return out
+    _t(out, "in_proj input x" + (" (x * ssm_in_multiplier)" if falcon else " (the mixer's input)")
+       + (", bf16 autocast copy" if regime == "autocast_bf16" else ""), (B, S, d), lin, tr or "in_proj" in lora)
+    _t(out, "in_proj lora_A output (saved by lora_B)", (B, S, r), "f32", "in_proj" in lora)
+    zx = "in_proj output zxbcdt" + (" * mup_vector" if falcon else "")
+    if regime == "fp32":
+        _t(out, zx + " (conv1d input view + gate view for silu)", (B, S, W), "f32")
+    elif regime == "bf16_weights":
+        _t(out, zx + " (conv1d input view)", (B, S, W), "bf16")
+        _t(out, "gate.to(float32) (silu input in the gated norm)", (B, S, I), "f32")
+    elif falcon:  # autocast: bf16 in_proj output * fp32 mup_vector -> fp32
+        _t(out, zx + " fp32 (gate view for silu)", (B, S, W), "f32")
+        _t(out, "conv1d input, autocast bf16 copy of xBC", (B, CD, S), "bf16")
+    else:
+        _t(out, "conv1d input, autocast bf16 copy of xBC (after .to(weight fp32))", (B, CD, S), "bf16")
+        _t(out, "gate.to(float32) (silu input in the gated norm)", (B, S, I), "f32")
+    _t(out, "conv1d output, padded by K-1 (silu input)", (B, CD, S + K - 1), lin)
+    if regime == "fp32":
+        _t(out, "silu(conv) output xBC (x view saved by x*dt)", (B, S, CD), "f32")
+    elif regime == "autocast_bf16" and falcon:
+        _t(out, "silu(conv) output cast back to fp32 (.to(input dtype)); x view saved by x*dt", (B, S, CD), "f32")
+    else:
+        _t(out, "x.float() copy (saved by x*dt)", (B, S, H, P), "f32")
+    if regime == "fp32" or (regime == "autocast_bf16" and falcon):
+        _t(out, "dt + dt_bias (softplus input)", (B, S, H), "f32")
+        _t(out, "softplus(dt) (clamp input)", (B, S, H), "f32")
+        _t(out, "clamp(softplus(dt)) (saved by x*dt[...,None] and A*dt)", (B, S, H), "f32")
+    else:
+        _t(out, "dt + dt_bias (softplus input)", (B, S, H), "bf16")
+        _t(out, "softplus(dt) (clamp input)", (B, S, H), "bf16")
+        _t(out, "dt[...,None].float() (saved by x*dt)", (B, S, H), "f32")
+        _t(out, "dt.float() (saved by A*dt)", (B, S, H), "f32")
+    _t(out, "A = -exp(A_log) (saved by A*dt)", (H,), "f32")
+    _t(out, "exp(A_log) result", (H,), "f32", tr)
+    _t(out, "pad(x) (saved by D*pad(x), D_residual)", (B, T, H, P), "f32", tr)
+    _t(out, "L = exp(segment_sum(A)) [B,H,C,Q,Q]", (B, H, T, Q), "f32")
+    _t(out, "G = einsum(C,B) [B,C,Q,Q,H] (saved by G*L)", (B, T, Q, H), mm)
+    _t(out, "decay_states = exp(A_cumsum[-1] - A_cumsum)", (B, H, T), "f32")
+    _t(out, "state_decay_out = exp(A_cumsum)", (B, H, T), "f32")
+    _t(out, "B chunks, padded, repeated to H heads (saved by B*decay_states)", (B, T, H, N), "f32")
+    _t(out, "C_times_states [B,C,Q,H,P] (saved by *state_decay_out)", (B, T, H, P), mm)
+    _t(out, "decay_chunk = exp(segment_sum(pad(A_cumsum[...,-1])))", (B, H, C + 1, C + 1), "f32")
+    _t(out, "decay_chunk, autocast bf16 copy (einsum operand)", (B, H, C + 1, C + 1), "bf16",
+       regime == "autocast_bf16")
+    _t(out, "einsum operands (bmm): C and B of G = C.B^T", (2, B, T, H, N), mm)
+    _t(out, "einsum operands: M [B*C*H,Q,Q] and x [B*C*H,Q,P] of Y_diag", (B, H, T, Q), mm)
+    _t(out, "einsum operands: x of Y_diag", (B, T, H, P), mm)
+    _t(out, "einsum operands: B_decay and x of states", (B, T, H, N), mm)
+    _t(out, "einsum operands: x of states", (B, T, H, P), mm)
+    _t(out, "einsum operands: states (with the zero initial state) of new_states", (B, H, C + 1, P, N), mm)
+    _t(out, "einsum operands: C and states of C_times_states", (B, T, H, N), mm)
+    if C > 1:
+        _t(out, "einsum operands: states of C_times_states", (B, C, H, P, N), mm)
+    else:  # one chunk: new_states[:, :-1] folds into bmm batches as a view, keeping all of new_states
+        _t(out, "one chunk: einsum operand states of C_times_states = view of new_states [B,C+1,H,P,N]",
+           (B, C + 1, H, P, N), mm)
+        if mm == "f32":  # fp32 operands are viewed, not cast: fewer distinct storages
+            _t(out, "one chunk: x chunks viewed by both Y_diag and states einsums (one storage, not two)",
+               (B, T, H, P), "f32", sign=-1)
+            _t(out, "one chunk, B == 1: C chunks shared by G and C_times_states; B chunks viewed by G are the "
+               "saved B chunks", (2, B, T, H, N), "f32", B == 1, sign=-1)
+    _t(out, "scan output y (Y_diag + Y_off + D_residual) [B,T,H,P], viewed [:, :S]", (B, T, I), "f32")
+    if falcon:  # FalconH1RMSNormGated, norm_before_gate=True
+        _t(out, "rsqrt(var + eps)", (B, S, G), "f32")
+        _t(out, "normalized y (saved by weight*y)", (B, S, I), "f32", tr)
+        _t(out, "weight * normalized (saved by *silu(gate))", (B, S, I), "f32")
+        _t(out, "silu(gate)", (B, S, I), "f32")
+    else:  # MambaRMSNormGated: gate first
+        _t(out, "silu(gate)", (B, S, I), "f32")
+        _t(out, "y * silu(gate) (pow/mul input)", (B, S, I), "f32")
+        _t(out, "rsqrt(var + eps)", (B, S, G), "f32")
+        _t(out, "normalized (saved by weight*...)", (B, S, I), "f32", tr)
+    _t(out, "out_proj input (gated-norm output" + (", cast to the weights' dtype)" if regime != "fp32" else ")"),
+       (B, S, I), lin, tr or "out_proj" in lora)
+    _t(out, "out_proj lora_A output (saved by lora_B)", (B, S, r), "f32", "out_proj" in lora)
+    _t(out, "segment_sum masks ~tril (masked_fill, x2)", (2, Q, Q), "bool")
+    _t(out, "segment_sum masks over chunks (x2)", (2, C + 1, C + 1), "bool")
+    return out
+
+
+def deltanet_terms(dm, regime, ctx, B, S):
+    d, Hk, Hv, Dk, Dv, K, Q = (dm[k] for k in ("d", "Hk", "Hv", "Dk", "Dv", "K", "Q"))
+    split = dm["split_in_proj"]
+    CD = 2 * Hk * Dk + Hv * Dv
+    T = _ceil_to(S, Q)
+    C = T // Q
+    r = LORA_R
+    lin = "f32" if regime == "fp32" else "bf16"
+    ac = regime == "autocast_bf16"
+    tr, lora = ctx["trainable"], set(ctx["lora"])
+    ins = ["in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"] if split else ["in_proj_qkvz", "in_proj_ba"]
+    out = []
+    body = ctx["input_grad"] or set(ins) <= lora
+    if not body:
+        _t(out, "out_proj input (gated-norm output)", (B, S, Hv * Dv), lin, "out_proj" in lora)
+        _t(out, "out_proj lora_A output", (B, S, r), "f32", "out_proj" in lora)
+        return out
+    keep_x = [n for n in ins if tr or n in lora]
+    if ac:  # autocast casts x once per linear
+        for n in keep_x:
+            _t(out, f"{n} input x, bf16 autocast copy", (B, S, d), "bf16")
+    else:
+        _t(out, "in-projections' input x (the mixer's input, one storage for all of them)", (B, S, d), lin,
+           bool(keep_x))
+    for n in ins:
+        _t(out, f"{n} lora_A output", (B, S, r), "f32", n in lora)
+    _t(out, "conv1d input: cat(q,k,v)" + (", autocast bf16 copy" if ac else ""), (B, CD, S), lin)
+    _t(out, "conv1d output, padded by K-1 (silu input)", (B, CD, S + K - 1), lin)
+    _t(out, "beta = sigmoid(b) result", (B, S, Hv), lin)
+    _t(out, "a + dt_bias (softplus input)", (B, S, Hv), "f32")
+    _t(out, "softplus(a + dt_bias) (saved by -exp(A_log)*...)", (B, S, Hv), "f32", tr)
+    _t(out, "-exp(A_log) (saved by *softplus)", (Hv,), "f32")
+    _t(out, "exp(A_log) result", (Hv,), "f32", tr)
+    if regime == "fp32" and Hk == Hv:  # no repeat_interleave, .to(float32) is a no-op: views of the silu output
+        _t(out, "silu(conv) output (q, k l2norm inputs are transposed views of it)", (B, CD, S), "f32")
+    else:
+        _t(out, "q, k fp32 [B,Hv,S,Dk] (repeat_interleave / .to(float32) copies; l2norm inputs)", (2, B, Hv, S, Dk),
+           "f32")
+    _t(out, "l2norm rsqrt for q, k", (2, B, Hv, S), "f32")
+    _t(out, "pad(q * scale) (saved by q@k^T and q*exp(cum_decay))", (B, Hv, T, Dk), "f32")
+    _t(out, "pad(k) (saved by k*beta and k^T of the bmm)", (B, Hv, T, Dk), "f32")
+    _t(out, "pad(v) (saved by v*beta)", (B, Hv, T, Dv), "f32")
+    _t(out, "pad(beta)", (B, Hv, T), "f32")
+    _t(out, "k_beta (saved by k_beta@k^T and k_beta*exp(cum_decay))", (B, Hv, T, Dk), "f32")
+    _t(out, "strictly upper mask (masked_fill)", (Q, Q), "bool")
+    _t(out, "pairwise_decay = exp(masked cum_decay_i - cum_decay_j) [B,Hv,C,Q,Q]", (B, Hv, T, Q), "f32")
+    _t(out, "k_beta @ k^T (saved by *pairwise_decay)", (B, Hv, T, Q), "bf16" if ac else "f32")
+    _t(out, "ut_system (solve_triangular A)", (B, Hv, T, Q), "f32")
+    _t(out, "q @ k^T (saved by *pairwise_decay)", (B, Hv, T, Q), "bf16" if ac else "f32")
+    _t(out, "intra_chunk_attn (bmm self, per chunk slice" + (", autocast bf16 copies)" if ac else ")"),
+       (B, Hv, T, Q), "bf16" if ac else "f32")
+    _t(out, "exp(cum_decay) for k_beta, exp(cum_decay) for q, exp(cum_decay[-1] - cum_decay) for k", (3, B, Hv, T),
+       "f32")
+    _t(out, "chunk_decay = exp(cum_decay[..., -1])", (B, Hv, C), "f32")
+    _t(out, "new_values = solve_triangular(ut, v_beta) result", (B, Hv, T, Dv), "f32")
+    _t(out, "k_cumdecay = solve_triangular(ut, decayed k_beta) result", (B, Hv, T, Dk), "f32")
+    # fp32 weights: q, k, v stay [B,S,H,D]-strided (.to(float32) copies nothing); pad() makes them contiguous only
+    # when it pads (S % 64 != 0). Strided, the bmm of k_beta@k^T and q@k^T folds (B, Hv, C) into one batch dim by
+    # copying its operands unless B == C == 1, and the loop's q / k chunk slices are copied unless B == 1.
+    strided = regime == "fp32" and T == S
+    _t(out, "S % 64 == 0, not B == C == 1: bmm operand copies of k_beta, q and 2x k^T", (4, B, Hv, T, Dk), "f32",
+       strided and not (B == 1 and C == 1))
+    if ac:
+        _t(out, "bmm operand copies: k_beta, q and 2x k^T of k_beta@k^T, q@k^T", (4, B, Hv, T, Dk), "bf16")
+        _t(out, "per chunk: 2 copies of the recurrent state (k_cumdecay@S, q@S)", (2 * C, B, Hv, Dk, Dv), "bf16")
+        _t(out, "v_new copies: C for intra@v_new, C-1 for the live state updates k^T@v_new", (2 * C - 1, B, Hv, Q, Dv),
+           "bf16")
+        _t(out, "chunks 1..C-1: k_cumdecay and q slice copies (the state requires grad)", (2 * (C - 1), B, Hv, Q, Dk),
+           "bf16")
+        _t(out, "chunks 0..C-2: k slice copies of the live state updates", (C - 1, B, Hv, Q, Dk), "bf16")
+        _t(out, "states S_0 (zeros) .. S_{C-2} fp32 (saved by S*chunk_decay of the live updates)",
+           (C - 1, B, Hv, Dk, Dv), "f32")
+    else:
+        _t(out, "v_new per chunk", (B, Hv, T, Dv), "f32")
+        _t(out, "recurrent states S_0 (zeros) .. S_{C-1}", (C, B, Hv, Dk, Dv), "f32")
+        _t(out, "C > 1: q * exp(cum_decay) and k * exp(...) (read against the state)", (2, B, Hv, T, Dk), "f32",
+           C > 1 and (not strided or B == 1))
+        _t(out, "C > 1, S % 64 == 0, B > 1: q and k chunk-slice copies of the live chunks 1..C-1 / 0..C-2",
+           (2 * (C - 1), B, Hv, Q, Dk), "f32", C > 1 and strided and B > 1)
+    if regime == "fp32":
+        _t(out, "core_attn_out [B,S,Hv,Dv] contiguous (gated-norm pow/mul input)", (B, S, Hv, Dv), "f32")
+    else:
+        _t(out, "core_attn_out.to(float32) (gated-norm pow/mul input)", (B, S, Hv, Dv), "f32")
+    _t(out, "rsqrt(var + eps) per head", (B, S, Hv), "f32")
+    _t(out, "normalized.to(input dtype) (saved by weight*...)", (B, S, Hv, Dv), lin, tr)
+    if regime != "fp32":
+        _t(out, "z.to(float32) (silu input)", (B, S, Hv, Dv), "f32")
+    elif split:
+        _t(out, "z = in_proj_z output (silu input)", (B, S, Hv, Dv), "f32")
+    elif Hk == Hv:  # z.reshape(-1, Dv) stays a view of the fused projection
+        _t(out, "in_proj_qkvz output (z view is the silu input)", (B, S, 2 * Hk * Dk + 2 * Hv * Dv), "f32")
+    else:
+        _t(out, "z.reshape(-1, Dv) copy (silu input)", (B, S, Hv, Dv), "f32")
+    _t(out, "weight * normalized (saved by *silu(z))", (B, S, Hv, Dv), "f32" if regime != "bf16_weights" else "bf16")
+    _t(out, "silu(z)", (B, S, Hv, Dv), "f32")
+    _t(out, "out_proj input (gated-norm output)", (B, S, Hv * Dv), lin, tr or "out_proj" in lora)
+    _t(out, "out_proj lora_A output", (B, S, r), "f32", "out_proj" in lora)
+    return out
+
+
+def shortconv_terms(dm, regime, ctx, B, S):
+    d, K = dm["d"], dm["K"]
+    r = LORA_R
+    e = "f32" if regime == "fp32" else "bf16"
+    tr, lora = ctx["trainable"], set(ctx["lora"])
+    out = []
+    body = ctx["input_grad"] or "in_proj" in lora
+    if not body:
+        _t(out, "out_proj input", (B, S, d), e, "out_proj" in lora)
+        _t(out, "out_proj lora_A output", (B, S, r), "f32", "out_proj" in lora)
+        return out
+    _t(out, "in_proj input x" + (", bf16 autocast copy" if regime == "autocast_bf16" else ""), (B, S, d), e,
+       tr or "in_proj" in lora)
+    _t(out, "in_proj lora_A output", (B, S, r), "f32", "in_proj" in lora)
+    _t(out, "in_proj output BCx (B, x saved by B*x; C by C*conv)", (B, S, 3 * d), e)
+    _t(out, "B*x (conv1d input" + (", autocast bf16 copy)" if regime == "autocast_bf16" else ")"), (B, d, S), e)
+    _t(out, "conv1d output, padded by K-1 (saved by C*conv)", (B, d, S + K - 1), e)
+    _t(out, "out_proj input (C*conv, transposed contiguous)", (B, S, d), e, tr or "out_proj" in lora)
+    _t(out, "out_proj lora_A output", (B, S, r), "f32", "out_proj" in lora)
+    return out
+
+
+def formula_context(key, ctx):
+    if key == "lora":
+        return {"trainable": False, "lora": ctx["wrapped"], "input_grad": ctx["input_requires_grad"]}
+    if key == "frozen":
+        return {"trainable": False, "lora": [], "input_grad": True}
+    return {"trainable": True, "lora": [], "input_grad": True}
 
 
 def mixer_formula(kind, dims, key, B, S, ctx):
-    return None
+    """Saved activation bytes of one mixer layer for a measure.py scenario key (fp32 covers sdpa/eager fp32 and the
+    padded scenario; gc is 0: a checkpointed layer keeps only its input, packed outside the mixer)."""
+    if key == "gc":
+        return 0
+    regime = key if key in ("autocast_bf16", "bf16_weights") else "fp32"
+    return sum(t[3] for t in mixer_terms(kind, dims, regime, formula_context(key, ctx), B, S))
+
+
+METHOD = {
+    "saved": "measure.py's training forward (model.train(), use_cache=False, labels = input_ids, loss from the model; "
+             "measure.load / make_inputs / SCENARIOS; LoRA r 8, alpha 16, dropout 0 through measure_images.apply_lora, "
+             "the same LoraConfig as measure.measure_scenario) under torch.autograd.graph.saved_tensors_hooks; every "
+             "packed tensor's untyped storage counted once at nbytes() and classified as measure.py does (parameter, "
+             "buffer, input, autocast_weight_copy, activation). activation_bytes equals expected.json's at the "
+             "fixture's training points (expected_json_activation_bytes next to it). No backward is run.",
+    "regions": "each activation storage is attributed to the module region in which it was FIRST packed (forward "
+               "pre/post hooks on every decoder layer and on its token mixer): mixer_bytes[j] = storages first "
+               "packed inside the token mixer of layer mixer_layers[j] (its in/out projections, LoRA adapters, conv, "
+               "scan and gated norm included; the mixer's input, the block norm's output, is first packed by in_proj "
+               "so it is counted here); rest_of_layer_bytes[i] = the rest of decoder layer i; outside_layers_bytes = "
+               "embeddings, final norm, lm_head, loss and, under gradient checkpointing, the layer inputs the "
+               "checkpoint keeps (packed before the layer's own hooks run). mixer_autocast_weight_copy_bytes: bf16 "
+               "weight copies made by autocast inside the mixer (not activations).",
+    "formulas": "check[].formula = mixer_formula(mixer_kind, dims[config], formula_key, B, S, lora context) for "
+                "each mixer layer; ratio = measured / formula. formula_terms lists, at the first fixture point, the "
+                "tensors behind the formula (what, shape, dtype, bytes; a negative entry is a storage the "
+                "generic terms count twice). formula_symbolic gives the closed form in symbols.",
+    "points": "the fixture's measure.TRAIN_POINTS (2,24), (3,40), extra fixture points where S is not a multiple of "
+              "the chunk and spans several chunks, exact multiples, and one-chunk sequences (S <= chunk), B = 1 and "
+              "B > 1; plus the variant configs (VARIANTS: every formula symbol distinct, DeltaNet also with key "
+              "heads = value heads, Mamba-2 also with one group), random-init from the family config with those "
+              "fields changed, saved to a temporary folder (never to testdata).",
+    "scenarios": "measure.py's (sdpa_* run as eager_* where the model has no SDPA: mamba2) and "
+                 "sdpa_fp32_frozen_but_embeddings (not in measure.py: every parameter frozen but the input "
+                 "embedding, so every mixer is frozen while its input requires grad: the case of a mixer downstream "
+                 "of a LoRA adapter that has none itself). LoRA runs record, per mixer layer, the mixer's wrapped "
+                 "linears and whether an adapter lies upstream (input_requires_grad).",
+}
+
+
+SYMBOLS = {
+    "B, S": "batch, sequence length",
+    "d": "hidden_size",
+    "mamba2": "I inner width (expand*d; Nemotron-H mamba_num_heads*mamba_head_dim; Falcon-H1 mamba_d_ssm), H heads, "
+              "P head_dim (H*P = I), G n_groups, N d_state, K conv kernel, Q chunk_size, CD = I + 2GN (conv "
+              "channels), W = I + CD + H (in_proj width), T = ceil(S/Q)*Q (the scan pads S to a multiple of Q), "
+              "C = T/Q chunks, r LoRA rank, [x] = 1 if x else 0",
+    "gated_deltanet": "Hk / Hv linear_num_key_heads / linear_num_value_heads, Dk / Dv their head dims, K "
+                      "linear_conv_kernel_dim, CD = 2*Hk*Dk + Hv*Dv, V = Hv*Dv, Q = 64 (torch_chunk_gated_delta_rule's "
+                      "default chunk: the models do not pass one), T = ceil(S/64)*64, C = T/64, r LoRA rank",
+    "short_conv": "K = conv_L_cache, r LoRA rank",
+}
+
+FORMULA_TEXT = {
+    "mamba2": {
+        "fp32": "4*[B*S*d + B*S*W + B*CD*(S+K-1) + B*S*CD + 3*B*S*H + 2*H + 3*B*T*I + 3*B*H*T*Q + 2*B*H*T + 5*B*T*H*N "
+                "+ 2*B*T*H*P + B*H*(C+1)^2 + B*H*(C+1)*P*N + B*C*H*P*N + 4*B*S*I + B*S*G] + 2*Q^2 + 2*(C+1)^2; "
+                "one chunk (C = 1): + 4*B*H*P*N - 4*B*T*H*P - [B = 1]*8*B*T*H*N. Falcon-H1: the same total "
+                "(x*ssm_in_multiplier and zxbcdt*mup_vector replace x and zxbcdt; its norm-before-gate keeps "
+                "rsqrt, normalized, weight*normalized, silu(gate))",
+        "bf16_weights": "2*B*S*d + 2*B*S*W + 4*B*S*I (gate.float()) + 2*B*CD*(S+K-1) + 4*B*S*I (x.float()) + "
+                        "2*2*B*S*H + 2*4*B*S*H + 8*H + [the fp32 scan and gated-norm terms: 4*(3*B*T*I + 3*B*H*T*Q "
+                        "+ 2*B*H*T + 5*B*T*H*N + 2*B*T*H*P + B*H*(C+1)^2 + B*H*(C+1)*P*N + B*C*H*P*N + 3*B*S*I + "
+                        "B*S*G) + 2*Q^2 + 2*(C+1)^2, one-chunk correction as fp32] + 2*B*S*I (out_proj input)",
+        "autocast_bf16": "2*B*S*d + 2*B*CD*S (conv input copy) + 4*B*S*I (gate.float()) + 2*B*CD*(S+K-1) + 4*B*S*I "
+                         "(x.float()) + 12*B*S*H + 8*H + 4*B*T*I + 4*B*H*T*Q + 2*B*H*T*Q + 8*B*H*T + 4*B*T*H*N + "
+                         "2*B*T*I + 6*B*H*(C+1)^2 + 2*(4*B*T*H*N + 2*B*T*H*P + B*H*T*Q + B*H*(C+1)*P*N + B*C*H*P*N) "
+                         "+ 4*B*T*I + 4*(3*B*S*I + B*S*G) + 2*B*S*I + 2*Q^2 + 2*(C+1)^2; one chunk: + 2*B*H*P*N. "
+                         "Falcon-H1: 4*B*S*W (zxbcdt*mup_vector, fp32) + 4*B*S*CD (silu output cast back to fp32) "
+                         "+ 12*B*S*H in place of the two 4*B*S*I copies and the mixed-dtype dt terms",
+        "lora/frozen": "fp32 weights, base frozen. If the mixer's input requires grad or in_proj is wrapped: the fp32 "
+                       "formula - 4*B*S*d (unless in_proj wrapped) - 4*H (exp(A_log)) - 4*B*T*I (pad(x) of D) "
+                       "- 4*B*S*I (gated-norm normalized) - 4*B*S*I (out_proj input, unless out_proj wrapped) "
+                       "+ 4*B*S*r per wrapped linear (lora_A output). Otherwise [out_proj wrapped]*(4*B*S*I + "
+                       "4*B*S*r), else 0",
+        "gc": "0 (a checkpointed layer keeps only its input, packed outside the mixer)",
+    },
+    "gated_deltanet": {
+        "fp32": "4*[B*S*d + B*CD*S + B*CD*(S+K-1) + 3*B*S*Hv + 2*Hv + QK + 2*B*Hv*S + 4*B*Hv*T*Dk + 2*B*Hv*T*Dv "
+                "+ B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + B*Hv*T*Dk + B*Hv*T*Dv + C*B*Hv*Dk*Dv "
+                "+ [C > 1 and (S % 64 != 0 or B = 1)]*2*B*Hv*T*Dk + [S % 64 = 0 and not B = C = 1]*4*B*Hv*T*Dk "
+                "+ [S % 64 = 0 and C > 1 and B > 1]*2*(C-1)*B*Hv*64*Dk + 4*B*S*V + Z + B*S*Hv + B*S*V] + 64^2; "
+                "QK = 2*B*Hv*S*Dk (repeat_interleave copies; Hk = Hv: B*CD*S, the silu output they view); "
+                "Z = B*S*V (z copy / in_proj_z output; Qwen3-Next with Hk = Hv: B*S*(2*Hk*Dk + 2*V), the fused "
+                "projection z views)",
+        "bf16_weights": "2*B*S*d + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S "
+                        "+ 4*(4*B*Hv*T*Dk + 2*B*Hv*T*Dv + B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv "
+                        "+ [C > 1]*2*B*Hv*T*Dk) + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 4*B*S*V + 2*B*S*V + 4*B*S*V "
+                        "+ 2*B*S*V + 64^2",
+        "autocast_bf16": "2*B*S*d per in-projection (2 Qwen3-Next, 4 Qwen3.5) + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv "
+                         "+ 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S + 4*(3*B*Hv*T*Dk + B*Hv*T*Dv + B*Hv*T) "
+                         "+ 8*B*Hv*T*Q + 6*B*Hv*T*Q + 4*(3*B*Hv*T + B*Hv*C) + 4*(B*Hv*T*Dv + B*Hv*T*Dk) "
+                         "+ 8*B*Hv*T*Dk + 4*C*B*Hv*Dk*Dv + 2*(2C-1)*B*Hv*64*Dv + 6*(C-1)*B*Hv*64*Dk "
+                         "+ 4*(C-1)*B*Hv*Dk*Dv + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 12*B*S*V + 2*B*S*V + 64^2",
+        "lora/frozen": "fp32 weights, base frozen; input requires grad or every in-projection wrapped: the fp32 "
+                       "formula - 4*B*S*d (unless the in-projections are wrapped) - 4*Hv (exp(A_log)) - 4*B*S*Hv "
+                       "(softplus output) - 4*B*S*V (gated-norm normalized) - 4*B*S*V (out_proj input, unless "
+                       "wrapped) + 4*B*S*r per wrapped linear; otherwise [out_proj wrapped]*(4*B*S*V + 4*B*S*r)",
+        "gc": "0",
+    },
+    "short_conv": {
+        "fp32": "4*B*d*(7*S + K - 1): x, BCx [B,S,3d], B*x, conv output [B,d,S+K-1], out_proj input",
+        "bf16_weights": "2*B*d*(7*S + K - 1)",
+        "autocast_bf16": "2*B*d*(7*S + K - 1) (x and B*x are autocast copies)",
+        "lora/frozen": "4*B*d*(5*S + K - 1) + 4*B*S*d per wrapped in/out projection + 4*B*S*r per wrapped linear "
+                       "(input requires grad or in_proj wrapped; else [out_proj wrapped]*(4*B*S*d + 4*B*S*r))",
+        "gc": "0",
+    },
+}
 
 
 def main():

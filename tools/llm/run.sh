@@ -35,6 +35,7 @@ fi
 export PYTHONHASHSEED=0 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 "$py" "$here/measure.py" "$@"
 "$py" "$here/measure_images.py"
+"$py" "$here/measure_images_plans.py"
 "$py" "$here/make_quantized.py"
 "$py" "$here/make_gguf.py"
 python3 "$here/make_sparse_checkpoint.py" "$root/target/llama-70b-sparse"

@@ -231,12 +231,21 @@ impl Run<'_> {
             return y;
         }
         self.adapters += rank * (inp + out);
-        let la = self.t.param(rank * inp, self.w, true);
-        let lb = self.t.param(rank * out, self.w, true);
-        let h = self.t.linear(x, la, rows.saturating_mul(rank));
+        // peft keeps the adapters in fp32 over a half-precision base (autocast_adapter_dtype)
+        // and casts each adapter's input to their dtype: q and v on one input make two copies
+        let dtype = match self.w {
+            DType::BF16 | DType::F16 => DType::F32,
+            w => w,
+        };
+        let la = self.t.param(rank * inp, dtype, true);
+        let lb = self.t.param(rank * out, dtype, true);
+        let xa = self.t.to(x, dtype);
+        let h = self.t.linear(xa, la, rows.saturating_mul(rank));
         let d = self.t.linear(h, lb, rows.saturating_mul(out));
         let d = self.t.plain(&[d], d.numel); // × scaling
-        self.t.plain(&[y, d], y.numel)
+        // result + lora, cast back to the base layer's dtype
+        let sum = self.t.plain(&[y, d], y.numel);
+        self.t.to(sum, y.dtype)
     }
 
     /// A norm over rows of `width` features.

@@ -1106,20 +1106,21 @@ fn image_training(
     };
     let total = o.batch.saturating_mul(img.per_sequence);
     let mode = match lora {
+        Some((_, adapted)) if ckpt => Training::LoraCheckpoint(adapted),
         Some((_, adapted)) => Training::Lora(adapted),
         None if ckpt => Training::Checkpoint,
         None => Training::Full,
     };
     // the image features carry a gradient when the encoder trains or holds adapters; Qwen3-VL's
-    // deepstack index_put keeps the mask in any case
+    // deepstack index_put keeps the mask in any case, and under checkpointing transformers hooks
+    // the text embeddings to require grad
     let features_grad = !matches!(mode, Training::Lora(Adapted::Nothing));
     let deepstack = matches!(v.encoder, Encoder::Qwen3 { deepstack } if deepstack > 0);
-    let mut lm = if features_grad || deepstack {
+    let mut lm = if features_grad || deepstack || ckpt {
         o.batch.saturating_mul(img.seq)
     } else {
         0
     };
-    let mut unmeasured: Option<&str> = None;
     if matches!(v.encoder, Encoder::Siglip { .. }) {
         // Gemma 3: token_type_ids make the image tokens attend both ways in the full-attention
         // layers: each keeps a [B, 1, S, S] mask and, with a mask, SDPA gets K/V repeated to
@@ -1142,34 +1143,31 @@ fn image_training(
             .saturating_add(2 * a.heads.saturating_sub(a.kv_heads) * s * a.head_dim)
             .saturating_mul(e);
         match mode {
-            // eager attention already keeps a full mask and per-head K/V (measured: nothing more)
-            Training::Checkpoint => {}
-            Training::Full if o.attn == Attn::Eager => {}
-            Training::Full => {
+            // checkpointed layers keep their input only; eager attention already keeps a full
+            // mask and per-head K/V (measured: nothing more)
+            Training::Checkpoint | Training::LoraCheckpoint(_) => {}
+            _ if o.attn == Attn::Eager => {}
+            Training::Full | Training::Lora(_) => {
                 lm = lm.saturating_add(o.batch.saturating_mul(full).saturating_mul(per))
             }
-            _ => unmeasured = Some("the language model's image mask of Gemma 3"),
         }
     }
     let encoder = v.saved_bytes(img, total, o.attn, nm, mode);
     let what = match mode {
-        Training::Lora(Adapted::Other) => {
+        Training::Lora(Adapted::Other) | Training::LoraCheckpoint(Adapted::Other) => {
             "with LoRA adapters on other vision layers than q_proj and v_proj or all-linear"
         }
-        Training::Lora(_) => "with LoRA outside fp32 with sdpa",
-        Training::Checkpoint => "with gradient checkpointing outside fp32",
+        Training::Lora(_) => "with LoRA in this setting (measured: fp32 and bf16 weights, sdpa)",
+        Training::LoraCheckpoint(_) => {
+            "with LoRA and checkpointing in this setting (measured: a bf16 base; fp32 with q_proj/v_proj)"
+        }
+        Training::Checkpoint => "with gradient checkpointing in this setting",
         Training::Full => "in this precision (measured: fp32, bf16 autocast, bf16 weights)",
     };
     let enc = encoder;
-    if enc.is_none() || unmeasured.is_some() {
+    if enc.is_none() {
         unknown.push(format!(
-            "--images: what {} keeps for backward {what} is not modelled yet; the language model's image tokens are counted",
-            match (enc, unmeasured) {
-                (None, Some(u)) => format!("the vision encoder and {u}"),
-                (None, None) => "the vision encoder".into(),
-                (Some(_), Some(u)) => u.into(),
-                (Some(_), None) => unreachable!(),
-            }
+            "--images: what the vision encoder keeps for backward {what} is not modelled yet; the language model's image tokens are counted"
         ));
     }
     let enc_bytes = enc.unwrap_or(0);
@@ -1184,7 +1182,7 @@ fn image_training(
             img.encoder_tokens,
             match mode {
                 Training::Lora(Adapted::Nothing) => "; LoRA wraps none of its layers, so it needs no gradient",
-                Training::Checkpoint => "; each encoder layer checkpointed",
+                Training::Checkpoint | Training::LoraCheckpoint(_) => "; each encoder layer checkpointed",
                 _ => "",
             }
         )

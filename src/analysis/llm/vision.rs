@@ -46,6 +46,10 @@ pub enum Training {
     Checkpoint,
     /// The base is frozen; adapters where peft puts them.
     Lora(Adapted),
+    /// LoRA with every layer checkpointed. transformers' `gradient_checkpointing_enable()` then
+    /// hooks each sub-model's input embeddings to require grad: on the vision side too where the
+    /// tower names its patch embedding (all but Qwen3-VL's), so a frozen tower does work.
+    LoraCheckpoint(Adapted),
 }
 
 /// Which of the vision side's linear layers LoRA wraps.
@@ -500,10 +504,22 @@ impl Vision {
         let eager = attn == Attn::Eager;
         match mode {
             Training::Lora(Adapted::Nothing) => return Some(0),
-            // measured in fp32 with sdpa
-            Training::Lora(Adapted::Other) => return None,
-            Training::Lora(_) if p != P::Fp32 || eager => return None,
-            Training::Checkpoint if p != P::Fp32 => return None,
+            Training::Lora(Adapted::Other) | Training::LoraCheckpoint(Adapted::Other) => {
+                return None
+            }
+            Training::Lora(_) if eager => return None,
+            // the settings of `fit`'s plans (tools/llm/measure_images_plans.py)
+            Training::Lora(_) if p == P::Bf16 => {
+                return self.plan_bytes(img, total, p == P::Auto, p == P::Fp32, mode)
+            }
+            Training::LoraCheckpoint(_) if p != P::Auto => {
+                return self.plan_bytes(img, total, false, p == P::Fp32, mode)
+            }
+            Training::Checkpoint if p != P::Fp32 => {
+                return self.plan_bytes(img, total, p == P::Auto, false, mode)
+            }
+            Training::Lora(_) if p != P::Fp32 => return None,
+            Training::LoraCheckpoint(_) => return None,
             Training::Full if eager && p != P::Fp32 => return None,
             _ => {}
         }
@@ -749,6 +765,234 @@ impl Vision {
         };
         // every term is measured and positive in sum; sizes are capped (MAX_PATCHES, MAX_DIM)
         u64::try_from(total_bytes).ok()
+    }
+
+    /// The vision side's saved bytes in the settings `fit`'s plans use, measured by
+    /// `tools/llm/measure_images_plans.py` (`images_plans.json`): checkpointing with bf16 weights
+    /// or bf16 autocast, LoRA on a bf16 base, LoRA with checkpointing (bf16 base; fp32 with
+    /// q_proj/v_proj). `auto`: bf16 autocast over fp32 weights; `fp32`: fp32 weights; else bf16
+    /// weights. Under checkpointing each encoder layer keeps its input (bf16 in Qwen's towers
+    /// under autocast, whose residual stream is bf16); peft casts each adapter's input to fp32.
+    fn plan_bytes(
+        &self,
+        img: &Images,
+        total: u64,
+        auto: bool,
+        fp32: bool,
+        mode: Training,
+    ) -> Option<u64> {
+        let (d, i, h) = (
+            self.hidden as i128,
+            self.intermediate as i128,
+            self.heads as i128,
+        );
+        let hd = d / h;
+        let m2 = (self.merge * self.merge) as i128;
+        let dt = self.text_hidden as i128;
+        let s = (total as i128) * img.encoder_tokens as i128;
+        let sm = s / m2;
+        let n = total as i128;
+        let l = self.layers as i128;
+        let pl = n * img.image_tokens as i128;
+        // the pixels the patch embedding keeps in bf16: Qwen's temporal patches, else the images
+        let px = match self.encoder {
+            Encoder::Qwen25 { .. } | Encoder::Qwen3 { .. } => {
+                s * self.channels as i128
+                    * self.temporal as i128
+                    * self.patch as i128
+                    * self.patch as i128
+            }
+            _ => {
+                n * self.channels as i128
+                    * img.processed_size[0] as i128
+                    * img.processed_size[1] as i128
+            }
+        };
+        let (gc, adapted) = match mode {
+            Training::Checkpoint => (true, None),
+            Training::Lora(a) => (false, Some(a)),
+            Training::LoraCheckpoint(a) => (true, Some(a)),
+            Training::Full => return None,
+        };
+        let r = match adapted {
+            Some(Adapted::QueryValue(r) | Adapted::AllLinear(r)) => r as i128,
+            _ => 0,
+        };
+        let all = matches!(adapted, Some(Adapted::AllLinear(_)));
+        let nothing = adapted == Some(Adapted::Nothing);
+        // checkpointed layers keep their input: bf16 with bf16 weights (and in Qwen's towers
+        // under autocast), fp32 otherwise
+        let qwen = matches!(self.encoder, Encoder::Qwen25 { .. } | Encoder::Qwen3 { .. });
+        let kept = if fp32 || (auto && !qwen) { 4 } else { 2 };
+        let bytes: i128 = match (&self.encoder, adapted) {
+            // checkpointing, full training
+            (Encoder::Qwen25 { .. }, None) => l * 2 * s * d + 2 * px + 16 * sm + 12 * s * d + 4 * s,
+            (Encoder::Qwen3 { deepstack }, None) => {
+                let nd = *deepstack as i128;
+                // the mergers' LayerNorm statistics: fp32 under autocast, bf16 otherwise
+                let stats = if auto { 8 } else { 4 };
+                l * 2 * s * d
+                    + 2 * px
+                    + 48 * s
+                    + 8 * s * d
+                    + stats * s
+                    + nd * (6 * s * d + stats * sm)
+            }
+            (Encoder::Pixtral, None) => {
+                l * kept * s * d
+                    + 6 * s * d
+                    + 4 * s
+                    + kept * s * s
+                    + 2 * px
+                    + if auto { 10 } else { 8 } * s * d
+                    + 4 * s
+                    + 2 * sm * d
+                    + 4 * sm * dt
+            }
+            (Encoder::Clip { .. }, None) => {
+                l * kept * s * d
+                    + kept * (s * d + 2 * s)
+                    + 2 * px
+                    + if auto {
+                        2 * pl * d + 4 * pl * dt
+                    } else {
+                        ((if total == 1 { s } else { pl }) * d + 2 * pl * dt) * 2
+                    }
+            }
+            (Encoder::Siglip { .. }, None) => {
+                l * kept * s * d
+                    + kept * (s * d + 2 * s)
+                    + 2 * px
+                    + kept * s * d
+                    + 10 * pl * d
+                    + 4 * pl
+                    + 4 * d
+            }
+            // LoRA on a bf16 base, no checkpointing
+            (Encoder::Qwen25 { .. }, Some(_)) if !gc => {
+                if nothing {
+                    0
+                } else {
+                    l * (36 * s * d + 10 * s * i + 8 * s + 20 * r * s + 4 * h * s)
+                        + 8 * s * hd
+                        + 8 * sm
+                        - 4 * s * d
+                        - 4 * s
+                        + 14 * s * d
+                        + 4 * s
+                        + 8 * r * sm
+                }
+            }
+            (Encoder::Qwen3 { deepstack }, Some(_)) if !gc => {
+                let nd = *deepstack as i128;
+                if nothing {
+                    0
+                } else {
+                    l * (28 * s * d + 6 * s * i + 8 * s + 16 * r * s + 4 * h * s) + 8 * s * hd
+                        - 2 * s * d
+                        - 4 * s
+                        + 12 * s * d
+                        + 4 * s
+                        + 8 * r * sm
+                        + nd * (10 * s * d + 4 * sm + 8 * r * sm)
+                }
+            }
+            (Encoder::Pixtral, Some(_)) if !gc => {
+                let once = 4 * s * hd + 2 * s * s - 4 * s * d - 4 * s;
+                if all {
+                    l * (40 * s * d + 10 * s * i + 8 * s + 28 * r * s + 4 * h * s)
+                        + once
+                        + 8 * s * d
+                        + 4 * s
+                        + 4 * sm * d
+                        + 6 * sm * dt
+                        + 12 * r * sm
+                } else {
+                    l * (24 * s * d + 6 * s * i + 8 * s + 8 * r * s + 4 * h * s)
+                        + once
+                        + 4 * s * d
+                        + 4 * s
+                        + 2 * sm * dt
+                }
+            }
+            (Encoder::Clip { .. }, Some(_)) if !gc => {
+                if all {
+                    l * (32 * s * d + 8 * s * i + 8 * s + 24 * r * s + 4 * h * s)
+                        - (2 * s * d + 4 * s)
+                        + 4 * pl * d
+                        + 6 * pl * dt
+                        + 8 * r * pl
+                } else {
+                    l * (20 * s * d + 4 * s * i + 8 * s + 8 * r * s + 4 * h * s)
+                        - (2 * s * d + 4 * s)
+                        + 2 * pl * dt
+                }
+            }
+            (Encoder::Siglip { .. }, Some(_)) if !gc => {
+                let proj = 2 * s * d + 4 * pl * d + 4 * pl + 4 * d;
+                if all {
+                    l * (32 * s * d + 6 * s * i + 8 * s + 24 * r * s + 4 * h * s) + proj
+                } else {
+                    l * (20 * s * d + 2 * s * i + 8 * s + 8 * r * s + 4 * h * s) + proj
+                }
+            }
+            // LoRA with checkpointing: the layers keep their inputs; the projector and the
+            // norms before the first layer keep what they keep under LoRA
+            (_, Some(_)) if fp32 && all => return None,
+            (Encoder::Qwen25 { .. }, Some(_)) => {
+                let e = if fp32 { 4 } else { 2 };
+                l * e * s * d
+                    + 16 * sm
+                    + if all {
+                        14 * s * d + 4 * s + 8 * r * sm
+                    } else if fp32 {
+                        8 * s * d + 4 * s
+                    } else {
+                        6 * s * d + 4 * s
+                    }
+            }
+            // no hook on Qwen3-VL's patch embedding: a tower without adapters does nothing
+            (Encoder::Qwen3 { deepstack }, Some(_)) => {
+                let nd = *deepstack as i128;
+                if !all {
+                    0
+                } else {
+                    l * 2 * s * d
+                        + 12 * s * d
+                        + 4 * s
+                        + 8 * r * sm
+                        + nd * (10 * s * d + 4 * sm + 8 * r * sm)
+                }
+            }
+            (_, Some(Adapted::Nothing)) => return None,
+            (Encoder::Pixtral, Some(_)) => {
+                let e = if fp32 { 4 } else { 2 };
+                l * e * s * d
+                    + 4 * s * d
+                    + 4 * s
+                    + e * s * s
+                    + if all {
+                        8 * s * d + 4 * s + 4 * sm * d + 6 * sm * dt + 12 * r * sm
+                    } else {
+                        4 * s * d + 4 * s + e * sm * dt
+                    }
+            }
+            (Encoder::Clip { .. }, Some(_)) => {
+                let e = if fp32 { 4 } else { 2 };
+                l * e * s * d
+                    + e * (s * d + 2 * s)
+                    + if all {
+                        4 * pl * d + 6 * pl * dt + 8 * r * pl
+                    } else {
+                        e * pl * dt
+                    }
+            }
+            (Encoder::Siglip { .. }, Some(_)) => {
+                let e = if fp32 { 4 } else { 2 };
+                l * e * s * d + e * (s * d + 2 * s) + e * s * d + 4 * pl * d + 4 * pl + 4 * d
+            }
+        };
+        u64::try_from(bytes).ok()
     }
 
     /// The largest stage of the encoder in a prefill of `total` images, in `elem`-byte tensors:
