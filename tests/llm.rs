@@ -54,6 +54,8 @@ const FAMILIES: &[&str] = &[
     "deepseek_v3_noqlora",
     "gpt_oss",
     "ernie4_5_moe",
+    // the first hybrid on the tape: its short convolution is modelled
+    "lfm2",
 ];
 
 fn load(family: &str) -> (Value, Value) {
@@ -1497,7 +1499,8 @@ fn hybrid_families_parameters_and_cache_per_layer_equal_pytorch() {
 
 #[test]
 fn hybrid_families_say_their_training_estimate_is_a_lower_bound() {
-    for fam in HYBRID {
+    // LFM2's short convolution is on the tape (FAMILIES checks it against PyTorch)
+    for fam in HYBRID.iter().filter(|f| **f != "lfm2") {
         let j = mem_json(&testdata(fam), &["--train"]);
         let t = &j["training"];
         assert_eq!(t["lower_bound"], true, "{fam}");

@@ -22,8 +22,9 @@ configures peft otherwise.
     python tools/llm/full_size_images.py [--only qwen2_5_vl,llava] [--threads 2] [--scenarios sdpa_fp32,...]
 
 Checkpoints go to target/llm-full/<family>-vision/ (about 0.3-0.9 GB each, fp32), results to
-testdata/llm/full_size/images.json (an --only run replaces those models' entries and keeps the others). About 8
-minutes on 2 cores for all five; peak resident memory under 5 GB (gemma3_mm's eager attention, 4096 patches).
+testdata/llm/full_size/images.json (an --only run replaces those models' entries and keeps the others). Every build
+and every scenario runs in a forked child. About 17 minutes on 2 cores (--threads 2) for all five; the largest child
+peaks at 5.6 GiB resident (gemma3_mm eager: 4096 patches, 16 heads, fp32 probabilities of 1 GiB per layer).
 """
 from __future__ import annotations
 
@@ -173,6 +174,8 @@ METHOD = {
             "0, targets as measure_images.apply_lora: 'qv' = q_proj/v_proj wherever they are, 'all-linear'",
     "vision_storages": "only where the ratio is not 1.0: measure_saved's per-region list of saved storages "
                        "[count, bytes each, dtype, shape, first torch function]",
+    "max_rss_bytes": "ru_maxrss of the forked child that ran the scenario (includes the parent's ~0.5 GB at the fork)",
+    "seconds": "wall time per scenario (load + forward + backward in the child), --threads torch threads",
 }
 
 
@@ -239,7 +242,6 @@ def run_model(name, m, scenarios):
     (n_vis, n_all), _ = forked(build, name, m, folder)
     cfg = M.AutoConfig.from_pretrained(folder, local_files_only=True)
     spec = M.FAMILIES[name]  # head 'vlm', id_high 124: what measure_saved / make_batch / apply_lora read
-    vc = cfg.vision_config
     res = {"label": m["label"], "model_class": cfg.architectures[0],
            "release": {k: v for k, v in m["release"].items()},
            "reduced": m["reduced"],
@@ -272,7 +274,7 @@ def run_model(name, m, scenarios):
             for k, c in fc["checks"].items():
                 print(f"  {H}x{W} N={N} {k}: measured {c['measured']} formula {c['formula']} ratio {c['ratio']}",
                       flush=True)
-        else:  # a partial run: the formula per scenario without formula_check's all-scenario table
+        else:  # a partial run (--scenarios): formula_check needs all seven
             fc = None
         # keep the measurement summary; the per-tensor list only where the formula is not exact
         for sc_name, r in pt["saved"].items():

@@ -14,15 +14,20 @@ which it was first packed (forward pre/post hooks, as measure_images.RegionStack
   - L<i>: the rest of decoder layer i (norms, attention, MLP / MoE, residual ops);
   - model: everything outside the decoder layers (embeddings, final norm, lm_head, loss; under gradient
     checkpointing also the layer inputs the checkpoint keeps, packed before the layer's own hooks run).
-Measured at measure.TRAIN_POINTS (the fixtures' own points, whose totals must equal expected.json's
-activation_bytes) and at extra points where S is not a multiple of the scan's chunk and spans several chunks; and on
-a variant config per family (heads != head_dim != d_state != chunk, n_groups 2, another conv kernel; saved to a
-temporary folder, never to testdata) so that no two formula symbols share a value.
+Measured at measure.TRAIN_POINTS (the fixtures' own points: the totals equal expected.json's activation_bytes) and
+at extra points: S not a multiple of the scan's chunk and spanning several chunks, exact multiples, one-chunk
+sequences (S <= chunk) with B = 1 and B > 1; and on variant configs per family (VARIANTS: heads, head_dim, d_state,
+chunk, groups, conv kernel all distinct; Mamba-2 also with one group, DeltaNet also with key heads = value heads),
+random-init and saved to a temporary folder, never to testdata. Scenarios: measure.py's (sdpa_* as eager_* where
+the model has no SDPA) and sdpa_fp32_frozen_but_embeddings (every parameter frozen but the input embedding: a frozen
+mixer whose input requires grad, the case of a mixer downstream of a LoRA adapter).
 
-The closed forms (MIXER_FORMULAS: one per mixer kind and scenario, as functions of B, S and the config) are checked
-against every measured point (ratio measured / formula) and written with the measurements to
-testdata/llm/<family>/mixers.json. Run after measure.py. CPU only:
-    python tools/llm/measure_mixers.py [--only mamba2,lfm2] [--scenarios sdpa_fp32] [--no-variant]
+The closed forms, per mixer kind and scenario as functions of B, S and the config, exist twice: mixer_terms (the
+list of tensors, with shapes and dtypes) and FORMULA_EXPR (the sums in symbols); both are evaluated at every
+measured point and for every mixer layer (ratio = measured / formula, 1.0 everywhere) and written with the
+measurements to testdata/llm/<family>/mixers.json. Run after measure.py (~1 min on 1 core). CPU only:
+    python tools/llm/measure_mixers.py [--only mamba2,lfm2] [--scenarios sdpa_fp32] [--no-variant] [--dump DIR]
+MEASURE_MIXERS_DEBUG=1 also keeps every point's per-tensor rows (derivation aid).
 """
 from __future__ import annotations
 
@@ -61,8 +66,8 @@ SCENARIO_NAMES = ["sdpa_fp32", "eager_fp32", "sdpa_autocast_bf16", "sdpa_bf16_we
 # not a measure.py scenario: every parameter frozen but the input embedding, so every mixer is frozen while its
 # input requires grad (the case of a mixer downstream of a LoRA adapter that has none itself)
 EXTRA_SCENARIOS = {"sdpa_fp32_frozen_but_embeddings": dict(attn="sdpa", prec="fp32", freeze="except_embeddings")}
-# extra (B, S) beyond measure.TRAIN_POINTS: S not a multiple of the chunk and longer than one chunk
-# (Mamba-2 fixtures: chunk 16; DeltaNet: torch_chunk_gated_delta_rule's default chunk 64), and one exact multiple
+# extra (B, S) beyond measure.TRAIN_POINTS (Mamba-2 fixtures: chunk 16; DeltaNet: torch_chunk_gated_delta_rule's
+# default chunk 64): S not a multiple of the chunk and longer than one chunk, exact multiples, one chunk only
 EXTRA_POINTS = {
     "mamba2": [(1, 70), (2, 32), (2, 10), (1, 16), (1, 9)],
     "short_conv": [(1, 70)],
@@ -336,10 +341,13 @@ def check(kind, dims, sc, run):
     for j, i in enumerate(run["mixer_layers"]):
         pm = run.get("lora", {}).get("per_mixer_layer", {})
         ctx = (pm.get(i) or pm.get(str(i))) if sc.get("lora") else None  # str: read back from JSON
-        f = mixer_formula(kind, dims, scenario_key(sc), run["batch"], run["seq"], ctx)
+        key = scenario_key(sc)
+        f = mixer_formula(kind, dims, key, run["batch"], run["seq"], ctx)
         m = run["mixer_bytes"][j]
+        sym = symbolic_formula(kind, dims, key, run["batch"], run["seq"], ctx)
         out.append({"layer": i, "measured": m, "formula": f,
-                    "ratio": 1.0 if m == f == 0 else (round(m / f, 6) if f else None)})
+                    "ratio": 1.0 if m == f == 0 else (round(m / f, 6) if f else None),
+                    **({} if sym == f else {"symbolic_formula_differs": sym})})
     return out
 
 
@@ -413,12 +421,15 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
                                                               ",".join(str(x) for x in r["mixer_bytes"]))
             for r in entry["runs"]), flush=True)
     res["symbols"] = {k: v for k, v in SYMBOLS.items() if k in ("B, S", "d", kind)}
-    res["formula_symbolic"] = FORMULA_TEXT[kind]
+    res["formula_symbolic"] = {"python_expressions": FORMULA_EXPR[kind], "notes": FORMULA_NOTES[kind]}
     summary = {}
     for sn, entry in res["scenarios"].items():
         ratios = [c["ratio"] for r in entry["runs"] if "check" in r for c in r["check"]]
         errors = sorted({r["error"] for r in entry["runs"] if "error" in r})
-        summary[sn] = ({"points": len(ratios), "mixer_layers_checked": len(ratios), "min_ratio": min(ratios),
+        summary[sn] = ({"points": sum(1 for r in entry["runs"] if "check" in r), "mixer_layers_checked": len(ratios),
+                        "symbolic_equals_terms": all("symbolic_formula_differs" not in c for r in entry["runs"]
+                                                     if "check" in r for c in r["check"]),
+                        "min_ratio": min(ratios),
                         "max_ratio": max(ratios)} if ratios else {}) | ({"error": errors[0]} if errors else {})
         first = next((r for r in entry["runs"] if r["config"] == "fixture" and "check" in r), None)
         if first:
@@ -749,62 +760,104 @@ SYMBOLS = {
     "short_conv": "K = conv_L_cache, r LoRA rank",
 }
 
-FORMULA_TEXT = {
+# The closed forms in symbols, as Python expressions of the SYMBOLS (iv(x) = 1 if x else 0), evaluated against
+# mixer_terms at every measured point (symbolic_check): the per-tensor terms and these sums are the same numbers.
+_M_SCAN = ("3*B*T*I + 3*B*H*T*Q + 2*B*H*T + 5*B*T*H*N + 2*B*T*H*P + B*H*(C+1)**2 + B*H*(C+1)*P*N + B*C*H*P*N")
+_M_ONE_CHUNK = "iv(C == 1)*(4*B*H*P*N - 4*B*T*H*P - iv(B == 1)*8*B*T*H*N)"
+_M_FP32 = (f"4*(B*S*d + B*S*W + B*CD*(S+K-1) + B*S*CD + 3*B*S*H + 2*H + {_M_SCAN} + 4*B*S*I + B*S*G) "
+           f"+ 2*Q**2 + 2*(C+1)**2 + {_M_ONE_CHUNK}")
+_D_STRIDED = ("iv(C > 1 and (S % Q != 0 or B == 1))*2*B*Hv*T*Dk + iv(S % Q == 0 and not (B == 1 and C == 1))*4*B*Hv*T*Dk"
+              " + iv(S % Q == 0 and C > 1 and B > 1)*2*(C-1)*B*Hv*Q*Dk")
+_D_QK = "(B*CD*S if Hk == Hv else 2*B*Hv*S*Dk)"
+_D_Z = "(B*S*(2*Hk*Dk + 2*V) if (fused and Hk == Hv) else B*S*V)"
+_D_FP32 = (f"4*(B*S*d + B*CD*S + B*CD*(S+K-1) + 3*B*S*Hv + 2*Hv + {_D_QK} + 2*B*Hv*S + 4*B*Hv*T*Dk + 3*B*Hv*T*Dv "
+           f"+ B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv + {_D_STRIDED} + 4*B*S*V + {_D_Z} + B*S*Hv "
+           f"+ B*S*V) + Q**2")
+FORMULA_EXPR = {
     "mamba2": {
-        "fp32": "4*[B*S*d + B*S*W + B*CD*(S+K-1) + B*S*CD + 3*B*S*H + 2*H + 3*B*T*I + 3*B*H*T*Q + 2*B*H*T + 5*B*T*H*N "
-                "+ 2*B*T*H*P + B*H*(C+1)^2 + B*H*(C+1)*P*N + B*C*H*P*N + 4*B*S*I + B*S*G] + 2*Q^2 + 2*(C+1)^2; "
-                "one chunk (C = 1): + 4*B*H*P*N - 4*B*T*H*P - [B = 1]*8*B*T*H*N. Falcon-H1: the same total "
-                "(x*ssm_in_multiplier and zxbcdt*mup_vector replace x and zxbcdt; its norm-before-gate keeps "
-                "rsqrt, normalized, weight*normalized, silu(gate))",
-        "bf16_weights": "2*B*S*d + 2*B*S*W + 4*B*S*I (gate.float()) + 2*B*CD*(S+K-1) + 4*B*S*I (x.float()) + "
-                        "2*2*B*S*H + 2*4*B*S*H + 8*H + [the fp32 scan and gated-norm terms: 4*(3*B*T*I + 3*B*H*T*Q "
-                        "+ 2*B*H*T + 5*B*T*H*N + 2*B*T*H*P + B*H*(C+1)^2 + B*H*(C+1)*P*N + B*C*H*P*N + 3*B*S*I + "
-                        "B*S*G) + 2*Q^2 + 2*(C+1)^2, one-chunk correction as fp32] + 2*B*S*I (out_proj input)",
-        "autocast_bf16": "2*B*S*d + 2*B*CD*S (conv input copy) + 4*B*S*I (gate.float()) + 2*B*CD*(S+K-1) + 4*B*S*I "
-                         "(x.float()) + 12*B*S*H + 8*H + 4*B*T*I + 4*B*H*T*Q + 2*B*H*T*Q + 8*B*H*T + 4*B*T*H*N + "
-                         "2*B*T*I + 6*B*H*(C+1)^2 + 2*(4*B*T*H*N + 2*B*T*H*P + B*H*T*Q + B*H*(C+1)*P*N + B*C*H*P*N) "
-                         "+ 4*B*T*I + 4*(3*B*S*I + B*S*G) + 2*B*S*I + 2*Q^2 + 2*(C+1)^2; one chunk: + 2*B*H*P*N. "
-                         "Falcon-H1: 4*B*S*W (zxbcdt*mup_vector, fp32) + 4*B*S*CD (silu output cast back to fp32) "
-                         "+ 12*B*S*H in place of the two 4*B*S*I copies and the mixed-dtype dt terms",
-        "lora/frozen": "fp32 weights, base frozen. If the mixer's input requires grad or in_proj is wrapped: the fp32 "
-                       "formula - 4*B*S*d (unless in_proj wrapped) - 4*H (exp(A_log)) - 4*B*T*I (pad(x) of D) "
-                       "- 4*B*S*I (gated-norm normalized) - 4*B*S*I (out_proj input, unless out_proj wrapped) "
-                       "+ 4*B*S*r per wrapped linear (lora_A output). Otherwise [out_proj wrapped]*(4*B*S*I + "
-                       "4*B*S*r), else 0",
-        "gc": "0 (a checkpointed layer keeps only its input, packed outside the mixer)",
+        "fp32": _M_FP32,
+        "bf16_weights": (f"2*B*S*d + 2*B*S*W + 4*B*S*I + 2*B*CD*(S+K-1) + 4*B*S*I + 12*B*S*H + 8*H + "
+                         f"4*({_M_SCAN} + 3*B*S*I + B*S*G) + 2*B*S*I + 2*Q**2 + 2*(C+1)**2 + {_M_ONE_CHUNK}"),
+        "autocast_bf16": ("2*B*S*d + 2*B*CD*S + 8*B*S*I + 2*B*CD*(S+K-1) + 12*B*S*H + 8*H + 4*B*T*I + 4*B*H*T*Q "
+                          "+ 2*B*H*T*Q + 8*B*H*T + 4*B*T*H*N + 2*B*T*I + 6*B*H*(C+1)**2 + 2*(4*B*T*H*N + 2*B*T*H*P "
+                          "+ B*H*T*Q + B*H*(C+1)*P*N + B*C*H*P*N) + 4*B*T*I + 4*(3*B*S*I + B*S*G) + 2*B*S*I "
+                          "+ 2*Q**2 + 2*(C+1)**2 + iv(C == 1)*2*B*H*P*N + iv(falcon)*(4*B*S*W + 4*B*S*CD - 8*B*S*I)"),
+        "lora_or_frozen": (f"iv(input_grad or in_wrapped)*({_M_FP32} - iv(not in_wrapped)*4*B*S*d - 4*H - 4*B*T*I "
+                           f"- 4*B*S*I - iv(not out_wrapped)*4*B*S*I + 4*B*S*r*wrapped) "
+                           f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*I + 4*B*S*r)"),
+        "gc": "0",
     },
     "gated_deltanet": {
-        "fp32": "4*[B*S*d + B*CD*S + B*CD*(S+K-1) + 3*B*S*Hv + 2*Hv + QK + 2*B*Hv*S + 4*B*Hv*T*Dk + 2*B*Hv*T*Dv "
-                "+ B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + B*Hv*T*Dk + B*Hv*T*Dv + C*B*Hv*Dk*Dv "
-                "+ [C > 1 and (S % 64 != 0 or B = 1)]*2*B*Hv*T*Dk + [S % 64 = 0 and not B = C = 1]*4*B*Hv*T*Dk "
-                "+ [S % 64 = 0 and C > 1 and B > 1]*2*(C-1)*B*Hv*64*Dk + 4*B*S*V + Z + B*S*Hv + B*S*V] + 64^2; "
-                "QK = 2*B*Hv*S*Dk (repeat_interleave copies; Hk = Hv: B*CD*S, the silu output they view); "
-                "Z = B*S*V (z copy / in_proj_z output; Qwen3-Next with Hk = Hv: B*S*(2*Hk*Dk + 2*V), the fused "
-                "projection z views)",
-        "bf16_weights": "2*B*S*d + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S "
-                        "+ 4*(4*B*Hv*T*Dk + 2*B*Hv*T*Dv + B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv "
-                        "+ [C > 1]*2*B*Hv*T*Dk) + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 4*B*S*V + 2*B*S*V + 4*B*S*V "
-                        "+ 2*B*S*V + 64^2",
-        "autocast_bf16": "2*B*S*d per in-projection (2 Qwen3-Next, 4 Qwen3.5) + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv "
-                         "+ 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S + 4*(3*B*Hv*T*Dk + B*Hv*T*Dv + B*Hv*T) "
-                         "+ 8*B*Hv*T*Q + 6*B*Hv*T*Q + 4*(3*B*Hv*T + B*Hv*C) + 4*(B*Hv*T*Dv + B*Hv*T*Dk) "
-                         "+ 8*B*Hv*T*Dk + 4*C*B*Hv*Dk*Dv + 2*(2C-1)*B*Hv*64*Dv + 6*(C-1)*B*Hv*64*Dk "
-                         "+ 4*(C-1)*B*Hv*Dk*Dv + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 12*B*S*V + 2*B*S*V + 64^2",
-        "lora/frozen": "fp32 weights, base frozen; input requires grad or every in-projection wrapped: the fp32 "
-                       "formula - 4*B*S*d (unless the in-projections are wrapped) - 4*Hv (exp(A_log)) - 4*B*S*Hv "
-                       "(softplus output) - 4*B*S*V (gated-norm normalized) - 4*B*S*V (out_proj input, unless "
-                       "wrapped) + 4*B*S*r per wrapped linear; otherwise [out_proj wrapped]*(4*B*S*V + 4*B*S*r)",
+        "fp32": _D_FP32,
+        "bf16_weights": ("2*B*S*d + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S "
+                         "+ 4*(4*B*Hv*T*Dk + 3*B*Hv*T*Dv + B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv "
+                         "+ iv(C > 1)*2*B*Hv*T*Dk) + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 4*B*S*V + 2*B*S*V + 4*B*S*V "
+                         "+ 2*B*S*V + Q**2"),
+        "autocast_bf16": ("2*B*S*d*n_in + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk "
+                          "+ 8*B*Hv*S + 4*(3*B*Hv*T*Dk + B*Hv*T*Dv + B*Hv*T) + 8*B*Hv*T*Q + 6*B*Hv*T*Q "
+                          "+ 4*(3*B*Hv*T + B*Hv*C) + 4*(B*Hv*T*Dv + B*Hv*T*Dk) + 8*B*Hv*T*Dk + 4*C*B*Hv*Dk*Dv "
+                          "+ 2*(2*C-1)*B*Hv*Q*Dv + 6*(C-1)*B*Hv*Q*Dk + 4*(C-1)*B*Hv*Dk*Dv + 4*B*S*V + 4*B*S*Hv "
+                          "+ 2*B*S*V + 12*B*S*V + 2*B*S*V + Q**2"),
+        "lora_or_frozen": (f"iv(input_grad or in_wrapped)*({_D_FP32} - iv(not in_wrapped)*4*B*S*d - 4*Hv - 4*B*S*Hv "
+                           f"- 4*B*S*V - iv(not out_wrapped)*4*B*S*V + 4*B*S*r*wrapped) "
+                           f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*V + 4*B*S*r)"),
         "gc": "0",
     },
     "short_conv": {
-        "fp32": "4*B*d*(7*S + K - 1): x, BCx [B,S,3d], B*x, conv output [B,d,S+K-1], out_proj input",
+        "fp32": "4*B*d*(7*S + K - 1)",
         "bf16_weights": "2*B*d*(7*S + K - 1)",
-        "autocast_bf16": "2*B*d*(7*S + K - 1) (x and B*x are autocast copies)",
-        "lora/frozen": "4*B*d*(5*S + K - 1) + 4*B*S*d per wrapped in/out projection + 4*B*S*r per wrapped linear "
-                       "(input requires grad or in_proj wrapped; else [out_proj wrapped]*(4*B*S*d + 4*B*S*r))",
+        "autocast_bf16": "2*B*d*(7*S + K - 1)",
+        "lora_or_frozen": ("iv(input_grad or in_wrapped)*(4*B*d*(5*S + K - 1) + iv(in_wrapped)*4*B*S*d "
+                           "+ iv(out_wrapped)*4*B*S*d + 4*B*S*r*wrapped) "
+                           "+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*d + 4*B*S*r)"),
         "gc": "0",
     },
 }
+FORMULA_NOTES = {
+    "mamba2": "Mamba2Mixer, GraniteMoeHybridMambaLayer, NemotronHMamba2Mixer and FalconH1Mixer (mamba_rms_norm, "
+              "norm_before_gate: its defaults) share these totals; Falcon-H1 differs only under autocast (falcon = 1): "
+              "zxbcdt * mup_vector (fp32 buffer) is saved fp32 and the conv output is cast back to fp32. The "
+              "mixer's input x (the block norm's output; Falcon: x * ssm_in_multiplier) is counted here "
+              "(4*B*S*d in fp32). lora_or_frozen: fp32 weights with the mixer's own parameters frozen; "
+              "in_wrapped / out_wrapped = peft wrapped in_proj / out_proj, wrapped = how many of the mixer's "
+              "linears it wrapped, input_grad = something trainable lies upstream (measure.py's lora_qv of "
+              "mamba2 wraps in_proj; granite's all-linear wraps in_proj and out_proj; peft refuses all-linear "
+              "for model types mamba2, nemotron_h, falcon_h1).",
+    "gated_deltanet": "Qwen3NextGatedDeltaNet (fused = 1: in_proj_qkvz + in_proj_ba, n_in = 2) and "
+                      "Qwen3_5GatedDeltaNet (fused = 0: in_proj_qkv, _z, _b, _a, n_in = 4), torch_chunk_gated_delta_rule "
+                      "with chunk 64. in_wrapped = every in-projection wrapped (all-linear). The fp32 chunk scan keeps "
+                      "q, k, v strided when S % 64 == 0 (no padding copy), which changes its copies (the [..] "
+                      "indicator terms). Two exp results of the last chunk's state update (k decay [B,Hv,T], "
+                      "chunk_decay [B,Hv,C]) are dead when C = 1 but stay alive under saved_tensors_hooks (a result "
+                      "saved by its own node keeps its node through the hook's reference); measure.py counts them, "
+                      "so the formula does.",
+    "short_conv": "Lfm2ShortConv (conv_bias False): in_proj [3d] -> B*x -> depthwise conv(K) -> C*conv -> out_proj.",
+}
+
+
+def symbol_values(kind, dims, B, S, key, ctx):
+    v = dict(dims, B=B, S=S, r=LORA_R, iv=lambda x: 1 if x else 0)
+    if kind == "mamba2":
+        v.update(T=_ceil_to(S, dims["Q"]), falcon=dims.get("falcon", False))
+        ins = ["in_proj"]
+    elif kind == "gated_deltanet":
+        v.update(T=_ceil_to(S, dims["Q"]), V=dims["Hv"] * dims["Dv"], CD=2 * dims["Hk"] * dims["Dk"]
+                 + dims["Hv"] * dims["Dv"], fused=not dims["split_in_proj"], n_in=2 if not dims["split_in_proj"] else 4)
+        ins = ["in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"] if dims["split_in_proj"] else \
+            ["in_proj_qkvz", "in_proj_ba"]
+    else:
+        ins = ["in_proj"]
+    if "T" in v:
+        v["C"] = v["T"] // dims["Q"]
+    fc = formula_context(key, ctx)
+    v.update(input_grad=fc["input_grad"], in_wrapped=set(ins) <= set(fc["lora"]), out_wrapped="out_proj" in fc["lora"],
+             wrapped=len(fc["lora"]))
+    return v
+
+
+def symbolic_formula(kind, dims, key, B, S, ctx):
+    k = {"lora": "lora_or_frozen", "frozen": "lora_or_frozen"}.get(key, key)
+    return eval(FORMULA_EXPR[kind][k], {}, symbol_values(kind, dims, B, S, key, ctx))  # noqa: S307 (our own text)
 
 
 def main():

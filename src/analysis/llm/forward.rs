@@ -243,7 +243,7 @@ impl Run<'_> {
         let h = self.t.linear(xa, la, rows.saturating_mul(rank));
         let d = self.t.linear(h, lb, rows.saturating_mul(out));
         let d = self.t.plain(&[d], d.numel); // × scaling
-        // result + lora, cast back to the base layer's dtype
+                                             // result + lora, cast back to the base layer's dtype
         let sum = self.t.plain(&[y, d], y.numel);
         self.t.to(sum, y.dtype)
     }
