@@ -1114,4 +1114,98 @@ mod tests {
         assert_eq!(smart_resize(20, 20, 28, 3136, 1003520), Ok((56, 56)));
         assert!(smart_resize(1, 400, 28, 0, u64::MAX).is_err());
     }
+
+    /// The formulas at full size: the released vision configs of Qwen2.5-VL-7B, Qwen3-VL-8B,
+    /// LLaVA-1.5, Mistral-Small-3.1 and Gemma 3 4B at full width and image size (2-3 encoder
+    /// layers), measured by `tools/llm/full_size_images.py`.
+    #[test]
+    fn full_size_vision_towers_keep_what_pytorch_measures() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/llm/full_size/images.json"
+        );
+        let d: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let r = d["lora_r"].as_u64().unwrap();
+        let mut checked = 0;
+        for (key, m) in d["models"].as_object().unwrap() {
+            let rel = &m["release"];
+            let mut vc = rel["vision_config"].clone();
+            for (k, v) in m["reduced"]["vision_config"].as_object().unwrap() {
+                vc[k] = v.clone();
+            }
+            let mut outer = serde_json::json!({
+                "model_type": if key == "gemma3_mm" { "gemma3" } else { key.as_str() },
+                "vision_config": vc,
+            });
+            for k in [
+                "spatial_merge_size",
+                "vision_feature_layer",
+                "vision_feature_select_strategy",
+                "mm_tokens_per_image",
+            ] {
+                if let Some(v) = rel.get(k) {
+                    outer[k] = v.clone();
+                }
+            }
+            let dt = rel["text_hidden_size"].as_u64().unwrap();
+            let v = Vision::from_config(&outer, dt).unwrap().unwrap();
+            let qwen = key.starts_with("qwen");
+            for p in m["points"].as_array().unwrap() {
+                let size = (
+                    p["image_size"][0].as_u64().unwrap(),
+                    p["image_size"][1].as_u64().unwrap(),
+                );
+                let n = p["images"].as_u64().unwrap();
+                let img = v.images(n, Some(size), 0).unwrap();
+                let at = format!("{key} {size:?} x{n}");
+                assert_eq!(img.image_tokens, p["per_image"]["image_tokens"], "{at}");
+                assert_eq!(img.text_tokens, p["per_image"]["text_tokens"], "{at}");
+                assert_eq!(img.encoder_tokens, p["per_image"]["vision_seq"], "{at}");
+                let f32 = Numerics {
+                    weights: DType::F32,
+                    autocast: None,
+                };
+                let auto = Numerics {
+                    weights: DType::F32,
+                    autocast: Some(DType::BF16),
+                };
+                let bf16 = Numerics {
+                    weights: DType::BF16,
+                    autocast: None,
+                };
+                // Qwen's fused qkv: q_proj/v_proj wrap nothing on the vision side
+                let qv = if qwen {
+                    Adapted::Nothing
+                } else {
+                    Adapted::QueryValue(r)
+                };
+                for (scenario, attn, nm, mode) in [
+                    ("sdpa_fp32", Attn::Sdpa, f32, Training::Full),
+                    ("eager_fp32", Attn::Eager, f32, Training::Full),
+                    ("sdpa_autocast_bf16", Attn::Sdpa, auto, Training::Full),
+                    ("sdpa_bf16_weights", Attn::Sdpa, bf16, Training::Full),
+                    ("sdpa_fp32_gc", Attn::Sdpa, f32, Training::Checkpoint),
+                    ("sdpa_fp32_lora_qv", Attn::Sdpa, f32, Training::Lora(qv)),
+                    (
+                        "sdpa_fp32_lora_all_linear",
+                        Attn::Sdpa,
+                        f32,
+                        Training::Lora(Adapted::AllLinear(r)),
+                    ),
+                ] {
+                    let Some(want) = p["saved"][scenario]["vision_plus_projector_bytes"].as_u64()
+                    else {
+                        continue;
+                    };
+                    assert_eq!(
+                        v.saved_bytes(&img, n, attn, nm, mode),
+                        Some(want),
+                        "{at} {scenario}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 70, "{checked}");
+    }
 }
