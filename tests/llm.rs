@@ -2039,3 +2039,55 @@ fn images_in_the_settings_of_fits_plans_equal_pytorch() {
         }
     }
 }
+
+/// With gradient checkpointing a block keeps its input only, so the hybrids' unmodelled scans
+/// miss nothing: exact against PyTorch, and not a lower bound.
+#[test]
+fn hybrid_families_under_checkpointing_equal_pytorch() {
+    let mut checked = 0;
+    for fam in HYBRID {
+        let (_, expected) = load(fam);
+        for (name, s) in expected["training"]["scenarios"].as_object().unwrap() {
+            if !name.contains("_gc") {
+                continue;
+            }
+            let Some(runs) = s["runs"].as_array() else {
+                continue;
+            };
+            for run in runs {
+                let Some(want) = run["saved"]["activation_bytes"].as_u64() else {
+                    continue;
+                };
+                let (b, q) = (run["batch"].to_string(), run["seq"].to_string());
+                let attn = s["config"]["attn"].as_str().unwrap();
+                let j = mem_json(
+                    &testdata(fam),
+                    &[
+                        "--train",
+                        "--checkpoint",
+                        "every:1",
+                        "--precision",
+                        "fp32",
+                        "--device",
+                        "cpu",
+                        "--attn",
+                        attn,
+                        "--batch",
+                        &b,
+                        "--seq",
+                        &q,
+                    ],
+                );
+                let t = &j["training"];
+                assert_eq!(
+                    t["saved_activation_bytes"].as_u64(),
+                    Some(want),
+                    "{fam} {name}"
+                );
+                assert_eq!(t["lower_bound"], false, "{fam} {name}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 20, "{checked}");
+}

@@ -855,6 +855,11 @@ pub fn training_step(
         ));
     }
     let mut unknown = Vec::new();
+    if run.unmodelled.is_empty() && !full.unmodelled.is_empty() {
+        notes.push(
+            "checkpointed blocks keep their input only, so the hybrid's scans miss nothing here; the figure without checkpointing (saved_activation_bytes_full) is a lower bound: its scans are not modelled yet".into(),
+        );
+    }
     if !run.unmodelled.is_empty() {
         let list: Vec<String> = run
             .unmodelled
