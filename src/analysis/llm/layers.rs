@@ -129,6 +129,17 @@ pub struct Mamba2 {
     pub state_size: u64,
     pub groups: u64,
     pub conv_kernel: u64,
+    /// The scan's chunk length (`chunk_size`; `mamba_chunk_size` in Granite 4 and Falcon-H1):
+    /// the training kernel pads the sequence to a multiple of it.
+    pub chunk: u64,
+    /// Falcon-H1's mixer: its input scaled first (`ssm_in_multiplier`, a copy) and the
+    /// projection multiplied by `mup_vector`.
+    #[serde(skip)]
+    pub falcon: bool,
+    /// Whether the training tape knows what the scan keeps (Falcon-H1 without its gated RMSNorm
+    /// before the gate is not measured).
+    #[serde(skip)]
+    pub tape: bool,
 }
 
 impl Mamba2 {
@@ -708,6 +719,9 @@ mod tests {
             state_size: 8,
             groups: 1,
             conv_kernel: 4,
+            chunk: 256,
+            falcon: false,
+            tape: true,
         });
         let a = m.cache(0, 1, 100, FP32).unwrap();
         let b = m.cache(0, 1, 10_000, FP32).unwrap();

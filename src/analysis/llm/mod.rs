@@ -1949,6 +1949,19 @@ fn gguf_arch(g: &Gguf) -> (Option<Arch>, Vec<String>) {
             if !name.is_empty() {
                 a.model_type = name.to_string();
             }
+            // GGUF keeps no scan chunk size (the training kernel pads to it): Mamba-2's scan
+            // stays off the tape, a stated lower bound
+            for b in a.blocks.iter_mut() {
+                let parts: Vec<&mut layers::Mixer> = match &mut b.mixer {
+                    layers::Mixer::Parallel { parts } => parts.iter_mut().collect(),
+                    m => vec![m],
+                };
+                for m in parts {
+                    if let layers::Mixer::Mamba2(s) = m {
+                        s.tape = false;
+                    }
+                }
+            }
             (Some(a), notes)
         }
         Ok(None) => (None, notes),

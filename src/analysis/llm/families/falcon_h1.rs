@@ -39,6 +39,13 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             ("mamba_d_conv", Some(4)),
         ],
     )?;
+    let mut m = m;
+    m.chunk = num(c, "mamba_chunk_size", Some(256))?.max(1);
+    // FalconH1Mixer: the input scaled by ssm_in_multiplier, the projection by mup_vector; the
+    // measured tape has the gated RMSNorm before the gate (mamba_rms_norm, norm_before_gate)
+    m.falcon = true;
+    let flag = |k: &str, d: bool| c.get(k).and_then(Value::as_bool).unwrap_or(d);
+    m.tape = flag("mamba_rms_norm", false) && flag("mamba_norm_before_gate", true);
     let attn = a.attention(None);
     a.blocks = vec![
         Block {

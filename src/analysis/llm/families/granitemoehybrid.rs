@@ -41,6 +41,8 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             ("mamba_d_conv", Some(4)),
         ],
     )?;
+    let mut m = m;
+    m.chunk = num(c, "mamba_chunk_size", Some(256))?.max(1);
     let experts = match c.get("num_local_experts").filter(|v| !v.is_null()) {
         None => 8,
         Some(v) if v.as_u64() == Some(0) => 0,

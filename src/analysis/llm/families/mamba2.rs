@@ -37,6 +37,8 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
             ("conv_kernel", Some(4)),
         ],
     )?;
+    let mut m = m;
+    m.chunk = num(c, "chunk_size", Some(256))?.max(1);
     a.rotary_dim = 0;
     a.blocks = vec![
         Block {

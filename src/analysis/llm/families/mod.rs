@@ -361,6 +361,9 @@ pub fn mamba2(c: &Value, inner: u64, f: [(&str, Option<u64>); 5]) -> Result<Mamb
         state_size: num(c, state.0, state.1)?,
         groups: num(c, groups.0, groups.1)?,
         conv_kernel: num(c, kernel.0, kernel.1)?,
+        chunk: 256,
+        falcon: false,
+        tape: true,
     };
     if m.head_dim == 0 || m.inner > MAX_FIELD || m.heads.saturating_mul(m.head_dim) > MAX_FIELD {
         return Err(ConfigError(format!(

@@ -5,9 +5,10 @@
 //! recorded by [`Run::unmodelled`], so the saved bytes are a lower bound and say so. Their
 //! measured closed forms wait in `tools/llm/measure_mixers.py` (`testdata/llm/*/mixers.json`).
 
-use super::super::layers::Mixer;
+use super::super::layers::{Mamba2, Mixer};
 use super::super::tape::X;
 use super::{Role, Run};
+use crate::ir::DType;
 
 impl Run<'_> {
     /// A token mixer other than softmax attention: its linear layers, and a record of the
@@ -23,6 +24,7 @@ impl Run<'_> {
         let tok = self.tokens;
         // (name, into the kernel, out of it)
         let (proj_in, proj_out): (Vec<(&str, u64)>, (&str, u64)) = match m {
+            Mixer::Mamba2(s) if s.tape => return self.mamba2(xn, s, m),
             Mixer::Mamba2(s) => (
                 vec![("in_proj", s.inner + s.conv_dim() + s.heads)],
                 ("out_proj", s.inner),
@@ -101,5 +103,134 @@ impl Run<'_> {
             .t
             .new_act(tok.saturating_mul(width), bcx.dtype, bcx.grad);
         self.linear(y, "out_proj", Role::Other, width, h)
+    }
+
+    /// Mamba-2's training forward as transformers runs it without the CUDA kernels
+    /// (`torch_forward`: the chunked SSD scan of `chunk` tokens, the sequence padded to a
+    /// multiple of it; the gated RMSNorm; Falcon-H1's scaled input). `in_proj` and `out_proj`
+    /// are linear layers as everywhere (their inputs, their adapters); what the kernel between
+    /// them keeps is a closed form measured per layer by `tools/llm/measure_mixers.py`
+    /// (`testdata/llm/<family>/mixers.json`: every tensor named there, exact at 1,536 points):
+    /// fp32, bf16 weights and bf16 autocast when the mixer trains, fp32 when it is frozen (LoRA).
+    /// LoRA on a half-precision base is not measured: recorded as unmodelled.
+    fn mamba2(&mut self, xn: X, s: &Mamba2, m: &Mixer) -> X {
+        let h = self.a.hidden;
+        let tok = self.tokens;
+        let (i, w) = (s.inner, s.inner + s.conv_dim() + s.heads);
+        // Falcon-H1: x * ssm_in_multiplier, a copy the projection keeps
+        let x = if s.falcon {
+            self.t.plain(&[xn], xn.numel)
+        } else {
+            xn
+        };
+        let zx = self.linear(x, "in_proj", Role::Other, h, w);
+        if zx.grad && self.t.recording {
+            match self.mamba2_kernel(s) {
+                Some(bytes) if bytes > 0 => {
+                    let k = self.t.new_act(bytes, DType::U8, true);
+                    self.t.save(k);
+                }
+                Some(_) => {}
+                None => {
+                    self.unmodelled(zx, m);
+                }
+            }
+        }
+        let y = self.t.new_act(tok.saturating_mul(i), zx.dtype, zx.grad);
+        self.linear(y, "out_proj", Role::Other, i, h)
+    }
+
+    /// Bytes the Mamba-2 kernel keeps beyond the two projections' inputs (the measured layer
+    /// total less `in_proj`'s input and `out_proj`'s input, which [`Self::linear`] keeps), or
+    /// `None` where the setting was not measured. Symbols as `measure_mixers.py` names them.
+    fn mamba2_kernel(&self, s: &Mamba2) -> Option<u64> {
+        let frozen = self.s.lora.is_some();
+        let nm = self.s.numerics;
+        let (b, sq) = (self.s.batch as i128, self.n as i128);
+        let (d, i, hh, p, n, g, k, q) = (
+            self.a.hidden as i128,
+            s.inner as i128,
+            s.heads as i128,
+            s.head_dim as i128,
+            s.state_size as i128,
+            s.groups as i128,
+            s.conv_kernel as i128,
+            s.chunk.max(1) as i128,
+        );
+        let cd = i + 2 * g * n;
+        let w = i + cd + hh;
+        let t = (sq + q - 1) / q * q;
+        let c = t / q;
+        let iv = |x: bool| i128::from(x);
+        // the scan: padded x, exp(segsum) L, G, decays, B chunks, C·states, decay_chunk, the
+        // einsums' operand copies, the states and the padded output
+        let scan = 3 * b * t * i
+            + 3 * b * hh * t * q
+            + 2 * b * hh * t
+            + 5 * b * t * hh * n
+            + 2 * b * t * hh * p
+            + b * hh * (c + 1) * (c + 1)
+            + b * hh * (c + 1) * p * n
+            + b * c * hh * p * n;
+        let masks = 2 * q * q + 2 * (c + 1) * (c + 1);
+        // one chunk: C·states is a view of the new states; the x chunks one storage; at batch 1
+        // the C chunks are shared too
+        let one = iv(c == 1)
+            * (4 * b * hh * p * n - 4 * b * t * hh * p - iv(b == 1) * 8 * b * t * hh * n);
+        let fp32 = 4
+            * (b * sq * d
+                + b * sq * w
+                + b * cd * (sq + k - 1)
+                + b * sq * cd
+                + 3 * b * sq * hh
+                + 2 * hh
+                + scan
+                + 4 * b * sq * i
+                + b * sq * g)
+            + masks
+            + one;
+        let total = match (nm.weights, nm.autocast, frozen) {
+            (DType::F32, None, false) => fp32 - 4 * b * sq * d - 4 * b * sq * i,
+            // frozen (LoRA): exp(A_log), D·pad(x) and the norm's normalized input are not kept
+            (DType::F32, None, true) => {
+                fp32 - 4 * b * sq * d - 4 * hh - 4 * b * t * i - 4 * b * sq * i - 4 * b * sq * i
+            }
+            (DType::BF16, None, false) => {
+                2 * b * sq * w
+                    + 8 * b * sq * i
+                    + 2 * b * cd * (sq + k - 1)
+                    + 12 * b * sq * hh
+                    + 8 * hh
+                    + 4 * (scan + 3 * b * sq * i + b * sq * g)
+                    + masks
+                    + one
+            }
+            (DType::F32, Some(DType::BF16), false) => {
+                2 * b * cd * sq
+                    + 8 * b * sq * i
+                    + 2 * b * cd * (sq + k - 1)
+                    + 12 * b * sq * hh
+                    + 8 * hh
+                    + 4 * b * t * i
+                    + 4 * b * hh * t * q
+                    + 2 * b * hh * t * q
+                    + 8 * b * hh * t
+                    + 4 * b * t * hh * n
+                    + 2 * b * t * i
+                    + 6 * b * hh * (c + 1) * (c + 1)
+                    + 2 * (4 * b * t * hh * n
+                        + 2 * b * t * hh * p
+                        + b * hh * t * q
+                        + b * hh * (c + 1) * p * n
+                        + b * c * hh * p * n)
+                    + 4 * b * t * i
+                    + 4 * (3 * b * sq * i + b * sq * g)
+                    + masks
+                    + iv(c == 1) * 2 * b * hh * p * n
+                    + iv(s.falcon) * (4 * b * sq * w + 4 * b * sq * cd - 8 * b * sq * i)
+            }
+            _ => return None,
+        };
+        u64::try_from(total).ok()
     }
 }
