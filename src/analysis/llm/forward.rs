@@ -727,6 +727,13 @@ impl Run<'_> {
     fn mlp(&mut self, xn: X, inter: u64) -> X {
         let a = self.a;
         let (h, tok) = (a.hidden, self.tokens);
+        if !a.gated && a.family == Family::Decoder {
+            // an ungated MLP (Nemotron-H's relu²: relu keeps its result, which the square
+            // keeps too): up, the activation, down
+            let u = self.linear(xn, "up_proj", Role::Up, h, inter);
+            let ua = self.act(u);
+            return self.linear(ua, "down_proj", Role::Down, inter, h);
+        }
         let (g, u) = if a.fused_gate_up {
             let gu = self.linear(xn, "gate_up_proj", Role::GateUp, h, 2 * inter);
             (
@@ -773,8 +780,17 @@ impl Run<'_> {
         save_int(self, routed, DType::I64);
         let xs = self.t.plain(&[xn], routed.saturating_mul(h));
         let inter = m.expert_intermediate;
-        let wgu = self.param(m.experts.saturating_mul(2 * inter * h));
-        let mut gu = self.t.grouped_mm(xs, wgu, routed.saturating_mul(2 * inter));
+        let ungated = !a.gated && a.family == Family::Decoder;
+        let wgu =
+            self.param(
+                m.experts
+                    .saturating_mul(if ungated { inter * h } else { 2 * inter * h }),
+            );
+        let mut gu = self.t.grouped_mm(
+            xs,
+            wgu,
+            routed.saturating_mul(if ungated { inter } else { 2 * inter }),
+        );
         if m.clamped_glu {
             // the biases gathered per row (`gate_up_proj_bias[expert_ids_g]` keeps the ids)
             save_int(self, routed, DType::I64);
@@ -794,6 +810,9 @@ impl Run<'_> {
             let glu = self.t.mul(gc, sig);
             let u1 = self.t.plain(&[uc], n);
             self.t.mul(u1, glu)
+        } else if ungated {
+            // Nemotron-H's experts: up, relu², down
+            self.act(gu)
         } else {
             let g = self.t.view(gu, routed.saturating_mul(inter));
             let u = self.t.view(gu, routed.saturating_mul(inter));

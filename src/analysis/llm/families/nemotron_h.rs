@@ -78,10 +78,6 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     )?;
     let mut m = m;
     m.chunk = num(c, "chunk_size", Some(128))?.max(1);
-    // the scan is measured exact here too, but the rest of Nemotron-H's layers over-count by
-    // ~10% once it is on the tape (61,440 B at 2 x 24, outside the mixer): kept a stated lower
-    // bound until that is found
-    m.tape = false;
     let mut attn = a.attention(None);
     attn.rope = false;
     let sparse: Vec<bool> = kinds.iter().map(|k| k == "moe").collect();
