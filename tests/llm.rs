@@ -64,6 +64,11 @@ const TAPE_HYBRIDS: &[&str] = &[
     "granitemoehybrid",
     "falcon_h1",
     "nemotron_h",
+    "qwen3_next",
+    "qwen3_5_text",
+    "qwen3_5_moe_text",
+    "qwen3_5",
+    "qwen3_5_moe",
 ];
 
 fn load(family: &str) -> (Value, Value) {
@@ -177,7 +182,12 @@ fn saved_activation_bytes_match_pytorch_within_one_percent() {
         // every expert: nnlint counts adapters on linear layers only and says so (a lower bound)
         let known = matches!(
             fam.as_str(),
-            "mixtral" | "qwen3_moe" | "deepseek_v3" | "deepseek_v3_noqlora" | "ernie4_5_moe"
+            "mixtral"
+                | "qwen3_moe"
+                | "deepseek_v3"
+                | "deepseek_v3_noqlora"
+                | "ernie4_5_moe"
+                | "qwen3_next"
         ) && scen.contains("all_linear");
         // routers kept in fp32 (`_keep_in_fp32_modules_strict`) in a bf16 model are not
         // modelled: the output says the estimate is approximate (see training_step)
@@ -1531,10 +1541,21 @@ fn hybrid_families_parameters_and_cache_per_layer_equal_pytorch() {
 }
 
 #[test]
-fn hybrid_families_say_their_training_estimate_is_a_lower_bound() {
-    // LFM2's short convolution and Mamba-2's scan are on the tape (FAMILIES checks them)
-    for fam in HYBRID.iter().filter(|f| !TAPE_HYBRIDS.contains(f)) {
-        let j = mem_json(&testdata(fam), &["--train"]);
+fn hybrid_scans_in_settings_not_measured_say_they_are_a_lower_bound() {
+    // every hybrid's scan is on the tape where it was measured (TAPE_HYBRIDS); LoRA on a bf16
+    // base was not measured for the Mamba-2 and Gated DeltaNet kernels
+    for fam in ["mamba2", "granitemoehybrid"] {
+        let j = mem_json(
+            &testdata(fam),
+            &[
+                "--lora",
+                "8",
+                "--lora-targets",
+                "in_proj",
+                "--precision",
+                "bf16",
+            ],
+        );
         let t = &j["training"];
         assert_eq!(t["lower_bound"], true, "{fam}");
         assert!(
@@ -1543,18 +1564,24 @@ fn hybrid_families_say_their_training_estimate_is_a_lower_bound() {
             t["unknown"]
         );
     }
-    // what nnlint does count stays below the measurement
-    for (fam, scen) in [("qwen3_5_text", "sdpa_fp32"), ("qwen3_next", "sdpa_fp32")] {
-        let (config, expected) = load(fam);
-        let a = arch::from_config(&config).unwrap().unwrap();
-        let s = &expected["training"]["scenarios"][scen];
-        let run = &s["runs"][0];
-        let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
-        let got = forward::training_forward(&a, &step(&s["config"], b, q));
-        assert!(!got.unmodelled.is_empty(), "{fam}");
+    for fam in ["qwen3_next", "qwen3_5_text"] {
+        let j = mem_json(
+            &testdata(fam),
+            &[
+                "--lora",
+                "8",
+                "--lora-targets",
+                "all-linear",
+                "--precision",
+                "bf16",
+            ],
+        );
+        let t = &j["training"];
+        assert_eq!(t["lower_bound"], true, "{fam}");
         assert!(
-            got.saved.activation < run["saved"]["activation_bytes"].as_u64().unwrap(),
-            "{fam}"
+            t["unknown"].to_string().contains("not modelled yet"),
+            "{fam}: {}",
+            t["unknown"]
         );
     }
 }

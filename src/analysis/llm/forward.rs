@@ -682,6 +682,7 @@ impl Run<'_> {
         let a = self.a;
         let (h, tok) = (a.hidden, self.tokens);
         let (q_dim, kv_dim) = (at.q_dim(), at.kv_dim());
+        let mut gate: Option<X> = None;
         let (q, k, v) = if a.fused_qkv {
             let qkv = self.linear(xn, "qkv_proj", Role::Qkv, h, q_dim + 2 * kv_dim);
             (
@@ -693,6 +694,7 @@ impl Run<'_> {
             // a gated attention's q projection is twice as wide: query and output gate
             let q = if at.output_gate {
                 let qg = self.linear(xn, "q_proj", Role::Q, h, 2 * q_dim);
+                gate = Some(self.t.view(qg, tok.saturating_mul(q_dim)));
                 self.t.view(qg, tok.saturating_mul(q_dim))
             } else {
                 self.linear(xn, "q_proj", Role::Q, h, q_dim)
@@ -719,7 +721,15 @@ impl Run<'_> {
             let qs = self.t.mul(q, scales);
             q = self.t.to(qs, q.dtype);
         }
-        let o = self.attention(q, k, v, layer, a.o_proj_copy);
+        let mut o = self.attention(q, k, v, layer, a.o_proj_copy);
+        if let Some(g) = gate {
+            // Qwen3-Next: attn_output.reshape(...).contiguous() * sigmoid(gate): the sigmoid
+            // keeps its result, the product both factors
+            let g = self.t.plain(&[g], g.numel); // reshape of a strided chunk: a copy
+            let sig = self.t.keeps_result(g, g.numel, g.dtype);
+            let oc = self.t.plain(&[o], o.numel);
+            o = self.t.mul(oc, sig);
+        }
         self.linear(o, "o_proj", Role::O, q_dim, h)
     }
 

@@ -1,11 +1,12 @@
 //! The recurrent and convolutional token mixers on the tape (Mamba-2, Gated DeltaNet, LFM2's
-//! short convolution, and mixers run side by side). LFM2's short convolution is modelled whole.
-//! The Mamba-2 and Gated DeltaNet scans are not yet: the projections into and out of each mixer
-//! are (their weights, their LoRA adapters, the inputs they keep), the kernel between them is
-//! recorded by [`Run::unmodelled`], so the saved bytes are a lower bound and say so. Their
-//! measured closed forms wait in `tools/llm/measure_mixers.py` (`testdata/llm/*/mixers.json`).
+//! short convolution, and mixers run side by side). The projections into and out of each mixer
+//! are linear layers as everywhere (their weights, their LoRA adapters, the inputs they keep);
+//! what each kernel between them keeps is the closed form measured per layer by
+//! `tools/llm/measure_mixers.py` (`testdata/llm/*/mixers.json`). A setting it was not measured in
+//! (LoRA on a half-precision base, a GGUF file's Mamba-2 without its chunk size) is recorded by
+//! [`Run::unmodelled`]: the saved bytes are then a lower bound and say so.
 
-use super::super::layers::{Mamba2, Mixer};
+use super::super::layers::{DeltaNet, Mamba2, Mixer};
 use super::super::tape::X;
 use super::{Role, Run};
 use crate::ir::DType;
@@ -30,6 +31,8 @@ impl Run<'_> {
                 ("out_proj", s.inner),
             ),
             Mixer::ShortConv(s) => return self.short_conv(xn, s.width, s.kernel),
+            Mixer::GatedDeltaNet(d) => return self.delta_net(xn, d, m),
+            #[allow(unreachable_patterns)]
             Mixer::GatedDeltaNet(d) => {
                 let (kd, vd) = (
                     d.key_heads * d.key_head_dim,
@@ -228,6 +231,169 @@ impl Run<'_> {
                     + masks
                     + iv(c == 1) * 2 * b * hh * p * n
                     + iv(s.falcon) * (4 * b * sq * w + 4 * b * sq * cd - 8 * b * sq * i)
+            }
+            _ => return None,
+        };
+        u64::try_from(total).ok()
+    }
+
+    /// Gated DeltaNet's training forward as transformers runs it without the fla kernels
+    /// (`torch_chunk_gated_delta_rule`, chunks of 64, the sequence padded to a multiple): the
+    /// in-projections (two fused in Qwen3-Next, four in Qwen3.5) and `out_proj` are linear
+    /// layers as everywhere; what the kernel between them keeps (the causal convolution, the
+    /// l2-normed q and k, the gates, the chunked scan's matrices and states, the gated norm) is
+    /// the closed form measured per layer by `tools/llm/measure_mixers.py`
+    /// (`testdata/llm/<family>/mixers.json`, exact at every point, including sequences that are
+    /// not a multiple of the chunk). LoRA on a half-precision base is not measured: recorded as
+    /// unmodelled.
+    fn delta_net(&mut self, xn: X, d: &DeltaNet, m: &Mixer) -> X {
+        let h = self.a.hidden;
+        let tok = self.tokens;
+        let (kd, vd) = (
+            d.key_heads * d.key_head_dim,
+            d.value_heads * d.value_head_dim,
+        );
+        let ins: Vec<(&str, u64)> = if d.split_in_proj {
+            vec![
+                ("in_proj_qkv", 2 * kd + vd),
+                ("in_proj_z", vd),
+                ("in_proj_b", d.value_heads),
+                ("in_proj_a", d.value_heads),
+            ]
+        } else {
+            vec![
+                ("in_proj_qkvz", 2 * kd + 2 * vd),
+                ("in_proj_ba", 2 * d.value_heads),
+            ]
+        };
+        let mut outs = Vec::new();
+        for (name, out) in &ins {
+            outs.push(self.linear(xn, name, Role::Other, h, *out));
+        }
+        let grads = outs.iter().filter(|x| x.grad).count();
+        let grad = grads > 0;
+        if grad && self.t.recording {
+            // measured: the input needs a gradient, or every in-projection trains
+            let known = xn.grad || grads == outs.len();
+            match self.delta_net_kernel(d).filter(|_| known) {
+                Some(bytes) if bytes > 0 => {
+                    let k = self.t.new_act(bytes, DType::U8, true);
+                    self.t.save(k);
+                }
+                Some(_) => {}
+                None => {
+                    self.unmodelled(xn, m);
+                }
+            }
+        }
+        let dtype = outs.first().map_or(xn.dtype, |x| x.dtype);
+        let y = self.t.new_act(tok.saturating_mul(vd), dtype, grad);
+        self.linear(y, "out_proj", Role::Other, vd, h)
+    }
+
+    /// Bytes the Gated DeltaNet kernel keeps beyond the projections' inputs (the measured layer
+    /// total less the in-projections' input and `out_proj`'s input, which [`Self::linear`]
+    /// keeps), or `None` where the setting was not measured. Symbols as `measure_mixers.py`
+    /// names them.
+    fn delta_net_kernel(&self, dn: &DeltaNet) -> Option<u64> {
+        let frozen = self.s.lora.is_some();
+        let nm = self.s.numerics;
+        let (b, s) = (self.s.batch as i128, self.n as i128);
+        let d = self.a.hidden as i128;
+        let (hk, hv, dk, dv, k) = (
+            dn.key_heads as i128,
+            dn.value_heads as i128,
+            dn.key_head_dim as i128,
+            dn.value_head_dim as i128,
+            dn.conv_kernel as i128,
+        );
+        let q: i128 = 64;
+        let cd = 2 * hk * dk + hv * dv;
+        let v = hv * dv;
+        let t = (s + q - 1) / q * q;
+        let c = t / q;
+        let fused = !dn.split_in_proj;
+        let iv = |x: bool| i128::from(x);
+        let scan = 4 * b * hv * t * dk
+            + 3 * b * hv * t * dv
+            + b * hv * t
+            + 5 * b * hv * t * q
+            + 3 * b * hv * t
+            + b * hv * c
+            + c * b * hv * dk * dv;
+        let fp32 = 4
+            * (b * s * d
+                + b * cd * s
+                + b * cd * (s + k - 1)
+                + 3 * b * s * hv
+                + 2 * hv
+                + if hk == hv {
+                    b * cd * s
+                } else {
+                    2 * b * hv * s * dk
+                }
+                + 2 * b * hv * s
+                + scan
+                + iv(c > 1 && (s % q != 0 || b == 1)) * 2 * b * hv * t * dk
+                + iv(s % q == 0 && !(b == 1 && c == 1)) * 4 * b * hv * t * dk
+                + iv(s % q == 0 && c > 1 && b > 1) * 2 * (c - 1) * b * hv * q * dk
+                + 4 * b * s * v
+                + if fused && hk == hv {
+                    b * s * (2 * hk * dk + 2 * v)
+                } else {
+                    b * s * v
+                }
+                + b * s * hv
+                + b * s * v)
+            + q * q;
+        let total = match (nm.weights, nm.autocast, frozen) {
+            (DType::F32, None, false) => fp32 - 4 * b * s * d - 4 * b * s * v,
+            // frozen (LoRA): exp(A_log), the softplus output and the norm's normalized input
+            // are not kept
+            (DType::F32, None, true) => {
+                fp32 - 4 * b * s * d - 4 * hv - 4 * b * s * hv - 4 * b * s * v - 4 * b * s * v
+            }
+            (DType::BF16, None, false) => {
+                2 * b * cd * s
+                    + 2 * b * cd * (s + k - 1)
+                    + 2 * b * s * hv
+                    + 8 * b * s * hv
+                    + 8 * hv
+                    + 8 * b * hv * s * dk
+                    + 8 * b * hv * s
+                    + 4 * (scan + iv(c > 1) * 2 * b * hv * t * dk)
+                    + 4 * b * s * v
+                    + 4 * b * s * hv
+                    + 2 * b * s * v
+                    + 4 * b * s * v
+                    + 4 * b * s * v
+                    + 2 * b * s * v
+                    + q * q
+            }
+            (DType::F32, Some(DType::BF16), false) => {
+                // the input's bf16 copies are the in-projections' own (one each)
+                2 * b * cd * s
+                    + 2 * b * cd * (s + k - 1)
+                    + 2 * b * s * hv
+                    + 8 * b * s * hv
+                    + 8 * hv
+                    + 8 * b * hv * s * dk
+                    + 8 * b * hv * s
+                    + 4 * (3 * b * hv * t * dk + b * hv * t * dv + b * hv * t)
+                    + 8 * b * hv * t * q
+                    + 6 * b * hv * t * q
+                    + 4 * (3 * b * hv * t + b * hv * c)
+                    + 4 * (b * hv * t * dv + b * hv * t * dk)
+                    + 8 * b * hv * t * dk
+                    + 4 * c * b * hv * dk * dv
+                    + 2 * (2 * c - 1) * b * hv * q * dv
+                    + 6 * (c - 1) * b * hv * q * dk
+                    + 4 * (c - 1) * b * hv * dk * dv
+                    + 4 * b * s * v
+                    + 4 * b * s * hv
+                    + 12 * b * s * v
+                    + 2 * b * s * v
+                    + q * q
             }
             _ => return None,
         };
