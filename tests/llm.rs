@@ -54,6 +54,7 @@ const FAMILIES: &[&str] = &[
     "deepseek_v3_noqlora",
     "gpt_oss",
     "ernie4_5_moe",
+    "glm4_moe",
 ];
 
 /// Hybrids whose token mixers are on the tape (LFM2's short convolution, Mamba-2's scan): their
@@ -188,12 +189,18 @@ fn saved_activation_bytes_match_pytorch_within_one_percent() {
                 | "deepseek_v3_noqlora"
                 | "ernie4_5_moe"
                 | "qwen3_next"
+                | "glm4_moe"
         ) && scen.contains("all_linear");
         // routers kept in fp32 (`_keep_in_fp32_modules_strict`) in a bf16 model are not
         // modelled: the output says the estimate is approximate (see training_step)
         let fp32_router = matches!(
             fam.as_str(),
-            "deepseek_v3" | "deepseek_v3_noqlora" | "gpt_oss" | "ernie4_5_moe" | "nemotron_h"
+            "deepseek_v3"
+                | "deepseek_v3_noqlora"
+                | "gpt_oss"
+                | "ernie4_5_moe"
+                | "nemotron_h"
+                | "glm4_moe"
         ) && scen.contains("bf16_weights");
         let mark = if fp32_router {
             "  (known gap: fp32 router in a bf16 model, said so in the output)"

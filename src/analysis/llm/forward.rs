@@ -721,13 +721,21 @@ impl Run<'_> {
             let qs = self.t.mul(q, scales);
             q = self.t.to(qs, q.dtype);
         }
-        let mut o = self.attention(q, k, v, layer, a.o_proj_copy);
+        // a partial rotary embedding ends in a cat, a contiguous [B, heads, S, d] query: SDPA's
+        // output then has that layout too, and `transpose(1, 2).reshape(...)` copies it (a full
+        // rotary embedding keeps the projection's [B, S, heads, d] layout: a view)
+        let partial = cs.is_some() && a.rotary_dim > 0 && a.rotary_dim < at.head_dim;
+        let mut o = self.attention(q, k, v, layer, a.o_proj_copy || (partial && gate.is_none()));
         if let Some(g) = gate {
             // Qwen3-Next: attn_output.reshape(...).contiguous() * sigmoid(gate): the sigmoid
             // keeps its result, the product both factors
             let g = self.t.plain(&[g], g.numel); // reshape of a strided chunk: a copy
             let sig = self.t.keeps_result(g, g.numel, g.dtype);
-            let oc = self.t.plain(&[o], o.numel);
+            let oc = if partial {
+                self.t.plain(&[o], o.numel)
+            } else {
+                o
+            };
             o = self.t.mul(oc, sig);
         }
         self.linear(o, "o_proj", Role::O, q_dim, h)
