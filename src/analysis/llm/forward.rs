@@ -848,7 +848,9 @@ impl Run<'_> {
         let ws = self.t.plain(&[wts], routed);
         let y = self.t.mul(d, ws);
         save_int(self, routed, DType::I64);
-        let mut out = self.t.plain(&[y], tok.saturating_mul(h)); // index back, sum over k
+        // index back, sum over k, in the hidden states' dtype (`weighted.to(final.dtype)`)
+        let out = self.t.plain(&[y], tok.saturating_mul(h));
+        let mut out = self.t.to(out, xn.dtype);
         if m.shared_intermediate > 0 {
             let mut s = self.mlp(xn, m.shared_intermediate);
             if m.shared_gate {
