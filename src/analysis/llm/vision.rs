@@ -65,6 +65,26 @@ pub enum Adapted {
     Other,
 }
 
+/// The formulas' symbols for the images of a batch, in 128-bit integers (the sizes are capped
+/// by [`MAX_DIM`] and [`MAX_PATCHES`], so no product overflows).
+struct Sym {
+    /// Encoder width, MLP width, heads, head size; the language model's width.
+    d: i128,
+    i: i128,
+    h: i128,
+    hd: i128,
+    dt: i128,
+    /// Patches of all images together, and after the m×m merge.
+    s: i128,
+    sm: i128,
+    /// Encoder layers counted; image tokens of all images.
+    l: i128,
+    pl: i128,
+    /// Pixel values per patch (channels × temporal × patch²); of all images (N·C·H·W).
+    pix: i128,
+    images: i128,
+}
+
 /// A multimodal wrapper's vision encoder, from `vision_config`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Vision {
@@ -436,6 +456,32 @@ impl Vision {
         })
     }
 
+    fn sym(&self, img: &Images, total: u64) -> Sym {
+        let d = self.hidden as i128;
+        let h = self.heads as i128;
+        let s = (total as i128) * img.encoder_tokens as i128;
+        let n = total as i128;
+        Sym {
+            d,
+            i: self.intermediate as i128,
+            h,
+            hd: d / h,
+            dt: self.text_hidden as i128,
+            s,
+            sm: s / (self.merge * self.merge) as i128,
+            l: self.layers as i128,
+            pl: n * img.image_tokens as i128,
+            pix: self.channels as i128
+                * self.temporal as i128
+                * self.patch as i128
+                * self.patch as i128,
+            images: n
+                * self.channels as i128
+                * img.processed_size[0] as i128
+                * img.processed_size[1] as i128,
+        }
+    }
+
     /// Attention segments of one image in encoder layer `layer` (the sequences a patch attends
     /// within): Qwen2.5-VL's windows, else the whole image.
     fn segments(&self, img: &Images, layer: u64) -> Vec<u64> {
@@ -523,25 +569,19 @@ impl Vision {
             Training::Full if eager && p != P::Fp32 => return None,
             _ => {}
         }
-        let (d, i, h) = (
-            self.hidden as i128,
-            self.intermediate as i128,
-            self.heads as i128,
-        );
-        let hd = d / h;
-        let m2 = (self.merge * self.merge) as i128;
-        let dt = self.text_hidden as i128;
-        let s = (total as i128) * img.encoder_tokens as i128;
-        let sm = s / m2;
-        let n = total as i128;
-        let pix =
-            self.channels as i128 * self.temporal as i128 * self.patch as i128 * self.patch as i128;
-        let images = n
-            * self.channels as i128
-            * img.processed_size[0] as i128
-            * img.processed_size[1] as i128;
-        let l = self.layers as i128;
-        let pl = n * img.image_tokens as i128;
+        let Sym {
+            d,
+            i,
+            h,
+            hd,
+            dt,
+            s,
+            sm,
+            l,
+            pl,
+            pix,
+            images,
+        } = self.sym(img, total);
         let sq = |layer: u64| self.squares(img, layer, total).map(i128::from);
         let eager_sum = |per: &dyn Fn(i128) -> i128| -> Option<i128> {
             (0..self.layers).try_fold(0i128, |a, k| Some(a + per(sq(k)?)))
@@ -781,32 +821,23 @@ impl Vision {
         fp32: bool,
         mode: Training,
     ) -> Option<u64> {
-        let (d, i, h) = (
-            self.hidden as i128,
-            self.intermediate as i128,
-            self.heads as i128,
-        );
-        let hd = d / h;
-        let m2 = (self.merge * self.merge) as i128;
-        let dt = self.text_hidden as i128;
-        let s = (total as i128) * img.encoder_tokens as i128;
-        let sm = s / m2;
-        let n = total as i128;
-        let l = self.layers as i128;
-        let pl = n * img.image_tokens as i128;
+        let Sym {
+            d,
+            i,
+            h,
+            hd,
+            dt,
+            s,
+            sm,
+            l,
+            pl,
+            pix,
+            images,
+        } = self.sym(img, total);
         // the pixels the patch embedding keeps in bf16: Qwen's temporal patches, else the images
         let px = match self.encoder {
-            Encoder::Qwen25 { .. } | Encoder::Qwen3 { .. } => {
-                s * self.channels as i128
-                    * self.temporal as i128
-                    * self.patch as i128
-                    * self.patch as i128
-            }
-            _ => {
-                n * self.channels as i128
-                    * img.processed_size[0] as i128
-                    * img.processed_size[1] as i128
-            }
+            Encoder::Qwen25 { .. } | Encoder::Qwen3 { .. } => s * pix,
+            _ => images,
         };
         let (gc, adapted) = match mode {
             Training::Checkpoint => (true, None),

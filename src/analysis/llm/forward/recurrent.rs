@@ -12,8 +12,7 @@ use super::{Role, Run};
 use crate::ir::DType;
 
 impl Run<'_> {
-    /// A token mixer other than softmax attention: its linear layers, and a record of the
-    /// kernel the tape does not model.
+    /// A token mixer other than softmax attention (or several side by side).
     pub(super) fn recurrent_mixer(
         &mut self,
         xn: X,
@@ -21,38 +20,10 @@ impl Run<'_> {
         layer: usize,
         cs: Option<(X, X)>,
     ) -> X {
-        let h = self.a.hidden;
-        let tok = self.tokens;
-        // (name, into the kernel, out of it)
-        let (proj_in, proj_out): (Vec<(&str, u64)>, (&str, u64)) = match m {
-            Mixer::Mamba2(s) if s.tape => return self.mamba2(xn, s, m),
-            Mixer::Mamba2(s) => (
-                vec![("in_proj", s.inner + s.conv_dim() + s.heads)],
-                ("out_proj", s.inner),
-            ),
-            Mixer::ShortConv(s) => return self.short_conv(xn, s.width, s.kernel),
-            Mixer::GatedDeltaNet(d) => return self.delta_net(xn, d, m),
-            #[allow(unreachable_patterns)]
-            Mixer::GatedDeltaNet(d) => {
-                let (kd, vd) = (
-                    d.key_heads * d.key_head_dim,
-                    d.value_heads * d.value_head_dim,
-                );
-                let ins = if d.split_in_proj {
-                    vec![
-                        ("in_proj_qkv", 2 * kd + vd),
-                        ("in_proj_z", vd),
-                        ("in_proj_b", d.value_heads),
-                        ("in_proj_a", d.value_heads),
-                    ]
-                } else {
-                    vec![
-                        ("in_proj_qkvz", 2 * kd + 2 * vd),
-                        ("in_proj_ba", 2 * d.value_heads),
-                    ]
-                };
-                (ins, ("out_proj", vd))
-            }
+        match m {
+            Mixer::Mamba2(s) => self.mamba2(xn, s, m),
+            Mixer::ShortConv(s) => self.short_conv(xn, s.width, s.kernel),
+            Mixer::GatedDeltaNet(d) => self.delta_net(xn, d, m),
             Mixer::Parallel { parts } => {
                 let mut out: Option<X> = None;
                 for p in parts {
@@ -65,18 +36,11 @@ impl Run<'_> {
                         None => o,
                     });
                 }
-                return out.unwrap_or(xn);
+                out.unwrap_or(xn)
             }
-            Mixer::Attention(at) => return self.softmax_attention(xn, at, layer, cs),
-            Mixer::Mla(_) | Mixer::None => return self.unmodelled(xn, m),
-        };
-        let mut ins = Vec::new();
-        for (name, out) in proj_in {
-            ins.push(self.linear(xn, name, Role::Other, h, out));
+            Mixer::Attention(at) => self.softmax_attention(xn, at, layer, cs),
+            Mixer::Mla(_) | Mixer::None => self.unmodelled(xn, m),
         }
-        let kernel = self.unmodelled(ins.first().copied().unwrap_or(xn), m);
-        let y = self.t.plain(&[kernel], tok.saturating_mul(proj_out.1));
-        self.linear(y, proj_out.0, Role::Other, proj_out.1, h)
     }
 
     /// LFM2's gated short convolution (`Lfm2ShortConv.slow_forward`): `in_proj` to B, C, x;
@@ -147,6 +111,9 @@ impl Run<'_> {
     /// total less `in_proj`'s input and `out_proj`'s input, which [`Self::linear`] keeps), or
     /// `None` where the setting was not measured. Symbols as `measure_mixers.py` names them.
     fn mamba2_kernel(&self, s: &Mamba2) -> Option<u64> {
+        if !s.tape {
+            return None;
+        }
         let frozen = self.s.lora.is_some();
         let nm = self.s.numerics;
         let (b, sq) = (self.s.batch as i128, self.n as i128);
