@@ -22,10 +22,13 @@ training.saved_activation_bytes). Results: testdata/llm/full_size/mixers.json.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import json
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,6 +70,49 @@ MODELS = {
                   "num_experts_per_tok 10 -> 2, vocab_size 151936 -> 256.")),
 }
 
+# what the runs showed (recorded next to the numbers; the regions' per-tensor rows behind it come from
+# measure_mixers.measure_point with its detail extended to every region, at mamba2_codestral_width B=1 S=300)
+FINDINGS = {
+    "qwen3_next_width": "nnlint = measured exactly at every point and precision; the Gated DeltaNet layer equals "
+                        "measure_mixers' closed form (ratio 1.0).",
+    "mamba2_codestral_width": (
+        "fp32: nnlint = measured exactly; both mixers equal the closed form. bf16 weights: both mixers and both "
+        "layers' norms are exact, nnlint is 2*B*S*d bytes low (-2,457,600 at B=1 S=300, -8,388,608 at B=2 S=512; "
+        "the fixture shows the same -B*S*32*2, the documented 'Mamba-2 bf16 weights -0.4%'), all of it outside the "
+        "decoder layers: with residual_in_fp32 (default) the residual stream after block 0 is fp32 (residual.to(fp32) "
+        "+ bf16 mixer output), so backbone.norm_f gets an fp32 input, its hidden_states.to(input_dtype) is a no-op and "
+        "weight(bf16) * normalized(fp32) saves normalized in fp32 ([B,S,d] MulBackward0.other, 4 bytes/elt); "
+        "Mamba2ForCausalLM then saves a bf16 copy hidden_states.to(lm_head.weight.dtype) for the head's mm. Measured "
+        "outside the layers: pow input fp32 + normalized fp32 + lm_head input bf16 = 10*B*S*d (+ rsqrt, loss). "
+        "nnlint's generic Rms norm (forward.rs norm, Norm::Rms) keeps normed.to(x.dtype) in bf16: 4 + 2 + 2 = "
+        "8*B*S*d. Missing: 2*B*S*d, the final norm's normalized tensor counted bf16 instead of fp32 "
+        "(residual_in_fp32 is not read by nnlint)."),
+}
+
+
+class _TrackedHolder(M._Holder):
+    """measure.py's pack-hook holder, remembered (weakly) so the graph can be let go after each point."""
+    __slots__ = ()
+    live = weakref.WeakSet()
+
+    def __init__(self, t, idx, func):
+        super().__init__(t, idx, func)
+        _TrackedHolder.live.add(self)
+
+
+M._Holder = _TrackedHolder  # measure_mixers.measure_point looks M._Holder up at call time
+
+
+def release_graph():
+    """A tensor saved by the node that produced it (exp results, ...) forms a cycle through C++ that Python's gc
+    cannot see: node -> saved-variable hook -> holder -> tensor -> grad_fn = node. Without a backward the whole
+    graph (saved activations, and the model through its AccumulateGrad nodes) then outlives measure_point; at full
+    width that is 2-4 GB per point. Dropping each holder's tensor breaks the cycle (nothing unpacks it again)."""
+    for h in list(_TrackedHolder.live):
+        h.t = None
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+
 
 def build(name, spec, rebuild=False):
     folder = OUT / name
@@ -102,7 +148,8 @@ def run_model(name, spec, points, log=print):
     except ValueError:
         sdpa = False
     res = {"folder": str(folder.relative_to(ROOT)), "model_type": spec["model_type"], "storage_dtype": spec["dtype"],
-           "config_given": spec["config"], "released_values": spec["released"], "sdpa_supported": sdpa, "runs": []}
+           "config_given": spec["config"], "released_values": spec["released"],
+           "finding": FINDINGS[name], "sdpa_supported": sdpa, "runs": []}
     kind = None
     for sn, prec in SCENARIOS.items():
         sc = dict(M.SCENARIOS[sn])
@@ -131,6 +178,8 @@ def run_model(name, spec, points, log=print):
                 f"{row['ratio_nnlint_over_measured']} | mixers {r['mixer_bytes']} formula "
                 f"{[c['formula'] for c in r['formula_check']]} rest {r['rest_of_layer_bytes']} outside "
                 f"{r['outside_layers_bytes']} ({row['elapsed_s']} s)", flush=True)
+            del r, det
+            release_graph()
     return res
 
 
