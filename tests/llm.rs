@@ -1838,20 +1838,47 @@ fn llama_cpp_layout_matches_the_gguf_twins_cache_records() {
     assert_eq!(checked, 20);
 }
 
+/// The multimodal fixtures `tools/llm/measure_images.py` feeds images to.
+const IMAGE_FAMILIES: &[&str] = &[
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "qwen3_5",
+    "mistral3",
+    "llava",
+    "gemma3_mm",
+];
+
+/// What the images add to a training step (encoder, projector, mask) against PyTorch's own
+/// difference with text of the same length: `args` are the run's (`--seq T --images N
+/// --image-size HxW` first), `got`/`want` nnlint's and PyTorch's totals with images, `cmp` the
+/// measurement's `language_model_vs_text_only` entry. (Qwen3.5 was checked this way while its
+/// DeltaNet tape was a lower bound; it stays an independent check of the image terms.)
+fn images_add_what_pytorch_adds(
+    dir: &Path,
+    args: &[&str],
+    seq: u64,
+    got: u64,
+    want: u64,
+    cmp: &Value,
+    at: &str,
+) {
+    let seq = seq.to_string();
+    let mut text_only: Vec<&str> = args.to_vec();
+    text_only[1] = &seq;
+    text_only.drain(2..6);
+    let t = mem_json(dir, &text_only);
+    let base = t["training"]["saved_activation_bytes"].as_u64().unwrap();
+    let measured = want - cmp["text_only_same_seq"].as_u64().unwrap();
+    assert_eq!(got - base, measured, "{at}");
+}
+
 /// `--images`: tokens, KV cache and saved activations of the multimodal wrappers against
 /// PyTorch with images fed (tools/llm/measure_images.py, `images.json`): the sequence the
 /// language model runs on, the cache after the prefill, and what one training step keeps for
 /// backward (vision encoder, projector, language model and head together), byte for byte.
 #[test]
 fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
-    for fam in [
-        "qwen2_5_vl",
-        "qwen3_vl",
-        "qwen3_5",
-        "mistral3",
-        "llava",
-        "gemma3_mm",
-    ] {
+    for &fam in IMAGE_FAMILIES {
         let dir = testdata(fam);
         let e: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("images.json")).unwrap())
@@ -1929,19 +1956,11 @@ fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
                 let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
                 let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap();
                 if fam == "qwen3_5" {
-                    // its Gated DeltaNet tape is a stated lower bound: what the images add
-                    // (encoder, projector, mask) is checked against PyTorch's difference
                     let Some(cmp) = p["language_model_vs_text_only"].get(scenario) else {
                         continue;
                     };
-                    let seq = p["kv_cache"]["seq"].as_u64().unwrap().to_string();
-                    let mut text_only: Vec<&str> = args.clone();
-                    text_only[1] = &seq;
-                    text_only.drain(2..6);
-                    let t = mem_json(&dir, &text_only);
-                    let base = t["training"]["saved_activation_bytes"].as_u64().unwrap();
-                    let measured = want - cmp["text_only_same_seq"].as_u64().unwrap();
-                    assert_eq!(got - base, measured, "{at} {scenario}");
+                    let seq = p["kv_cache"]["seq"].as_u64().unwrap();
+                    images_add_what_pytorch_adds(&dir, &args, seq, got, want, cmp, &at);
                 } else {
                     assert_eq!(got, want, "{at} {scenario}");
                     assert_eq!(j["training"]["lower_bound"], false, "{at} {scenario}");
@@ -1989,14 +2008,7 @@ fn images_are_refused_where_they_cannot_be_counted() {
 /// with checkpointing): tools/llm/measure_images_plans.py, `images_plans.json`.
 #[test]
 fn images_in_the_settings_of_fits_plans_equal_pytorch() {
-    for fam in [
-        "qwen2_5_vl",
-        "qwen3_vl",
-        "qwen3_5",
-        "mistral3",
-        "llava",
-        "gemma3_mm",
-    ] {
+    for &fam in IMAGE_FAMILIES {
         let dir = testdata(fam);
         let e: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("images_plans.json")).unwrap())
@@ -2080,17 +2092,9 @@ fn images_in_the_settings_of_fits_plans_equal_pytorch() {
                 let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
                 let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap();
                 if fam == "qwen3_5" {
-                    // what the images add, against PyTorch's difference (its DeltaNet tape is a
-                    // stated lower bound)
                     let cmp = &p["language_model_vs_text_only"][scenario];
-                    let seq = p["seq"].as_u64().unwrap().to_string();
-                    let mut text_only = args.clone();
-                    text_only[1] = &seq;
-                    text_only.drain(2..6);
-                    let t = mem_json(&dir, &text_only);
-                    let base = t["training"]["saved_activation_bytes"].as_u64().unwrap();
-                    let measured = want - cmp["text_only_same_seq"].as_u64().unwrap();
-                    assert_eq!(got - base, measured, "{at} {scenario}");
+                    let seq = p["seq"].as_u64().unwrap();
+                    images_add_what_pytorch_adds(&dir, &args, seq, got, want, cmp, &at);
                 } else {
                     assert_eq!(got, want, "{at} {scenario}");
                     assert_eq!(j["training"]["lower_bound"], false, "{at} {scenario}");

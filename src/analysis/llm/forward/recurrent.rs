@@ -72,6 +72,21 @@ impl Run<'_> {
         self.linear(y, "out_proj", Role::Other, width, h)
     }
 
+    /// What a scan kernel keeps for backward, as one storage of `bytes` (a measured closed form),
+    /// or, where the setting was not measured (`None`), a record that the count misses it.
+    fn keep_kernel(&mut self, bytes: Option<u64>, input: X, m: &Mixer) {
+        match bytes {
+            Some(0) => {}
+            Some(b) => {
+                let k = self.t.new_act(b, DType::U8, true);
+                self.t.save(k);
+            }
+            None => {
+                self.unmodelled(input, m);
+            }
+        }
+    }
+
     /// Mamba-2's training forward as transformers runs it without the CUDA kernels
     /// (`torch_forward`: the chunked SSD scan of `chunk` tokens, the sequence padded to a
     /// multiple of it; the gated RMSNorm; Falcon-H1's scaled input). `in_proj` and `out_proj`
@@ -92,16 +107,8 @@ impl Run<'_> {
         };
         let zx = self.linear(x, "in_proj", Role::Other, h, w);
         if zx.grad && self.t.recording {
-            match self.mamba2_kernel(s) {
-                Some(bytes) if bytes > 0 => {
-                    let k = self.t.new_act(bytes, DType::U8, true);
-                    self.t.save(k);
-                }
-                Some(_) => {}
-                None => {
-                    self.unmodelled(zx, m);
-                }
-            }
+            let bytes = self.mamba2_kernel(s);
+            self.keep_kernel(bytes, zx, m);
         }
         let y = self.t.new_act(tok.saturating_mul(i), zx.dtype, zx.grad);
         self.linear(y, "out_proj", Role::Other, i, h)
@@ -242,16 +249,8 @@ impl Run<'_> {
         if grad && self.t.recording {
             // measured: the input needs a gradient, or every in-projection trains
             let known = xn.grad || grads == outs.len();
-            match self.delta_net_kernel(d).filter(|_| known) {
-                Some(bytes) if bytes > 0 => {
-                    let k = self.t.new_act(bytes, DType::U8, true);
-                    self.t.save(k);
-                }
-                Some(_) => {}
-                None => {
-                    self.unmodelled(xn, m);
-                }
-            }
+            let bytes = self.delta_net_kernel(d).filter(|_| known);
+            self.keep_kernel(bytes, xn, m);
         }
         let dtype = outs.first().map_or(xn.dtype, |x| x.dtype);
         let y = self.t.new_act(tok.saturating_mul(vd), dtype, grad);
