@@ -75,6 +75,7 @@ fn rewrite(model: &str, out: &Path, rule: &str, config: Option<&str>) -> Value {
         "--format",
         "json",
         "--no-verify",
+        "--lossy",
     ]
     .map(String::from)
     .to_vec();

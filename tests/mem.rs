@@ -405,3 +405,98 @@ fn on_a_narrow_terminal_layer_names_are_shortened_and_numbers_kept() {
     }
     assert!(narrow.iter().any(|l| l.contains('…')), "{narrow:?}");
 }
+
+/// Issue 22: one rule for folders across `mem`, `fit`, `report` and `lint`. A folder without a
+/// `config.json` holding one model file is read as that file, with the same numbers, said in one
+/// line on standard error; a folder holding several is refused by every command, naming them.
+#[test]
+fn a_folder_is_read_as_its_only_model_file_by_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one");
+    std::fs::create_dir(&one).unwrap();
+    std::fs::copy(
+        common::fixture("models/torch/minicnn.onnx"),
+        one.join("model.onnx"),
+    )
+    .unwrap();
+    // a file that is not a model does not count
+    std::fs::write(one.join("README.md"), "a model").unwrap();
+    let file = one.join("model.onnx");
+    let (f, d) = (file.to_str().unwrap(), one.to_str().unwrap());
+    let said = format!("{d}: reading model.onnx, the folder's only model file (no config.json)");
+    for (cmd, extra) in [
+        ("mem", vec!["--batch", "8", "--train"]),
+        ("fit", vec!["--gpu", "T4"]),
+    ] {
+        let run = |m: &str| {
+            let mut args = vec![cmd, m, "--format", "json"];
+            args.extend_from_slice(&extra);
+            let o = nnlint(&args);
+            assert_eq!(o.status.code(), Some(0), "{cmd} {m}: {}", stderr(&o));
+            (stdout(&o), stderr(&o))
+        };
+        let (by_file, err_file) = run(f);
+        let (by_dir, err_dir) = run(d);
+        assert!(!err_file.contains("reading"), "{err_file}");
+        assert!(err_dir.contains(&said), "{cmd}: {err_dir}");
+        assert_eq!(err_dir.matches("the folder's only model file").count(), 1);
+        // the same numbers: only the model's path differs
+        assert_eq!(
+            by_dir.replace(d, f).replace(&format!("{f}/model.onnx"), f),
+            by_file,
+            "{cmd}"
+        );
+    }
+    let o = nnlint(&["report", d, "-o", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+    assert!(stdout(&o).contains("<html"));
+    let o = nnlint(&["lint", d, "--format", "json", "--no-config"]);
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+    let o_file = nnlint(&["lint", f, "--format", "json", "--no-config"]);
+    assert_eq!(o.status.code(), o_file.status.code());
+
+    // several model files: every command refuses, naming them
+    let many = dir.path().join("many");
+    std::fs::create_dir(&many).unwrap();
+    for n in ["a.onnx", "b.onnx"] {
+        std::fs::copy(common::fixture("models/torch/minicnn.onnx"), many.join(n)).unwrap();
+    }
+    std::fs::write(many.join("w.safetensors"), b"").unwrap();
+    let m = many.to_str().unwrap();
+    for args in [
+        vec!["mem", m],
+        vec!["fit", m, "--gpu", "T4"],
+        vec!["report", m, "-o", "-"],
+        vec!["lint", m],
+    ] {
+        let o = nnlint(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("3 model files (a.onnx, b.onnx, w.safetensors): name the one to read"),
+            "{args:?}: {err}"
+        );
+    }
+    // an index and its shards are one model
+    let idx = dir.path().join("idx");
+    std::fs::create_dir(&idx).unwrap();
+    for n in [
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ] {
+        std::fs::copy(
+            common::fixture(&format!("models/safetensors/tiny_transformer_bf16/{n}")),
+            idx.join(n),
+        )
+        .unwrap();
+    }
+    let o = nnlint(&["mem", idx.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("reading model.safetensors.index.json"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -146,7 +146,7 @@ fn a_checkpoint_folder_is_reported_from_its_index_and_activations_are_unknown() 
     let o = nnlint(&["report", &fixture("models/torch"), "-o", "-"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("torch: is a folder with"),
+        stderr(&o).contains("torch: is a directory without a config.json and with"),
         "{}",
         stderr(&o)
     );
@@ -206,6 +206,7 @@ fn a_rewrite_is_shown_before_and_after() {
         out.to_str().unwrap(),
         "--no-verify",
         "--no-config",
+        "--lossy",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let html = page(&[
@@ -268,4 +269,65 @@ fn a_language_model_folder_takes_mems_options() {
         err.contains("--seq applies only to language-model checkpoints") && err.contains("--dim"),
         "{err}"
     );
+}
+
+/// Issue 22: a checkpoint folder's page has what `fit` and `mem` say for it: the fit plans for
+/// `--gpu` (the same batches as `nnlint fit`), the per-layer activations and MACs the totals add
+/// up, a legend naming every series drawn, and parameters counted as `mem` counts them.
+#[test]
+fn a_language_model_page_has_fits_plans_and_its_layers_numbers() {
+    let dir = "testdata/llm/llama";
+    let html = page(&[
+        "report", dir, "--seq", "24", "--batch", "2", "--gpu", "T4", "-o", "-",
+    ]);
+    let section = |id: &str| {
+        let i = html
+            .find(&format!("<section id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no {id} section"));
+        let j = html[i..].find("</section>").unwrap() + i;
+        html[i..j].to_string()
+    };
+    let fit = section("fit");
+    assert!(!fit.contains("not computed"), "{fit}");
+    assert!(fit.contains("T4"), "{fit}");
+    let f = common::run_json(&["fit", dir, "--seq", "24", "--gpu", "T4", "--format", "json"]);
+    let plans = f["plans"].as_array().unwrap();
+    assert!(plans.len() > 2);
+    for p in plans {
+        let name = p["plan"].as_str().unwrap();
+        let row = fit
+            .lines()
+            .find(|l| l.contains(&format!("<td>{}</td>", name)))
+            .unwrap_or_else(|| panic!("no row for {name}: {fit}"));
+        let peak = nnlint::util::units::bytes(p["peak_bytes_at_batch_1"].as_u64().unwrap());
+        assert!(row.contains(&peak), "{name}: {peak} not in {row}");
+    }
+    // every layer row has numbers where `mem` has them: no n/a for what the architecture gives
+    let layers = section("layers");
+    let table = &layers[layers.find("id=\"largest-layers\"").unwrap()..];
+    assert!(!table.contains(">n/a<"), "{table}");
+    assert!(
+        layers.contains("output activations"),
+        "the legend names the series drawn"
+    );
+    assert!(
+        !layers.contains("saved for backward (training)</"),
+        "no saved series is drawn, so the legend does not name it: {layers}"
+    );
+    let m = common::run_json(&[
+        "mem", dir, "--seq", "24", "--batch", "2", "--format", "json",
+    ]);
+    for l in m["layers"].as_array().unwrap() {
+        let name = l["name"].as_str().unwrap();
+        if let Some(row) = table
+            .lines()
+            .find(|r| r.contains(&format!("title=\"{name}\"")))
+        {
+            let params = nnlint::util::units::count(l["params"].as_u64().unwrap());
+            assert!(
+                row.contains(&format!(">{params}<")),
+                "{name}: {params} in {row}"
+            );
+        }
+    }
 }

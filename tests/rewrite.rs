@@ -23,7 +23,7 @@ fn config() -> String {
 fn rewrite_text(model: &str, out: &Path, extra: &[&str]) -> String {
     let cfg = config();
     let out_s = out.display().to_string();
-    let mut args = vec!["rewrite", model, "-o", &out_s, "--config", &cfg];
+    let mut args = vec!["rewrite", model, "-o", &out_s, "--config", &cfg, "--lossy"];
     args.extend_from_slice(extra);
     let o = nnlint(&args);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -194,7 +194,13 @@ fn external_data_is_written_next_to_the_output() {
         &fixture("resnet_like_ext.onnx"),
         &out.display().to_string(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // rank-1 factorisations change the output: exit 3
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("verdict: changed as declared: 4 rewrites (4 approximate)"),
+        "{}",
+        stdout(&o)
+    );
     assert!(stdout(&o).contains("whole model"), "{}", stdout(&o));
 }
 
@@ -206,7 +212,7 @@ fn the_input_is_never_overwritten() {
     let before = std::fs::read(&model).unwrap();
     let m = model.display().to_string();
     let cfg = config();
-    let o = nnlint(&["rewrite", &m, "-o", &m, "--config", &cfg]);
+    let o = nnlint(&["rewrite", &m, "-o", &m, "--config", &cfg, "--lossy"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("would overwrite the input"),
@@ -215,7 +221,7 @@ fn the_input_is_never_overwritten() {
     );
     assert_eq!(std::fs::read(&model).unwrap(), before);
     // without -o, the name is derived
-    let o = nnlint(&["rewrite", &m, "--config", &cfg, "--no-verify"]);
+    let o = nnlint(&["rewrite", &m, "--config", &cfg, "--no-verify", "--lossy"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.path().join("m-rewritten.onnx").is_file());
     assert_eq!(std::fs::read(&model).unwrap(), before);
@@ -244,6 +250,7 @@ fn the_input_is_never_overwritten() {
             .to_string(),
         "--config",
         &cfg,
+        "--lossy",
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
@@ -319,7 +326,8 @@ fn verify_dumps_inputs_and_outputs() {
         "--dump",
         &dump.display().to_string(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // the rewrites are lossy and changed the output: exit 3, said in the verdict
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dump.join("manifest.json")).unwrap())
             .unwrap();
@@ -465,6 +473,7 @@ fn vgg16_loses_at_least_five_sixths_of_its_parameters() {
         "--no-config",
         "--rule",
         "heavy-standard-conv,large-fc-head",
+        "--lossy",
         "--no-verify",
         "--format",
         "json",
@@ -534,7 +543,8 @@ fn a_rewritten_model_can_be_rewritten_again() {
         &first.display().to_string(),
         &second.display().to_string(),
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // the GAP head is lossy: the output changed, as declared (exit 3)
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(stdout(&o).matches("(gap-head").count(), 1, "{}", stdout(&o));
     assert!(!stdout(&o).contains("not checked"), "{}", stdout(&o));
 }
@@ -641,4 +651,93 @@ fn verify_states_its_verdict_and_fails_on_models_that_differ() {
     assert_eq!(code, Some(1), "{v:#}");
     assert_eq!(v["verdict"]["status"], "fail");
     assert!(err.contains("do not correspond"), "{err}");
+}
+
+/// Issue 22: a rewrite that changes the output is not applied unless asked; when asked, the
+/// verdict says the output changed (exit 3), once, and an exact rewrite still passes (exit 0).
+#[test]
+fn lossy_rewrites_need_asking_and_verify_says_the_output_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config();
+    let model = fixture("vgg_like.onnx");
+    let out = dir.path().join("slim.onnx");
+    let out_s = out.display().to_string();
+    // the default: nothing that changes the output is applied, and nothing is written
+    let o = nnlint(&[
+        "rewrite", &model, "-o", &out_s, "--config", &cfg, "--format", "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!out.exists(), "nothing to write, nothing written");
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(rewrites(&r).is_empty(), "{r:#}");
+    let held: Vec<&serde_json::Value> = r["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| !s["safety"].is_null())
+        .collect();
+    assert!(!held.is_empty(), "{r:#}");
+    for s in &held {
+        assert!(
+            ["approximate", "lossy"].contains(&s["safety"].as_str().unwrap()),
+            "{s}"
+        );
+        assert!(s["reason"].as_str().unwrap().contains("--lossy"), "{s}");
+    }
+    let note = r["notes"][0].as_str().unwrap();
+    assert!(
+        note.contains(&format!("{} would change the output", held.len())),
+        "{note}"
+    );
+    let o = nnlint(&["rewrite", &model, "-o", &out_s, "--config", &cfg]);
+    assert!(
+        stdout(&o).contains("not applied without --lossy"),
+        "{}",
+        stdout(&o)
+    );
+    // the exact decomposition is applied without asking, and passes
+    let r = rewrite_exact(&model, &out);
+    assert!(!rewrites(&r).is_empty());
+    assert_eq!(r["verdict"]["status"], "pass", "{r:#}");
+    // asked for: the rewrite applies them, and its verdict says the output changed
+    let r = rewrite(&model, &out, &["--batch", "2"]);
+    assert!(rewrites(&r).iter().any(|x| x["safety"] == "lossy"), "{r:#}");
+    assert_eq!(r["verdict"]["status"], "changed", "{r:#}");
+    let reason = r["verdict"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("changed as declared: "), "{reason}");
+    assert!(reason.contains("needs fine-tuning"), "{reason}");
+    // verify of the two files agrees: exit 3, the verdict printed once
+    let o = nnlint(&["verify", &model, &out_s, "--batch", "2"]);
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    let text = stdout(&o);
+    assert_eq!(text.matches("changed as declared").count(), 1, "{text}");
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    let o = nnlint(&["verify", &model, &out_s, "--batch", "2", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["verdict"]["status"], "changed", "{v:#}");
+}
+
+/// `rewrite --rank full` without `--lossy`: only exact decompositions, so nothing is held back.
+fn rewrite_exact(model: &str, out: &Path) -> serde_json::Value {
+    let cfg = config();
+    let out_s = out.display().to_string();
+    let o = nnlint(&[
+        "rewrite",
+        model,
+        "-o",
+        &out_s,
+        "--config",
+        &cfg,
+        "--rank",
+        "full",
+        "--rule",
+        "NL101,NL103",
+        "--batch",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
 }

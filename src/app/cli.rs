@@ -207,13 +207,19 @@ pub struct RewriteArgs {
     /// Only rewrite findings on nodes whose name matches this glob (repeatable).
     #[arg(long = "node", value_name = "GLOB")]
     pub nodes: Vec<String>,
-    /// Rank of the factorisations: a number, or `full` for the exact decomposition [default: 1 for
+    /// Rank of the factorisations: a number (one below the full rank changes the output; asking
+    /// for it applies it), or `full` for the exact decomposition [default, with `--lossy`: 1 for
     /// convolutions (the MobileNet block), the rule's proposal for linear layers].
     #[arg(long, value_name = "N|full", value_parser = parse_rank, conflicts_with = "energy")]
     pub rank: Option<RankChoice>,
     /// Keep the smallest rank whose squared singular values hold this share of the total (0-1].
     #[arg(long, value_name = "E", value_parser = parse_energy)]
     pub energy: Option<f64>,
+    /// Also apply rewrites that change the model's output (a rank below full, a GAP head): the
+    /// model must then be fine-tuned [default: exact rewrites only; `--rank N` and `--energy E`
+    /// ask for their truncated factorisations].
+    #[arg(long)]
+    pub lossy: bool,
     /// Skip the numeric check of the written model.
     #[arg(long)]
     pub no_verify: bool,

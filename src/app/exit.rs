@@ -9,6 +9,9 @@ pub enum ExitStatus {
     Failure,
     /// 2: a tool error (an unreadable, malformed or hostile file, a bad argument).
     Error,
+    /// 3: `verify` found the output changed, as the rewrites' declared safety (approximate or
+    /// lossy) says it may: not a bug, but not the same model either.
+    Changed,
 }
 
 impl ExitStatus {
@@ -17,6 +20,7 @@ impl ExitStatus {
             ExitStatus::Success => 0,
             ExitStatus::Failure => 1,
             ExitStatus::Error => 2,
+            ExitStatus::Changed => 3,
         }
     }
 }
@@ -36,6 +40,8 @@ pub enum Verdict {
     Findings,
     /// A numeric check failed (`verify`).
     CheckFailed,
+    /// A numeric check found the output changed, as lossy rewrites declared (`verify`).
+    Changed,
     /// Some input could not be processed although the command went on (a file `lint` could not
     /// read among others).
     InputErrors,
@@ -47,6 +53,7 @@ impl From<Verdict> for ExitStatus {
             Verdict::Clean => ExitStatus::Success,
             Verdict::Findings | Verdict::CheckFailed => ExitStatus::Failure,
             Verdict::InputErrors => ExitStatus::Error,
+            Verdict::Changed => ExitStatus::Changed,
         }
     }
 }
@@ -71,6 +78,12 @@ impl Outcome {
     /// Output and nothing that fails.
     pub fn clean(text: String) -> Outcome {
         Outcome::new(text, Verdict::Clean)
+    }
+
+    /// Says which file of a folder was read ([`crate::load::resolve`]), on standard error.
+    pub fn chosen(mut self, note: Option<String>) -> Outcome {
+        self.stderr.extend(note.map(|n| format!("nnlint: {n}")));
+        self
     }
 
     /// Adds the model's warnings (a missing external-data file, say) to standard error, where a

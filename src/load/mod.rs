@@ -25,12 +25,99 @@ pub enum Loaded {
     Gguf(gguf::Gguf),
 }
 
-/// Loads a model, choosing the format from the name and, failing that, from the first bytes.
-pub fn load(path: &Path) -> Result<Loaded> {
-    let name = path.to_string_lossy();
-    if path != Path::new("-") && path.is_dir() {
-        return hf::load(path).map(Loaded::Checkpoint);
+/// What a model argument names: the path to read, and the line that says which file of a
+/// folder was chosen.
+#[derive(Debug)]
+pub struct Resolved {
+    pub path: std::path::PathBuf,
+    /// Set when `path` is a file picked from a folder without a `config.json`.
+    pub chosen: Option<String>,
+}
+
+/// The one rule for folders, shared by every command: a folder with a `config.json` is a Hugging
+/// Face checkpoint; a folder without one is read as its only model file (one `.onnx`, one `.gguf`
+/// besides a multimodal projector, one safetensors index, or one `.safetensors` when there is no
+/// index), said in one line; a folder with several is refused, naming them. Any other path is
+/// read as it is.
+pub fn resolve(path: &Path) -> Result<Resolved> {
+    let as_is = || Resolved {
+        path: path.to_path_buf(),
+        chosen: None,
+    };
+    if path == Path::new("-") || !path.is_dir() || path.join("config.json").is_file() {
+        return Ok(as_is());
     }
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let indexes: Vec<&std::path::PathBuf> = files
+        .iter()
+        .filter(|p| name(p).ends_with(".safetensors.index.json"))
+        .collect();
+    let ggufs: Vec<&std::path::PathBuf> = files
+        .iter()
+        .filter(|p| name(p).ends_with(".gguf"))
+        .collect();
+    // a projector beside its model is read with it (gguf::load)
+    let models = ggufs.iter().filter(|p| !name(p).contains("mmproj")).count();
+    let mut candidates: Vec<&std::path::PathBuf> = files
+        .iter()
+        .filter(|p| {
+            let n = name(p);
+            n.ends_with(".onnx")
+                || n.ends_with(".safetensors.index.json")
+                || (n.ends_with(".safetensors") && indexes.is_empty())
+                || (n.ends_with(".gguf") && (models == 0 || !n.contains("mmproj")))
+        })
+        .collect();
+    candidates.dedup();
+    match candidates.as_slice() {
+        [one] => Ok(Resolved {
+            path: (*one).clone(),
+            chosen: Some(format!(
+                "{}: reading {}, the folder's only model file (no config.json)",
+                path.display(),
+                name(one)
+            )),
+        }),
+        [] => Err(Error::refused(
+            path,
+            "is a directory without a config.json or a model file (.onnx, .gguf, .safetensors): nnlint reads model files and Hugging Face checkpoint folders",
+        )),
+        many => {
+            let shown: Vec<String> = many.iter().take(4).map(|p| name(p)).collect();
+            Err(Error::refused(
+                path,
+                format!(
+                    "is a directory without a config.json and with {} model files ({}{}): name the one to read",
+                    many.len(),
+                    shown.join(", "),
+                    if many.len() > shown.len() { ", ..." } else { "" }
+                ),
+            ))
+        }
+    }
+}
+
+/// Loads a model, choosing the format from the name and, failing that, from the first bytes. A
+/// folder is resolved by [`resolve`]'s rule.
+pub fn load(path: &Path) -> Result<Loaded> {
+    if path != Path::new("-") && path.is_dir() {
+        let r = resolve(path)?;
+        if r.chosen.is_none() {
+            return hf::load(path).map(Loaded::Checkpoint);
+        }
+        return load(&r.path);
+    }
+    let name = path.to_string_lossy();
     if name.ends_with(".gguf") {
         return gguf::load(path).map(Loaded::Gguf);
     }

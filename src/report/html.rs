@@ -11,6 +11,7 @@ use super::table::{totals_lines, trailer, training_heading, training_lines};
 use super::units::{bytes, count, dim_bytes, dim_count};
 use super::{MemView, ViewOptions};
 use crate::analysis::fit::FitReport;
+use crate::analysis::llm::fit::LlmFit;
 use crate::analysis::{Format, Layer, MemReport};
 use crate::rules::fix::Applied;
 
@@ -20,9 +21,17 @@ pub struct Page<'a> {
     pub mem: &'a MemReport,
     /// Why there is no training estimate, when `mem` has none.
     pub training_missing: Option<String>,
-    pub fit: Option<Result<&'a FitReport, String>>,
+    pub fit: Option<Result<FitView<'a>, String>>,
     pub lint: Option<Result<&'a LintRun, String>>,
     pub rewrite: Option<&'a Comparison>,
+}
+
+/// The plans of `nnlint fit`: a graph's (micro-batch, accumulation, sharding) or a language
+/// model's (serving and fine-tuning at a sequence length).
+#[derive(Clone, Copy)]
+pub enum FitView<'a> {
+    Graph(&'a FitReport),
+    Llm(&'a LlmFit),
 }
 
 /// A rewritten model beside its original.
@@ -106,7 +115,11 @@ pub fn render(p: &Page) -> String {
     liveness(&mut out, r);
     training(&mut out, r, p.training_missing.as_deref());
     if let Some(fit) = &p.fit {
-        fit_section(&mut out, fit.as_ref().map(|f| *f));
+        match fit {
+            Ok(FitView::Llm(f)) => llm_fit_section(&mut out, f),
+            Ok(FitView::Graph(f)) => fit_section(&mut out, Ok(f)),
+            Err(why) => fit_section(&mut out, Err(why)),
+        }
     }
     if let Some(lint) = &p.lint {
         lint_section(&mut out, lint.as_ref().map(|l| *l));
@@ -230,7 +243,11 @@ fn layer_chart(out: &mut String, r: &MemReport) {
         .filter(|l| l.depth == 0 && !l.folded)
         .collect();
     let graph = r.format == Format::Onnx;
-    let training = r.training.is_some();
+    // a checkpoint's rows carry the activations and MACs its architecture gives; per-layer saved
+    // bytes come from a graph only (a checkpoint's step has them in total)
+    let acts_shown = graph || rows.iter().any(|l| l.activation_bytes.is_some());
+    let training = r.training.is_some() && rows.iter().any(|l| l.saved_bytes.is_some());
+    let saved_in_total_only = r.training.is_some() && !training;
     let stack = |l: &Layer| -> u64 {
         (l.param_bytes + l.buffer_bytes)
             .saturating_add(known(l.activation_bytes.as_ref()).unwrap_or(0))
@@ -238,7 +255,7 @@ fn layer_chart(out: &mut String, r: &MemReport) {
     };
     let max = rows.iter().map(|l| stack(l)).max().unwrap_or(0);
     let mut items = vec![("--params", "parameters and buffers")];
-    if graph {
+    if acts_shown {
         items.push(("--acts", "output activations"));
     }
     if training {
@@ -264,10 +281,10 @@ fn layer_chart(out: &mut String, r: &MemReport) {
     for (i, l) in rows.iter().enumerate() {
         let x = left + slot * i as f64 + (slot - bar) / 2.0;
         let acts = match (&l.activation_bytes, graph) {
-            (_, false) => "n/a (no graph)".to_string(),
             (Some(d), _) if d.as_u64().is_some() => dim_bytes(d),
             (Some(d), _) => format!("unknown ({}: bind the dimensions)", dim_bytes(d)),
-            (None, _) => "unknown".into(),
+            (None, false) => "n/a (no graph)".to_string(),
+            (None, true) => "unknown".into(),
         };
         let mut tip = format!(
             "{} ({})\nparameters: {} ({} bytes)\nactivations: {acts}",
@@ -365,16 +382,17 @@ fn layer_chart(out: &mut String, r: &MemReport) {
     out.push_str("<th class=\"num\">MACs</th></tr>\n");
     for l in top_rows {
         let acts = match (&l.activation_bytes, graph) {
-            (_, false) => "n/a".to_string(),
             (Some(d), _) => dim_bytes(d),
-            (None, _) => "unknown".into(),
+            (None, false) => "n/a".to_string(),
+            (None, true) => "unknown".into(),
         };
         let _ = write!(
             out,
             "<tr><td class=\"name\" title=\"{name}\">{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
             escape(&l.op),
-            dash(l.params + l.buffers, count),
-            dash(l.param_bytes + l.buffer_bytes, bytes),
+            // as `mem` counts them: parameters only (the chart stacks the buffers on them)
+            dash(l.params, count),
+            dash(l.param_bytes, bytes),
             escape(&acts),
             name = escape(&l.name),
         );
@@ -389,14 +407,18 @@ fn layer_chart(out: &mut String, r: &MemReport) {
             out,
             "<td class=\"num\">{}</td></tr>",
             escape(&match (&l.macs, graph) {
-                (_, false) => "n/a".into(),
                 (Some(m), _) if m.as_u64() == Some(0) => "-".into(),
                 (Some(m), _) => dim_count(m),
-                (None, _) => "unknown".into(),
+                (None, false) => "n/a".into(),
+                (None, true) => "unknown".into(),
             })
         );
     }
-    out.push_str("</table>\n</section>\n");
+    out.push_str("</table>\n");
+    if saved_in_total_only {
+        out.push_str("<p class=\"note\">saved for backward: a checkpoint's step is counted in total (the training section), not per layer, so no layer shows it.</p>\n");
+    }
+    out.push_str("</section>\n");
 }
 
 /// The inference liveness curve over the topological order, with the peak marked.
@@ -708,6 +730,61 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
     for s in &f.suggestions {
         let _ = writeln!(out, "<p>what would fit: {}</p>", escape(s));
     }
+    for n in &f.notes {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(n));
+    }
+    out.push_str("</section>\n");
+}
+
+/// A language model's `fit` plans, each peak at batch 1 drawn against the card's memory.
+fn llm_fit_section(out: &mut String, f: &LlmFit) {
+    out.push_str("<section id=\"fit\">\n<h2>What fits the GPU</h2>\n");
+    let _ = writeln!(
+        out,
+        "<p>{}{} ({}), sequences of {} tokens; the bar is each plan's peak at batch 1 against the card's memory (the line).</p>",
+        if f.gpus > 1 {
+            format!("{} x ", f.gpus)
+        } else {
+            String::new()
+        },
+        escape(f.gpu.name),
+        bytes(f.gpu.bytes),
+        f.seq
+    );
+    out.push_str("<table id=\"fit-plans\"><tr><th>plan</th><th class=\"num\">max batch</th><th class=\"num\">max seq at batch 1</th><th class=\"num\">peak at batch 1</th><th style=\"width:300px\">peak against the card (line: 100%)</th><th class=\"num\">trains</th><th>cost</th></tr>\n");
+    let card = f.gpu.bytes.max(1) as f64;
+    for p in &f.plans {
+        let [batch, seq, peak] = crate::analysis::llm::fit::cells(p);
+        let fits = p.max_batch > 0;
+        let bar = match p.peak_bytes_at_batch_1 {
+            Some(b) => {
+                let share = b as f64 / card;
+                let bw = ((share / 1.5).min(1.0) * 240.0).max(1.5);
+                format!(
+                    "<svg viewBox=\"0 0 290 16\" width=\"290\" height=\"16\"><title>{} of {} ({:.0}%)</title><rect x=\"0\" y=\"3\" width=\"{bw:.1}\" height=\"10\" fill=\"{}\"/><line x1=\"160\" y1=\"0\" x2=\"160\" y2=\"16\" stroke=\"var(--ink)\"/><text x=\"{:.1}\" y=\"12\">{:.0}%</text></svg>",
+                    escape(&peak),
+                    bytes(f.gpu.bytes),
+                    share * 100.0,
+                    if fits { "var(--good)" } else { "var(--bad)" },
+                    bw + 4.0,
+                    share * 100.0
+                )
+            }
+            None => "<span class=\"unknown\">unknown</span>".into(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr class=\"{}\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{bar}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            if fits { "fits" } else { "nofit" },
+            escape(&p.plan),
+            escape(&batch),
+            escape(&seq),
+            escape(&peak),
+            p.trainable_params.map_or("-".into(), count),
+            escape(&p.cost)
+        );
+    }
+    out.push_str("</table>\n");
     for n in &f.notes {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(n));
     }

@@ -10,7 +10,7 @@ use crate::analysis::{self, Bindings, MemReport};
 use crate::ir::{Graph, Model, NodeId};
 use crate::rewrite::{Planned, RewriteKind, Safety, Skipped};
 use crate::util::table::{Align, Table};
-use crate::verify::{Check, Verification, WholeModel};
+use crate::verify::{Check, VerdictLine, Verification, WholeModel};
 
 crate::named_enum! {
     /// Output formats of `nnlint rewrite` and `nnlint verify`.
@@ -105,6 +105,9 @@ pub struct RewriteReport {
     pub skipped: Vec<Skipped>,
     pub totals: Totals,
     pub whole_model: Option<WholeModel>,
+    /// What the check concluded (`pass`, `changed`: the output moved as the approximate or lossy
+    /// rewrites declared, `fail`, `inconclusive`); absent with `--no-verify`.
+    pub verdict: Option<VerdictLine>,
     pub notes: Vec<String>,
 }
 
@@ -317,6 +320,7 @@ pub fn build(
         rewrites: rows,
         skipped,
         totals,
+        verdict: verification.as_ref().map(|v| v.verdict.clone()),
         whole_model: verification.map(|v| v.whole_model),
         notes,
     })
@@ -425,6 +429,9 @@ pub fn table(r: &RewriteReport, width: Option<usize>) -> String {
     if let Some(w) = &r.whole_model {
         out.push_str(&whole_text(w));
     }
+    if let Some(v) = &r.verdict {
+        out.push_str(&verdict_line(v));
+    }
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }
@@ -481,12 +488,18 @@ pub fn verify_table(v: &Verification) -> String {
         }
     }
     out.push_str(&whole_text(&v.whole_model));
-    out.push_str(&format!(
-        "verdict: {}: {}\n",
-        v.verdict.status.name(),
-        v.verdict.reason
-    ));
+    out.push_str(&verdict_line(&v.verdict));
     out
+}
+
+/// `verdict: pass: ...`, or `verdict: changed as declared: ...` where the reason already starts
+/// with the status.
+fn verdict_line(v: &VerdictLine) -> String {
+    if v.reason.starts_with(v.status.name()) {
+        format!("verdict: {}\n", v.reason)
+    } else {
+        format!("verdict: {}: {}\n", v.status.name(), v.reason)
+    }
 }
 
 /// JSON of any report.

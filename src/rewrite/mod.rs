@@ -55,6 +55,45 @@ pub struct Options {
     pub rank: RankChoice,
     /// Seed of the randomized SVD's sketch.
     pub seed: u64,
+    /// The least safe rewrite to apply: [`Safety::Exact`] by default (a rewrite that changes the
+    /// model's output is planned, then skipped with the way to ask for it), [`Safety::Approximate`]
+    /// when `--rank N` or `--energy E` asks for a truncated factorisation, [`Safety::Lossy`] with
+    /// `--lossy`.
+    pub allow: Safety,
+}
+
+/// How far a safety level is from the same function: what `--lossy` and `--rank` widen.
+fn loss(s: Safety) -> u8 {
+    match s {
+        Safety::Exact => 0,
+        Safety::Approximate => 1,
+        Safety::Lossy => 2,
+    }
+}
+
+/// Why a rewrite of this safety is not applied under `allow`, and how to ask for it.
+fn refused(p: &Planned, allow: Safety) -> Option<String> {
+    let s = p.record.safety;
+    if loss(s) <= loss(allow) {
+        return None;
+    }
+    let what = match (s, p.record.rank) {
+        (Safety::Lossy, _) => {
+            "a lossy rewrite: it changes the model's output (fine-tune after it)".to_string()
+        }
+        (_, Some(r)) => format!(
+            "rank {r} is below the full rank: it changes the model's output (fine-tune after it)"
+        ),
+        _ => {
+            "an approximate rewrite: it changes the model's output (fine-tune after it)".to_string()
+        }
+    };
+    let ask = if s == Safety::Lossy {
+        "pass --lossy to apply it"
+    } else {
+        "pass --lossy (or --rank N, --energy E) to apply it, or --rank full for the exact decomposition"
+    };
+    Some(format!("{what}; {ask}"))
 }
 
 /// A tensor a rewrite creates, encoded in its element type.
@@ -90,6 +129,10 @@ pub struct Skipped {
     pub rule: String,
     pub node: String,
     pub reason: String,
+    /// Set when the rewrite was planned but not applied because it would change the output
+    /// (`approximate` or `lossy`) and was not asked for (`--lossy`, `--rank N`, `--energy E`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub safety: Option<Safety>,
 }
 
 /// What a rewrite builder sees.
@@ -309,6 +352,7 @@ pub fn plan_all(
                 rule: f.code.to_string(),
                 node: f.node.clone(),
                 reason: format!("already rewritten by {by}"),
+                safety: None,
             });
             progress.advance(1);
             continue;
@@ -325,6 +369,13 @@ pub fn plan_all(
                 rule: f.code.to_string(),
                 node: f.node.clone(),
                 reason: "it overlaps another rewrite".into(),
+                safety: None,
+            }),
+            Ok(p) if refused(&p, options.allow).is_some() => skipped.push(Skipped {
+                rule: f.code.to_string(),
+                node: f.node.clone(),
+                reason: refused(&p, options.allow).unwrap_or_default(),
+                safety: Some(p.record.safety),
             }),
             Ok(p) => {
                 for &r in &p.removed {
@@ -336,6 +387,7 @@ pub fn plan_all(
                 rule: f.code.to_string(),
                 node: f.node.clone(),
                 reason,
+                safety: None,
             }),
         }
         progress.advance(1);

@@ -151,6 +151,9 @@ crate::named_enum! {
         Fail = "fail",
         /// Nothing could be compared (the reasons say why).
         Inconclusive = "inconclusive",
+        /// The output changed beyond the tolerance, as the approximate or lossy rewrites declared:
+        /// the rewritten model is a different function and needs fine-tuning.
+        Changed = "changed",
     }
 }
 
@@ -196,7 +199,9 @@ impl Verification {
 
     /// The verdict: an exact rewrite beyond the tolerance, models whose inputs or outputs do not
     /// correspond, or whole-model outputs beyond it when every declared rewrite is exact (or none
-    /// is recorded: two models given as equivalent), fail; nothing compared is inconclusive.
+    /// is recorded: two models given as equivalent), fail; whole-model outputs beyond it when some
+    /// rewrite is approximate or lossy are a change, as declared; nothing compared is
+    /// inconclusive.
     fn decide(checks: &[Check], whole: &WholeModel) -> VerdictLine {
         let line = |status, reason: String| VerdictLine { status, reason };
         if let Some(c) = checks
@@ -223,6 +228,34 @@ impl Verification {
             );
         }
         let all_exact = checks.iter().all(|c| c.safety == Safety::Exact);
+        let worst = whole
+            .outputs
+            .iter()
+            .map(|o| o.max_rel_error)
+            .fold(0.0f64, f64::max);
+        if whole.checked && !all_exact && whole.outputs.iter().any(|o| !o.within_tolerance) {
+            let lossy: Vec<&Check> = checks
+                .iter()
+                .filter(|c| c.safety != Safety::Exact)
+                .collect();
+            let kinds = |s: Safety| lossy.iter().filter(|c| c.safety == s).count();
+            let mut what = Vec::new();
+            for s in [Safety::Approximate, Safety::Lossy] {
+                match kinds(s) {
+                    0 => {}
+                    n => what.push(format!("{n} {}", s.name())),
+                }
+            }
+            return line(
+                Status::Changed,
+                format!(
+                    "changed as declared: {} rewrite{} ({}), needs fine-tuning; max relative error {worst:.1e}",
+                    lossy.len(),
+                    if lossy.len() == 1 { "" } else { "s" },
+                    what.join(", ")
+                ),
+            );
+        }
         if whole.checked && all_exact {
             if let Some(o) = whole.outputs.iter().find(|o| !o.within_tolerance) {
                 return line(
@@ -263,18 +296,8 @@ impl Verification {
             ));
         }
         if whole.checked {
-            let worst = whole
-                .outputs
-                .iter()
-                .map(|o| o.max_rel_error)
-                .fold(0.0f64, f64::max);
             parts.push(format!(
-                "whole model {} (max relative error {worst:.1e}{})",
-                if all_exact {
-                    "equal within tolerance"
-                } else {
-                    "compared"
-                },
+                "whole model equal within tolerance (max relative error {worst:.1e}{})",
                 if all_exact {
                     ""
                 } else {

@@ -368,9 +368,42 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
 }
 
 /// The fit table.
+/// A plan's max batch, max sequence at batch 1 and peak at batch 1 as `fit` and `report` print
+/// them: bounds marked (≤, ≥), a search stopped at its cap on a lower bound unknown (`?`).
+pub fn cells(p: &LlmPlan) -> [String; 3] {
+    use crate::util::units::bytes;
+    [
+        if p.max_batch == 0 {
+            "does not fit".into()
+        } else if p.max_batch == MAX_BATCH && p.lower_bound {
+            // the search stopped at its cap on peaks that are lower bounds: nothing is known
+            "?".into()
+        } else if p.max_batch == MAX_BATCH {
+            format!("≥ {MAX_BATCH}")
+        } else if p.lower_bound {
+            format!("≤ {}", p.max_batch)
+        } else {
+            p.max_batch.to_string()
+        },
+        if p.max_seq_at_batch_1 == 0 {
+            "-".into()
+        } else if p.lower_bound {
+            format!("≤ {}", p.max_seq_at_batch_1)
+        } else {
+            p.max_seq_at_batch_1.to_string()
+        },
+        p.peak_bytes_at_batch_1.map_or("?".into(), |b| {
+            if p.lower_bound {
+                format!("≥ {}", bytes(b))
+            } else {
+                bytes(b)
+            }
+        }),
+    ]
+}
+
 pub fn render(f: &LlmFit) -> String {
     use crate::util::table::{Align, Table};
-    use crate::util::units::bytes;
     let mut out = format!(
         "{} on {}{}, sequences of {} tokens, {} parameters\n\n",
         f.model,
@@ -392,34 +425,12 @@ pub fn render(f: &LlmFit) -> String {
         ("cost", Align::Left),
     ]);
     for p in &f.plans {
+        let [batch, seq, peak] = cells(p);
         t.push(vec![
             p.plan.clone(),
-            if p.max_batch == 0 {
-                "does not fit".into()
-            } else if p.max_batch == MAX_BATCH && p.lower_bound {
-                // the search stopped at its cap on peaks that are lower bounds: nothing is known
-                "?".into()
-            } else if p.max_batch == MAX_BATCH {
-                format!("≥ {MAX_BATCH}")
-            } else if p.lower_bound {
-                format!("≤ {}", p.max_batch)
-            } else {
-                p.max_batch.to_string()
-            },
-            if p.max_seq_at_batch_1 == 0 {
-                "-".into()
-            } else if p.lower_bound {
-                format!("≤ {}", p.max_seq_at_batch_1)
-            } else {
-                p.max_seq_at_batch_1.to_string()
-            },
-            p.peak_bytes_at_batch_1.map_or("?".into(), |b| {
-                if p.lower_bound {
-                    format!("≥ {}", bytes(b))
-                } else {
-                    bytes(b)
-                }
-            }),
+            batch,
+            seq,
+            peak,
             p.trainable_params.map_or("-".into(), |n| n.to_string()),
             p.cost.clone(),
         ]);

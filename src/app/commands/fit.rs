@@ -24,9 +24,10 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
             given.join(" ")
         )));
     }
+    let chosen = load::resolve(&args.model)?.chosen;
     let loaded = load::load(&args.model)?;
     if matches!(loaded, load::Loaded::Checkpoint(_) | load::Loaded::Gguf(_)) {
-        return fit_llm(args, loaded, &s.train);
+        return fit_llm(args, loaded, &s.train).map(|o| o.chosen(chosen));
     }
     for (flag, given) in [
         ("--seq", args.seq.is_some()),
@@ -66,7 +67,8 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         args.format,
         super::super::terminal::width(),
     ))
-    .warn(&args.model, &model.warnings))
+    .warn(&args.model, &model.warnings)
+    .chosen(chosen))
 }
 
 /// `fit` for a language-model checkpoint: serving and fine-tuning plans at `--seq`.
@@ -103,27 +105,15 @@ fn fit_llm(
         load::Loaded::Gguf(g) => analysis::llm::analyze_gguf(g, &o, None)?,
         _ => unreachable!("fit_llm is called for checkpoints only"),
     };
-    let Some(m) = r.llm.as_ref().and_then(|l| l.model.as_ref()) else {
-        // the analysis's note names the type and the ones nnlint models
-        let why = r
-            .notes
-            .iter()
-            .find(|n| n.starts_with("model_type") || n.contains("GGUF"))
-            .cloned()
-            .unwrap_or_else(|| "its model_type is not one nnlint models".into());
-        return Err(Error::refused(
-            &args.model,
-            format!("fit needs the architecture, and {why}"),
-        ));
-    };
-    let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
-    let opts = analysis::llm::fit::FitOptions {
-        base: *train,
-        optimizer: args.plan.optimizer,
-        llm: analysis::llm::LlmOptions { seq, ..o },
-        lora_rank: args.lora.unwrap_or(16),
-    };
-    let mut f = analysis::llm::fit::fit(m, args.gpu, &opts).map_err(|e| e.in_file(&args.model))?;
+    let mut f = llm_plans(
+        &args.model,
+        &r,
+        args.gpu,
+        train,
+        args.plan.optimizer,
+        args.lora.unwrap_or(16),
+        o,
+    )?;
     if args.inference {
         f.plans.truncate(1);
     }
@@ -137,4 +127,38 @@ fn fit_llm(
         }
     })
     .warn(&args.model, &warnings))
+}
+
+/// The serving and fine-tuning plans of a language model `r` (its analysis at `o`, whose
+/// sequence it keeps) on `gpu`: what `fit` prints, and what `report` draws.
+pub(crate) fn llm_plans(
+    path: &std::path::Path,
+    r: &analysis::MemReport,
+    gpu: analysis::fit::Gpu,
+    train: &analysis::training::TrainConfig,
+    optimizer: Option<analysis::training::Optimizer>,
+    lora_rank: u64,
+    o: analysis::llm::LlmOptions,
+) -> Result<analysis::llm::fit::LlmFit> {
+    let Some(m) = r.llm.as_ref().and_then(|l| l.model.as_ref()) else {
+        // the analysis's note names the type and the ones nnlint models
+        let why = r
+            .notes
+            .iter()
+            .find(|n| n.starts_with("model_type") || n.contains("GGUF"))
+            .cloned()
+            .unwrap_or_else(|| "its model_type is not one nnlint models".into());
+        return Err(Error::refused(
+            path,
+            format!("fit needs the architecture, and {why}"),
+        ));
+    };
+    let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
+    let opts = analysis::llm::fit::FitOptions {
+        base: *train,
+        optimizer,
+        llm: analysis::llm::LlmOptions { seq, ..o },
+        lora_rank,
+    };
+    analysis::llm::fit::fit(m, gpu, &opts).map_err(|e| e.in_file(path))
 }

@@ -87,7 +87,7 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
     bar.finish();
 
     let mut files = Vec::with_capacity(outcomes.len());
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     // an ignore pattern is unused when no file that could be linted used it
     let mut unused: Option<BTreeSet<String>> = None;
     for o in outcomes {
@@ -152,6 +152,10 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
         .filter_map(|f| f.error.as_ref())
         .map(|e| format!("nnlint: error: {e}"))
         .collect();
+    // a folder is read as its only model file: say which, as every command does
+    for p in args.models.iter().filter(|p| p.is_dir()) {
+        outcome = outcome.chosen(load::resolve(p).ok().and_then(|r| r.chosen));
+    }
     Ok(outcome)
 }
 

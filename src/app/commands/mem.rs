@@ -34,6 +34,7 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         ));
     }
     let train = (args.train || lora).then_some(&s.train);
+    let chosen = crate::load::resolve(&args.model)?.chosen;
     let llm = args.llm.options();
     let report = analysis::analyze_path_with(&args.model, &s.bindings, train, Some(&llm))?;
     if matches!(
@@ -84,5 +85,6 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         outcome
     } else {
         outcome.warn(&args.model, &report.warnings)
-    })
+    }
+    .chosen(chosen))
 }

@@ -11,7 +11,7 @@ use super::super::Outcome;
 use crate::analysis::fit::{parse_gpu, FitRequest};
 use crate::error::{Error, Result};
 use crate::load::{self, Loaded};
-use crate::report::html::{self, Comparison, Page};
+use crate::report::html::{self, Comparison, FitView, Page};
 use crate::report::lint::{FileResult, LintRun};
 use crate::util::units::bytes;
 use crate::{analysis, rules};
@@ -24,7 +24,8 @@ const NO_GRAPH: &str =
 
 pub fn run(args: &ReportArgs) -> Result<Outcome> {
     args.llm.layout.check()?;
-    let model_path = checkpoint_file(&args.model)?;
+    let resolved = load::resolve(&args.model)?;
+    let model_path = resolved.path;
     let out = output_path(args)?;
     for input in std::iter::once(&model_path).chain(&args.rewritten) {
         if let Some(o) = &out {
@@ -79,19 +80,43 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
             return Err(e);
         }
     }
+    let gpu = match args.gpu {
+        Some(g) => g,
+        None => parse_gpu(DEFAULT_GPU).map_err(Error::Usage)?,
+    };
+    let graph_fit;
+    let llm_fit;
     let (lint, fit) = match &loaded {
-        Loaded::Onnx(model) => (
-            lint(model, &s).map_err(|e| e.to_string()),
-            fit(model, args, &s).map_err(|e| e.to_string()),
-        ),
+        Loaded::Onnx(model) => {
+            graph_fit = fit(model, args, &s, gpu);
+            (
+                lint(model, &s).map_err(|e| e.to_string()),
+                graph_fit
+                    .as_ref()
+                    .map(FitView::Graph)
+                    .map_err(|e| e.to_string()),
+            )
+        }
         Loaded::Weights(_) => (Err(NO_GRAPH.to_string()), Err(NO_GRAPH.to_string())),
-        Loaded::Checkpoint(_) | Loaded::Gguf(_) => (
-            Err("the rules read ONNX graphs; a checkpoint has no graph to lint".to_string()),
-            Err(format!(
-                "for a language model's serving and fine-tuning plans run `nnlint fit {} --gpu CARD --seq N`",
-                model_path.display()
-            )),
-        ),
+        Loaded::Checkpoint(_) | Loaded::Gguf(_) => {
+            // the plans `nnlint fit MODEL --gpu CARD --seq N` ranks, at the page's sequence
+            llm_fit = super::fit::llm_plans(
+                &model_path,
+                &mem,
+                gpu,
+                &s.train,
+                args.plan.optimizer,
+                args.llm.lora.unwrap_or(16),
+                args.llm.options(),
+            );
+            (
+                Err("the rules read ONNX graphs; a checkpoint has no graph to lint".to_string()),
+                llm_fit
+                    .as_ref()
+                    .map(FitView::Llm)
+                    .map_err(|e| e.to_string()),
+            )
+        }
     };
     let comparison = match &args.rewritten {
         Some(p) => {
@@ -109,12 +134,14 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
     let page = html::render(&Page {
         mem: &mem,
         training_missing,
-        fit: Some(fit.as_ref().map_err(String::clone)),
+        fit: Some(fit),
         lint: Some(lint.as_ref().map_err(String::clone)),
         rewrite: comparison.as_ref(),
     });
     match out {
-        None => Ok(Outcome::clean(page).warn(&model_path, &mem.warnings)),
+        None => Ok(Outcome::clean(page)
+            .warn(&model_path, &mem.warnings)
+            .chosen(resolved.chosen)),
         Some(path) => {
             crate::util::fs::write_atomically(&path, page.as_bytes())
                 .map_err(|e| Error::io(&path, e))?;
@@ -124,7 +151,9 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
                 path.display(),
                 bytes(page.len() as u64)
             ));
-            Ok(outcome.warn(&model_path, &mem.warnings))
+            Ok(outcome
+                .warn(&model_path, &mem.warnings)
+                .chosen(resolved.chosen))
         }
     }
 }
@@ -159,11 +188,8 @@ fn fit(
     model: &crate::ir::Model,
     args: &ReportArgs,
     s: &Settings,
+    gpu: analysis::fit::Gpu,
 ) -> Result<analysis::fit::FitReport> {
-    let gpu = match args.gpu {
-        Some(g) => g,
-        None => parse_gpu(DEFAULT_GPU).map_err(Error::Usage)?,
-    };
     analysis::fit::fit(
         model,
         &FitRequest {
@@ -176,46 +202,6 @@ fn fit(
             inference: false,
         },
     )
-}
-
-/// The model file of a checkpoint folder (a sharded index, a single safetensors file or a single
-/// ONNX model); any other path as it is.
-fn checkpoint_file(path: &Path) -> Result<PathBuf> {
-    // a Hugging Face checkpoint folder is read as one (architecture, KV cache, training step)
-    if path == Path::new("-") || !path.is_dir() || path.join("config.json").is_file() {
-        return Ok(path.to_path_buf());
-    }
-    let mut names: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| Error::io(path, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .collect();
-    names.sort();
-    let ends = |p: &Path, suffix: &str| p.to_string_lossy().ends_with(suffix);
-    let index: Vec<&PathBuf> = names
-        .iter()
-        .filter(|p| ends(p, ".safetensors.index.json"))
-        .collect();
-    let single: Vec<&PathBuf> = names.iter().filter(|p| ends(p, ".safetensors")).collect();
-    let onnx: Vec<&PathBuf> = names.iter().filter(|p| ends(p, ".onnx")).collect();
-    let pick = if index.len() == 1 {
-        index[0]
-    } else if index.is_empty() && single.len() == 1 {
-        single[0]
-    } else if index.is_empty() && single.is_empty() && onnx.len() == 1 {
-        onnx[0]
-    } else {
-        return Err(Error::refused(
-            path,
-            format!(
-                "is a folder with {} safetensors index(es), {} safetensors file(s) without an index and {} ONNX model(s): name the model file",
-                index.len(),
-                if index.is_empty() { single.len() } else { 0 },
-                onnx.len()
-            ),
-        ));
-    };
-    Ok(pick.clone())
 }
 
 /// `-o`, `None` for standard output, or `MODEL-report.html` beside the input.

@@ -107,6 +107,14 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
             (None, None) => rewrite::RankChoice::Default,
         },
         seed: args.seed,
+        allow: if args.lossy {
+            rewrite::Safety::Lossy
+        } else if args.energy.is_some() || matches!(args.rank, Some(rewrite::RankChoice::Fixed(_)))
+        {
+            rewrite::Safety::Approximate
+        } else {
+            rewrite::Safety::Exact
+        },
     };
     let bar = progress();
     let (plans, skipped) = rewrite::plan_all(
@@ -118,27 +126,34 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         &options,
         bar.as_ref(),
     );
+    let nothing = || {
+        let held = skipped.iter().filter(|s| s.safety.is_some()).count();
+        format!(
+            "nothing to rewrite ({} finding{} with a rewrite{})",
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" },
+            if held == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; {held} would change the output and {} not applied without --lossy",
+                    if held == 1 { "is" } else { "are" }
+                )
+            }
+        )
+    };
     if plans.is_empty() && args.format == RewriteFormat::Json {
         let report = report::rewrite::NothingReport {
             model: args.model.display().to_string(),
             output: None,
             rewrites: Vec::new(),
-            notes: vec![format!(
-                "nothing to rewrite ({} finding{} with a rewrite)",
-                skipped.len(),
-                if skipped.len() == 1 { "" } else { "s" }
-            )],
+            notes: vec![nothing()],
             skipped,
         };
         return Ok(Outcome::clean(report::rewrite::json(&report)));
     }
     if plans.is_empty() {
-        let mut text = format!(
-            "{}: nothing to rewrite ({} finding{} with a rewrite)\n",
-            args.model.display(),
-            skipped.len(),
-            if skipped.len() == 1 { "" } else { "s" }
-        );
+        let mut text = format!("{}: {}\n", args.model.display(), nothing());
         for s in &skipped {
             text.push_str(&format!("skipped {} ({}): {}\n", s.node, s.rule, s.reason));
         }
@@ -183,5 +198,18 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
     if args.diff {
         text.push_str(&rewrite::text::diff(&model, &rewritten));
     }
-    Ok(Outcome::clean(text))
+    // an exact rewrite off is a failed check (exit 1); a lossy one that changed the output did
+    // what was asked for with --lossy or --rank, and the verdict says so
+    let failed = report
+        .verdict
+        .as_ref()
+        .is_some_and(|v| v.status == verify::Status::Fail);
+    Ok(Outcome::new(
+        text,
+        if failed {
+            super::super::Verdict::CheckFailed
+        } else {
+            super::super::Verdict::Clean
+        },
+    ))
 }

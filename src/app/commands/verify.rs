@@ -34,16 +34,19 @@ pub fn run(args: &VerifyArgs) -> Result<Outcome> {
         RewriteFormat::Table => rewrite::verify_table(&v),
         RewriteFormat::Json => rewrite::json(&v),
     };
-    let verdict = if v.failed() {
-        Verdict::CheckFailed
-    } else {
-        Verdict::Clean
+    let verdict = match v.verdict.status {
+        verify::Status::Fail => Verdict::CheckFailed,
+        verify::Status::Changed => Verdict::Changed,
+        verify::Status::Pass | verify::Status::Inconclusive => Verdict::Clean,
     };
     let mut outcome = Outcome::new(text, verdict);
-    outcome.stderr.push(format!(
-        "nnlint verify: {}: {}",
-        v.verdict.status.name(),
-        v.verdict.reason
-    ));
+    // the table ends with the verdict; JSON on standard output gets it on standard error too
+    if args.format == RewriteFormat::Json {
+        outcome.stderr.push(format!(
+            "nnlint verify: {}: {}",
+            v.verdict.status.name(),
+            v.verdict.reason
+        ));
+    }
     Ok(outcome)
 }
