@@ -191,13 +191,7 @@ fn saved_activation_bytes_match_pytorch_within_one_percent() {
                 | "qwen3_next"
                 | "glm4_moe"
         ) && scen.contains("all_linear");
-        // routers kept in fp32 (`_keep_in_fp32_modules_strict`) in a bf16 model are not
-        // modelled: the output says the estimate is approximate (see training_step)
-        let fp32_router = matches!(fam.as_str(), "gpt_oss" | "ernie4_5_moe" | "nemotron_h")
-            && scen.contains("bf16_weights");
-        let mark = if fp32_router {
-            "  (known gap: fp32 router in a bf16 model, said so in the output)"
-        } else if known {
+        let mark = if known {
             assert!(got < want);
             "  (known: lower bound)"
         } else if err.abs() > 0.01 {

@@ -30,8 +30,12 @@ pub enum Norm {
     /// `(1 + w) * x / rms(x)` in fp32 (Gemma).
     RmsGemma,
     LayerNorm,
-    /// `(w * x / rms(x)).to(dtype)`: the weight applied in fp32 before the cast back (OLMo 2/3).
+    /// `(w * x / rms(x)).to(dtype)`: the weight applied in fp32 before the cast back (OLMo 2/3,
+    /// gpt-oss): the fp32 normalized rows are kept, not a half copy.
     RmsWeightFp32,
+    /// `(w.to(fp32) * x / rms(x)).to(dtype)`: as [`Norm::RmsWeightFp32`], the weight cast to
+    /// fp32 first, so a half model also keeps that fp32 copy of the weight (Nemotron-H).
+    RmsWeightCastFp32,
     /// Mean-subtracted, weight only, no bias, all in fp32 (Cohere's `CohereLayerNorm`).
     LayerNormFp32,
 }
@@ -363,6 +367,13 @@ pub struct Arch {
     /// The rotary tables have a row per sequence (M-RoPE's [3, B, S] positions: Qwen2-VL,
     /// Qwen2.5-VL, Qwen3-VL), not one shared by the batch.
     pub rotary_per_sequence: bool,
+    /// cos and sin hold `rotary_dim / 2` numbers a position, applied to each half of q and k
+    /// (gpt-oss's `_apply_rotary_emb`), not the halves repeated.
+    pub rotary_half_tables: bool,
+    /// Each attention layer builds its own fp32 cos and sin from the shared tables and rotates q
+    /// and k in fp32 before casting back (ERNIE 4.5's `repeat_interleave` in
+    /// `apply_rotary_pos_emb`): one fresh pair kept per layer, the shared tables not kept.
+    pub rotary_fp32_per_layer: bool,
     /// Per block: its token mixer and channel mixer ([`super::layers`]).
     pub blocks: Vec<Block>,
     pub attn_softcap: Option<f64>,
@@ -986,6 +997,8 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
             1
         },
         rotary_per_sequence: false,
+        rotary_half_tables: false,
+        rotary_fp32_per_layer: false,
         blocks: Vec::new(),
         attn_softcap: if mt == "gemma2" {
             float(c, "attn_logit_softcapping")

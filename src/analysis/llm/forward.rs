@@ -272,7 +272,7 @@ impl Run<'_> {
                 let out = self.t.mul(wf, normed);
                 self.t.to(out, x.dtype)
             }
-            Norm::Rms | Norm::RmsGemma | Norm::RmsWeightFp32 => {
+            Norm::Rms | Norm::RmsGemma | Norm::RmsWeightFp32 | Norm::RmsWeightCastFp32 => {
                 let xf = self.t.to(x, DType::F32);
                 let sq = self.t.keeps_input(xf); // pow(2)
                 let mean = self.t.plain(&[sq], rows);
@@ -287,6 +287,11 @@ impl Run<'_> {
                     }
                     Norm::RmsWeightFp32 => {
                         let out = self.t.mul(w, normed);
+                        self.t.to(out, x.dtype)
+                    }
+                    Norm::RmsWeightCastFp32 => {
+                        let wf = self.t.to(w, DType::F32);
+                        let out = self.t.mul(wf, normed);
                         self.t.to(out, x.dtype)
                     }
                     _ => {
@@ -346,10 +351,16 @@ impl Run<'_> {
         let half = self.t.plain(&[part], rot); // rotate_half: slices, neg, cat
         let s = self.t.mul(half, cs.1);
         let out = self.t.plain(&[c, s], rot);
-        if a.rotary_dim == a.head_dim {
+        let out = if a.rotary_dim == a.head_dim {
             out
         } else {
             self.t.plain(&[out, x], x.numel) // cat with the pass-through part
+        };
+        if a.rotary_fp32_per_layer {
+            // q.float() * cos ... .to(original_dtype)
+            self.t.to(out, x.dtype)
+        } else {
+            out
         }
     }
 
@@ -472,7 +483,11 @@ impl Run<'_> {
         } else {
             self.w
         };
-        let mut numel = self.n.saturating_mul(a.rotary_dim);
+        let mut numel = self.n.saturating_mul(if a.rotary_half_tables {
+            a.rotary_dim / 2
+        } else {
+            a.rotary_dim
+        });
         if a.rotary_per_sequence {
             numel = numel.saturating_mul(self.s.batch);
         }
@@ -536,6 +551,17 @@ impl Run<'_> {
                 a.blocks
                     .get(layer)
                     .is_none_or(|b| b.mixer.attention().is_none_or(|at| at.rope))
+            });
+            // fresh fp32 tables a layer, made from the shared ones (ERNIE 4.5)
+            let cs = cs.map(|(c, s)| {
+                if a.rotary_fp32_per_layer {
+                    (
+                        self.t.new_act(c.numel, DType::F32, false),
+                        self.t.new_act(s.numel, DType::F32, false),
+                    )
+                } else {
+                    (c, s)
+                }
             });
             x = self.block(x, |r, x| match a.family {
                 Family::Gpt2 => r.gpt2_block(x, layer),

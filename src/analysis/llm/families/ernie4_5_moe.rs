@@ -17,6 +17,9 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
     let mut a = decoder(outer, c, model_type)?;
     a.attention_bias = flag(c, "use_bias", false);
     a.tied = flag(c, "tie_word_embeddings", true);
+    // `apply_rotary_pos_emb`: the fp32 tables' halves `repeat_interleave`d afresh in every layer,
+    // q and k rotated in fp32 and cast back
+    a.rotary_fp32_per_layer = true;
     let mut m = Moe::new(
         need(c, &["moe_num_experts", "num_experts"])?,
         need(c, &["moe_k", "num_experts_per_tok"])?,

@@ -10,12 +10,16 @@ use super::{swa_kinds, GgufKeys};
 use serde_json::Map;
 use serde_json::Value;
 
-use super::super::arch::{decoder, need, Arch, ConfigError, Moe, Router};
+use super::super::arch::{decoder, need, Arch, ConfigError, Moe, Norm, Router};
 use super::super::layers::Mixer;
 
 pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigError> {
     let mut a = decoder(outer, c, model_type)?;
     a.attention_bias = true;
+    // GptOssRMSNorm: `(self.weight * hidden_states).to(input_dtype)`, the weight applied in fp32
+    a.norm = Norm::RmsWeightFp32;
+    // `_apply_rotary_emb`: cos and sin of head_dim / 2 applied to the two halves
+    a.rotary_half_tables = true;
     for b in &mut a.blocks {
         if let Mixer::Attention(at) = &mut b.mixer {
             at.sinks = true;
@@ -68,5 +72,7 @@ mod tests {
         // gate_up [2I, H] + its bias 2I, down [H, I] + its bias H
         assert_eq!(m.params_per_expert(32), 3 * 32 * 64 + 2 * 64 + 32);
         assert_eq!(m.moe_layers, 2);
+        assert_eq!(a.norm, super::super::super::arch::Norm::RmsWeightFp32);
+        assert!(a.rotary_half_tables);
     }
 }

@@ -10,7 +10,7 @@ use super::{moe_keys, ssm_keys, GgufKeys};
 use serde_json::Map;
 use serde_json::{json, Value};
 
-use super::super::arch::{decoder, Arch, ConfigError, Correction, Dispatch, Moe, Router};
+use super::super::arch::{decoder, Arch, ConfigError, Correction, Dispatch, Moe, Norm, Router};
 use super::super::layers::{Block, Channel, Mixer};
 use super::{layer_kinds, mamba2, num, unknown_kind, with_defaults};
 
@@ -61,6 +61,8 @@ pub fn build(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, ConfigE
         o.insert("num_hidden_layers".into(), json!(kinds.len()));
     }
     let mut a = decoder(outer, &d, model_type)?;
+    // NemotronHRMSNorm: `(self.weight.to(torch.float32) * hidden_states).to(input_dtype)`
+    a.norm = Norm::RmsWeightCastFp32;
     a.rotary_dim = 0;
     a.gated = false;
     let heads = num(c, "mamba_num_heads", Some(128))?;
