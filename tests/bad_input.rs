@@ -1222,6 +1222,90 @@ fn safetensors_index_with_a_bad_shard() {
     );
 }
 
+/// A shard of one F32[2] tensor per name (8 bytes each, in order).
+fn shard_of(names: &[&str]) -> Vec<u8> {
+    let entries: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            format!(
+                r#""{n}":{{"dtype":"F32","shape":[2],"data_offsets":[{},{}]}}"#,
+                i * 8,
+                i * 8 + 8
+            )
+        })
+        .collect();
+    safetensors_bytes(
+        &format!("{{{}}}", entries.join(",")),
+        &vec![0; names.len() * 8],
+    )
+}
+
+/// The index and its shards disagree: a tensor in another shard than listed, or not listed, is
+/// a warning; one stored in two shards (listed or not) or listed and stored nowhere is an error
+/// naming the tensor and the file, whichever core read which shard.
+#[test]
+fn safetensors_index_and_shards_disagree() {
+    let (a, b) = (
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    );
+    let case = |sa: &[&str], sb: &[&str], listed: &[(&str, &str)]| {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), a, &shard_of(sa));
+        write(dir.path(), b, &shard_of(sb));
+        let index = write_index(dir.path(), listed);
+        (dir, index)
+    };
+    // x is in b but listed in a; y is not listed: warnings, the counts stand
+    let (_d, index) = case(&["w"], &["x", "y", "v"], &[("w", a), ("x", a), ("v", b)]);
+    let out = mem(&index, &["--format", "json"]);
+    let text = assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["totals"]["params"], 8, "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "tensor 'x' is in shard '{b}' but the index says '{a}'"
+        )),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(&format!(
+            "tensor 'y' in shard '{b}' is not listed in the index"
+        )),
+        "{warnings}"
+    );
+    // a listed tensor in both shards: the error names the second shard in order
+    let (d, index) = case(&["w", "x"], &["x", "v"], &[("w", a), ("x", a), ("v", b)]);
+    let out = mem(&index, &[]);
+    assert_error(
+        &out,
+        &d.path().join(b).display().to_string(),
+        &["tensor 'x' is stored in more than one shard"],
+    );
+    // an unlisted tensor in both shards, and one repeated within a shard
+    let (d, index) = case(&["w", "z"], &["z", "v"], &[("w", a), ("v", b)]);
+    assert_error(
+        &mem(&index, &[]),
+        &d.path().join(b).display().to_string(),
+        &["tensor 'z' is stored in more than one shard"],
+    );
+    let (d, index) = case(&["w", "w"], &["v"], &[("w", a), ("v", b)]);
+    assert_error(
+        &mem(&index, &[]),
+        &d.path().join(a).display().to_string(),
+        &["tensor 'w' is stored in more than one shard"],
+    );
+    // listed, stored nowhere
+    let (_d, index) = case(&["w"], &["v"], &[("w", a), ("v", b), ("u", b)]);
+    assert_error(
+        &mem(&index, &[]),
+        &index.display().to_string(),
+        &["1 tensors listed in the index are in no shard (first: 'u')"],
+    );
+}
+
 #[test]
 fn an_explicit_default_data_location_is_not_an_unknown_field() {
     use common::onnx::{node, vi, weight, G};

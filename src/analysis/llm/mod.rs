@@ -231,7 +231,11 @@ fn stored_kind(name: &str, dtype: DType, numel: u64, bits: u64, method: Option<&
         "weight_scale",
         "input_scale",
     ];
-    if STATE.contains(&last) || name.contains(".quant_state.") {
+    // bitsandbytes' `weight.quant_state.bitsandbytes__nf4`: never a name ending in weight or bias,
+    // which most are (the scan runs for every tensor)
+    if STATE.contains(&last)
+        || (!matches!(last, "weight" | "bias") && name.contains(".quant_state."))
+    {
         return Stored::QuantState;
     }
     if matches!(last, "inv_freq" | "position_ids" | "masked_bias") {
@@ -274,6 +278,11 @@ const VISION_MODULES: &[(&str, &str)] = &[
 
 /// The vision-side row a tensor belongs to, with its op label.
 fn vision_row(name: &str) -> Option<(&str, &'static str)> {
+    // most names hold none of the modules: one scan for what they share rejects them (this runs
+    // for every tensor: 75,000 on a checkpoint with many experts)
+    if !name.contains("vis") && !name.contains("multi_modal") {
+        return None;
+    }
     let mut end = 0;
     for p in name.split('.') {
         end += p.len();
@@ -286,21 +295,21 @@ fn vision_row(name: &str) -> Option<(&str, &'static str)> {
 }
 
 /// The row a tensor belongs to: a multimodal wrapper's vision tower or projector, its transformer
-/// block (`model.layers.3`), else its module.
+/// block (`model.layers.3`), else its module; a vision module anywhere in the name wins over a
+/// block.
 fn row_of(name: &str) -> &str {
     if let Some((row, _)) = vision_row(name) {
         return row;
     }
-    let mut parts = name.split('.').peekable();
-    let mut end = 0;
-    while let Some(p) = parts.next() {
-        end += p.len();
-        if matches!(p, "layers" | "h" | "layer" | "blk" | "block") {
-            if let Some(n) = parts.peek().filter(|n| n.parse::<u64>().is_ok()) {
-                return &name[..end + 1 + n.len()];
-            }
+    let mut after_blocks = false;
+    let mut start = 0;
+    for p in name.split('.') {
+        let end = start + p.len();
+        if after_blocks && p.parse::<u64>().is_ok() {
+            return &name[..end];
         }
-        end += 1;
+        after_blocks = matches!(p, "layers" | "h" | "layer" | "blk" | "block");
+        start = end + 1;
     }
     name.rsplit_once('.').map_or(name, |(m, _)| m)
 }
@@ -2376,6 +2385,18 @@ mod tests {
         );
         assert_eq!(row_of("blk.3.attn_q.weight"), "blk.3");
         assert_eq!(row_of("lm_head.weight"), "lm_head");
+        // the first block index after a block keyword; a vision module anywhere wins
+        assert_eq!(row_of("model.layers.layers.3.w"), "model.layers.layers.3");
+        assert_eq!(
+            row_of("model.visual.blocks.0.attn.qkv.weight"),
+            "model.visual"
+        );
+        assert_eq!(
+            row_of("model.layers.0.vision_tower.x.weight"),
+            "model.layers.0.vision_tower"
+        );
+        assert_eq!(row_of("model.layers.x.weight"), "model.layers.x");
+        assert_eq!(row_of("bias"), "bias");
     }
 
     #[test]
