@@ -29,7 +29,7 @@ impl Gpu {
             let digits = self.bytes.to_string();
             let mut grouped = String::new();
             for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i) % 3 == 0 {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
                     grouped.push(',');
                 }
                 grouped.push(c);
@@ -404,10 +404,11 @@ fn accumulation(per_gpu: u64, max: u64) -> Option<(u64, u64)> {
     }
     let per_gpu = per_gpu.max(1);
     let first = per_gpu.div_ceil(max);
-    let by_steps = (first..=per_gpu.min(first.saturating_add(WINDOW))).find(|s| per_gpu % s == 0);
+    let by_steps =
+        (first..=per_gpu.min(first.saturating_add(WINDOW))).find(|s| per_gpu.is_multiple_of(*s));
     let by_micro = (max.saturating_sub(WINDOW).max(1)..=max.min(per_gpu))
         .rev()
-        .find(|m| per_gpu % m == 0)
+        .find(|m| per_gpu.is_multiple_of(*m))
         .map(|m| per_gpu / m);
     let steps = match (by_steps, by_micro) {
         (Some(a), Some(b)) => a.min(b),

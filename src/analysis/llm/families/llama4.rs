@@ -172,7 +172,7 @@ pub fn gguf(k: &GgufKeys, c: &mut Map<String, Value>, layers: u64) {
         c.insert("interleave_moe_layer_step".into(), s.into());
     }
     let chunked = k.u("attention.sliding_window") != Some(0);
-    let full = |i: u64| (i + 1) % 4 == 0;
+    let full = |i: u64| (i + 1).is_multiple_of(4);
     if chunked {
         c.insert("attention_chunk_size".into(), 8192.into());
         c.insert(
