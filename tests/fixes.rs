@@ -40,7 +40,7 @@ fn fixable(rule: &str, model: &str, config: Option<&str>) -> Vec<Value> {
     args.extend(config_args(config));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (v, _) = run_json_with(&args, &[0, 1]);
-    v["findings"]
+    v["files"][0]["findings"]
         .as_array()
         .expect("findings")
         .iter()

@@ -350,8 +350,56 @@ fn config_is_discovered_from_the_working_directory() {
         .unwrap();
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(
-        v["findings"].as_array().unwrap().len(),
+        v["files"][0]["findings"].as_array().unwrap().len(),
         0,
         "only fixed-batch-input runs, and the input's batch is symbolic"
     );
+}
+
+/// Issue 22: one JSON shape for one file or several (docs/lint.schema.json), an unreadable file
+/// included: its entry has the error and no findings, never "a file without findings".
+#[test]
+fn lint_json_has_one_documented_shape() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::testdata().join("../docs/lint.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let fire = common::fixture("rules/large-fc-head/fire.onnx");
+    let conv = common::fixture("models/conv3x3_64_128.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.onnx");
+    std::fs::write(&bad, b"not a model").unwrap();
+    let bad = bad.display().to_string();
+    for (files, code) in [
+        (vec![fire.as_str()], 0),
+        (vec![fire.as_str(), conv.as_str()], 0),
+        (vec![fire.as_str(), bad.as_str()], 2),
+        (vec![bad.as_str()], 2),
+    ] {
+        let mut args = vec![
+            "lint",
+            "--format",
+            "json",
+            "--no-config",
+            "--fail-on",
+            "never",
+        ];
+        args.extend(&files);
+        let out = nnlint(&args);
+        assert_eq!(out.status.code(), Some(code), "{files:?}: {}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&v)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{files:?}: {errors:#?}\n{v:#}");
+        assert_eq!(v["schema_version"], 2);
+        let entries = v["files"].as_array().unwrap();
+        assert_eq!(entries.len(), files.len());
+        for (e, f) in entries.iter().zip(&files) {
+            assert_eq!(e["model"], *f);
+            assert_eq!(e["error"].is_string(), *f == bad, "{e:#}");
+        }
+    }
 }

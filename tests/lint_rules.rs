@@ -29,7 +29,10 @@ fn run_rule(rule: &str, model: &str, extra: &[&str]) -> Vec<Value> {
     }
     args.extend_from_slice(extra);
     let (v, _) = lint(&args);
-    let findings = v["findings"].as_array().expect("findings").clone();
+    let findings = v["files"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .clone();
     for f in &findings {
         assert_eq!(f["name"], rule, "--select {rule} reported {f}");
     }
@@ -254,7 +257,7 @@ fn memory_budget_fires_when_the_training_step_does_not_fit() {
     ];
     let (v, code) = lint(&args);
     assert_eq!(code, 1, "memory-budget is an error: {v:#}");
-    let found = v["findings"].as_array().unwrap();
+    let found = v["files"][0]["findings"].as_array().unwrap();
     assert_eq!(found.len(), 1, "{found:#?}");
     let x = &found[0];
     assert_eq!(x["code"], "NL201");
@@ -283,7 +286,10 @@ fn memory_budget_fires_when_the_training_step_does_not_fit() {
         "--budget",
         "1GiB",
     ]);
-    assert_eq!((v["findings"].as_array().unwrap().len(), code), (0, 0));
+    assert_eq!(
+        (v["files"][0]["findings"].as_array().unwrap().len(), code),
+        (0, 0)
+    );
 }
 
 #[test]
@@ -469,7 +475,7 @@ fn fixtures_are_clean_apart_from_their_defect() {
             "--ignore",
             "activation-hotspot",
         ]);
-        let mut codes: Vec<&str> = v["findings"]
+        let mut codes: Vec<&str> = v["files"][0]["findings"]
             .as_array()
             .unwrap()
             .iter()
@@ -501,7 +507,11 @@ fn exit_codes_follow_fail_on() {
         args.extend_from_slice(&sel);
         args.extend_from_slice(extra);
         let (v, code) = lint(&args);
-        assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v:#}");
+        assert_eq!(
+            v["files"][0]["findings"].as_array().unwrap().len(),
+            1,
+            "{v:#}"
+        );
         code
     };
     assert_eq!(run(&[]), 0, "a warning does not fail with --fail-on error");
@@ -530,7 +540,7 @@ fn a_config_can_raise_severity_and_fail_on() {
     let cfg = write_config(&dir, "[rules.heavy-standard-conv]\nseverity = \"error\"\n");
     let (v, code) = lint(&[&heavy_fire(), "--select", "NL101", "--config", &cfg]);
     assert_eq!(code, 1);
-    assert_eq!(v["findings"][0]["severity"], "error");
+    assert_eq!(v["files"][0]["findings"][0]["severity"], "error");
     // --fail-on on the command line wins over the default
     let (_, code) = lint(&[
         &heavy_fire(),
@@ -560,7 +570,11 @@ fn ignores_suppress_findings() {
         "--ignore",
         "heavy-standard-conv",
     ]);
-    assert_eq!(v["findings"].as_array().unwrap().len(), 0, "{v:#}");
+    assert_eq!(
+        v["files"][0]["findings"].as_array().unwrap().len(),
+        0,
+        "{v:#}"
+    );
     assert_eq!(code, 0);
     let dir = tempfile::tempdir().unwrap();
     // ignore-nodes, top level and per rule: suppressed, and no warning (the pattern matched)
@@ -571,13 +585,21 @@ fn ignores_suppress_findings() {
     ] {
         let cfg = write_config(&dir, text);
         let (v, _) = lint(&[&m, "--select", "heavy-standard-conv", "--config", &cfg]);
-        assert_eq!(v["findings"].as_array().unwrap().len(), 0, "{text}: {v:#}");
+        assert_eq!(
+            v["files"][0]["findings"].as_array().unwrap().len(),
+            0,
+            "{text}: {v:#}"
+        );
         assert_eq!(v["warnings"].as_array().unwrap().len(), 0, "{text}: {v:#}");
     }
     // a pattern that matches nothing is reported, and the finding stays
     let cfg = write_config(&dir, "ignore-nodes = [\"/nowhere/*\"]\n");
     let (v, _) = lint(&[&m, "--select", "heavy-standard-conv", "--config", &cfg]);
-    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v:#}");
+    assert_eq!(
+        v["files"][0]["findings"].as_array().unwrap().len(),
+        1,
+        "{v:#}"
+    );
     let warnings = v["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1, "{v:#}");
     let w = warnings[0].as_str().unwrap();
@@ -588,7 +610,11 @@ fn ignores_suppress_findings() {
     // a rule switched off in the file
     let cfg = write_config(&dir, "[rules.heavy-standard-conv]\nenabled = false\n");
     let (v, _) = lint(&[&m, "--select", "heavy-standard-conv", "--config", &cfg]);
-    assert_eq!(v["findings"].as_array().unwrap().len(), 0, "{v:#}");
+    assert_eq!(
+        v["files"][0]["findings"].as_array().unwrap().len(),
+        0,
+        "{v:#}"
+    );
 }
 
 #[test]
@@ -606,10 +632,10 @@ fn a_baseline_hides_known_findings() {
         "--fail-on",
         "warning",
     ]);
-    let n = v["findings"].as_array().unwrap().len();
+    let n = v["files"][0]["findings"].as_array().unwrap().len();
     // 12 heavy convs, the FC head, 3 oversized linear layers
     assert_eq!(n, 16, "{v:#}");
-    assert_eq!((u(&v["baselined"]), code), (0, 1));
+    assert_eq!((u(&v["files"][0]["baselined"]), code), (0, 1));
     let out = nnlint(&[
         "lint",
         model,
@@ -635,8 +661,12 @@ fn a_baseline_hides_known_findings() {
         "--baseline",
         b,
     ]);
-    assert_eq!(v["findings"].as_array().unwrap().len(), 0, "{v:#}");
-    assert_eq!(u(&v["baselined"]), n as u64);
+    assert_eq!(
+        v["files"][0]["findings"].as_array().unwrap().len(),
+        0,
+        "{v:#}"
+    );
+    assert_eq!(u(&v["files"][0]["baselined"]), n as u64);
     assert_eq!(code, 0, "baselined findings do not fail the run");
     // a finding the baseline does not hold is still reported
     let (v, _) = lint(&[
@@ -647,8 +677,12 @@ fn a_baseline_hides_known_findings() {
         "--baseline",
         b,
     ]);
-    assert_eq!(v["findings"].as_array().unwrap().len(), 1, "{v:#}");
-    assert_eq!(u(&v["baselined"]), 0);
+    assert_eq!(
+        v["files"][0]["findings"].as_array().unwrap().len(),
+        1,
+        "{v:#}"
+    );
+    assert_eq!(u(&v["files"][0]["baselined"]), 0);
 }
 
 #[test]
@@ -791,7 +825,7 @@ fn a_memory_budget_fix_fits_the_budget_at_the_stated_batch() {
         "1GiB",
     ]);
     assert_eq!(code, 1, "{v:#}");
-    let x = &v["findings"][0];
+    let x = &v["files"][0]["findings"][0];
     let fix = x["fix"].as_str().unwrap();
     // "<plan>: micro-batch M x S accumulation steps x G GPU(s), <peak> per GPU"
     let nums: Vec<u64> = fix

@@ -881,7 +881,7 @@ fn max_batch(f: &Value, plan: &str) -> u64 {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["plan"].as_str().unwrap().starts_with(plan))
+        .find(|p| p["name"].as_str().unwrap().starts_with(plan))
         .unwrap_or_else(|| panic!("no plan {plan}"))["max_batch"]
         .as_u64()
         .unwrap()
@@ -918,7 +918,7 @@ fn fit_answers_for_8b_and_70b_shapes_on_24_and_80_gb_cards() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["plan"].as_str().unwrap().contains("all-linear"))
+        .find(|p| p["name"].as_str().unwrap().contains("all-linear"))
         .unwrap();
     assert_eq!(
         lora["trainable_params"].as_u64(),

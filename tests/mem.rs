@@ -500,3 +500,57 @@ fn a_folder_is_read_as_its_only_model_file_by_every_command() {
         stderr(&o)
     );
 }
+
+/// Issue 22: the CSV's rows include what the table hides (folded shape computations, subgraph
+/// nodes); its `folded` and `depth` columns say which, and the rows with `false` and `0` add up to
+/// the totals.
+#[test]
+fn csv_columns_add_up_to_the_totals() {
+    for (model, dims) in [
+        (
+            "testdata/models/torch/tiny_transformer_dynamo.onnx",
+            ["--batch", "2", "--dim", "seq=16"],
+        ),
+        (
+            "testdata/models/torch/minicnn.onnx",
+            ["--batch", "2", "--dim", "batch=2"],
+        ),
+    ] {
+        let json = mem_json(model, &dims);
+        let mut args = vec!["mem", model, "--format", "csv"];
+        args.extend_from_slice(&dims);
+        let out = nnlint(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let csv = stdout(&out);
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let (params, acts, folded, depth) = (
+            col("params"),
+            col("activation_bytes"),
+            col("folded"),
+            col("depth"),
+        );
+        let (mut p, mut a, mut hidden) = (0u64, 0u64, 0);
+        for line in lines.take_while(|l| !l.is_empty()) {
+            // a quoted field (shapes) holds commas: split the plain tail from the right
+            let fields: Vec<&str> = line.rsplitn(header.len() - 2, ',').collect();
+            let get = |i: usize| fields[header.len() - 1 - i];
+            if get(folded) == "false" && get(depth) == "0" {
+                p += get(params).parse::<u64>().unwrap();
+                a += get(acts).parse::<u64>().unwrap_or(0);
+            } else {
+                hidden += 1;
+            }
+        }
+        assert_eq!(p, json["totals"]["params"].as_u64().unwrap(), "{model}");
+        assert_eq!(
+            a,
+            json["totals"]["activation_bytes"].as_u64().unwrap(),
+            "{model}"
+        );
+        if model.contains("dynamo") {
+            assert!(hidden > 0, "the dynamo export has folded shape rows");
+        }
+    }
+}

@@ -294,7 +294,7 @@ fn a_language_model_page_has_fits_plans_and_its_layers_numbers() {
     let plans = f["plans"].as_array().unwrap();
     assert!(plans.len() > 2);
     for p in plans {
-        let name = p["plan"].as_str().unwrap();
+        let name = p["name"].as_str().unwrap();
         let row = fit
             .lines()
             .find(|l| l.contains(&format!("<td>{}</td>", name)))

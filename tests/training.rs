@@ -611,12 +611,12 @@ fn every_format_carries_the_training_step() {
         .lines()
         .next()
         .unwrap()
-        .ends_with(",saved_bytes,gradient_bytes"));
+        .ends_with(",saved_bytes,gradient_bytes,folded,depth"));
     // per-layer saved bytes add up to the step's saved activations (before the peak's release)
     let saved: u64 = layers
         .lines()
         .skip(1)
-        .map(|l| l.rsplit(',').nth(1).unwrap().parse::<u64>().unwrap_or(0))
+        .map(|l| l.rsplit(',').nth(3).unwrap().parse::<u64>().unwrap_or(0))
         .sum();
     assert_eq!(
         saved,
@@ -922,5 +922,50 @@ fn fit_refuses_language_model_options_on_a_graph_in_one_line() {
         );
         assert_eq!(err.contains("--dim"), hint, "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+/// Issue 22: `fit`'s JSON is one versioned envelope for both kinds of model
+/// (docs/fit.schema.json): the plans are `name` and `fits` in both, with each planner's own
+/// fields beside them.
+#[test]
+fn fit_json_has_one_documented_envelope() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::testdata().join("../docs/fit.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    for (args, kind) in [
+        (vec![MINICNN, "--gpu", "T4"], "graph"),
+        (vec![MINICNN, "--gpu", "T4", "--inference"], "graph"),
+        (vec![MINICNN, "--gpu", "1GiB"], "graph"),
+        (
+            vec!["testdata/llm/llama", "--gpu", "T4", "--seq", "64"],
+            "language_model",
+        ),
+        (
+            vec![
+                "testdata/llm/granitemoehybrid",
+                "--gpu",
+                "24GB",
+                "--seq",
+                "64",
+                "--inference",
+            ],
+            "language_model",
+        ),
+    ] {
+        let mut a = vec!["fit", "--format", "json"];
+        a.extend(&args);
+        let v = common::run_json(&a);
+        let errors: Vec<String> = validator
+            .iter_errors(&v)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{args:?}: {errors:#?}");
+        assert_eq!(v["kind"], kind);
+        for p in v["plans"].as_array().unwrap() {
+            assert!(p["name"].is_string() && p["fits"].is_boolean(), "{p}");
+        }
     }
 }

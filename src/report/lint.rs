@@ -213,39 +213,24 @@ pub fn human(run: &LintRun, colour: bool) -> String {
     out
 }
 
-/// JSON: `{"findings": [...]}` for one file, `{"files": [{"model", "findings"}]}` for several.
+/// The JSON's schema version (docs/lint.schema.json): 2 since one file is reported as several are.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// JSON, one shape for one file or many (docs/lint.schema.json): `{"schema_version", "files":
+/// [{"model", "findings", "error"?, "baselined"}], "warnings"}`. Version 1 gave a single file as
+/// `{"model", "findings", ...}` and several as `files`: a reader had to know which.
 pub fn json(run: &LintRun) -> String {
     #[derive(Serialize)]
-    struct One<'a> {
-        schema_version: u32,
-        model: &'a str,
-        findings: &'a [Finding],
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<&'a str>,
-        baselined: usize,
-        warnings: &'a [String],
-    }
-    #[derive(Serialize)]
-    struct Many<'a> {
+    struct Doc<'a> {
         schema_version: u32,
         files: &'a [FileResult],
         warnings: &'a [String],
     }
-    let mut s = match run.files.as_slice() {
-        [f] => serde_json::to_string_pretty(&One {
-            schema_version: 1,
-            model: &f.model,
-            findings: &f.findings,
-            error: f.error.as_deref(),
-            baselined: f.baselined,
-            warnings: &run.warnings,
-        }),
-        files => serde_json::to_string_pretty(&Many {
-            schema_version: 1,
-            files,
-            warnings: &run.warnings,
-        }),
-    }
+    let mut s = serde_json::to_string_pretty(&Doc {
+        schema_version: SCHEMA_VERSION,
+        files: &run.files,
+        warnings: &run.warnings,
+    })
     .expect("findings serialise");
     s.push('\n');
     s

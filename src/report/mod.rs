@@ -48,12 +48,32 @@ pub fn render_fit(
 ) -> String {
     match format {
         FitFormat::Table => fit::render(r, width),
-        FitFormat::Json => {
-            let mut s = serde_json::to_string_pretty(r).expect("the report serialises");
-            s.push('\n');
-            s
-        }
+        FitFormat::Json => fit_json("graph", r),
     }
+}
+
+/// The version of `fit`'s JSON (docs/fit.schema.json).
+pub const FIT_SCHEMA_VERSION: u32 = 1;
+
+/// `fit --format json` for either kind of model, in one documented envelope: `schema_version`,
+/// `kind` (`graph`: an ONNX model's micro-batch plans; `language_model`: a checkpoint's serving
+/// and fine-tuning plans at a sequence length), then the report's own fields.
+pub fn fit_json<T: serde::Serialize>(kind: &str, report: &T) -> String {
+    #[derive(serde::Serialize)]
+    struct Doc<'a, T> {
+        schema_version: u32,
+        kind: &'a str,
+        #[serde(flatten)]
+        report: &'a T,
+    }
+    let mut s = serde_json::to_string_pretty(&Doc {
+        schema_version: FIT_SCHEMA_VERSION,
+        kind,
+        report,
+    })
+    .expect("the report serialises");
+    s.push('\n');
+    s
 }
 
 crate::named_enum! {

@@ -737,7 +737,8 @@ fn csv_field(s: &str) -> String {
 
 /// CSV with raw numbers (bytes, counts); symbolic values as expressions. With `--train`, two
 /// more columns per layer (bytes saved for backward, gradient bytes) and, after an empty line, the
-/// training step as `item,bytes` rows (the peak's parts, which add up to `total_bytes`).
+/// training step as `item,bytes` rows (the peak's parts, which add up to `total_bytes`). The last
+/// two columns, `folded` and `depth`, say which rows the totals add (`false`, `0`).
 pub fn render_csv(view: &MemView) -> String {
     let training = view.report.training.as_ref();
     let mut out = String::from(
@@ -746,6 +747,9 @@ pub fn render_csv(view: &MemView) -> String {
     if training.is_some() {
         out.push_str(",saved_bytes,gradient_bytes");
     }
+    // the rows the table hides (folded shape computations) and the nodes of control-flow
+    // subgraphs, whose costs are in their node's row: the totals add `folded=false, depth=0`
+    out.push_str(",folded,depth");
     out.push('\n');
     let opt = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
     for (l, share) in &view.rows {
@@ -767,6 +771,8 @@ pub fn render_csv(view: &MemView) -> String {
             fields.push(opt(l.saved_bytes));
             fields.push(opt(l.gradient_bytes));
         }
+        fields.push(l.folded.to_string());
+        fields.push(l.depth.to_string());
         let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         out.push_str(&row.join(","));
         out.push('\n');

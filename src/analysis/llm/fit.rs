@@ -11,7 +11,12 @@ use crate::error::Result;
 /// One plan's answer.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LlmPlan {
+    /// The plan's name (`name`, as a graph's plans have it).
+    #[serde(rename = "name")]
     pub plan: String,
+    /// Whether one sequence of `seq` tokens fits (`max_batch` > 0), as far as the estimate
+    /// counts: with `lower_bound`, what it could not count may not fit.
+    pub fits: bool,
     /// What the plan trades for its memory.
     pub cost: String,
     /// The largest batch of `seq`-token sequences that fits (0: not even one).
@@ -249,6 +254,7 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
             )
         },
         cost: "inference only".into(),
+        fits: false,
         max_batch: largest(MAX_BATCH, |b| serve(b, seq).is_some_and(|t| t <= cap)),
         max_seq_at_batch_1: largest(serve_seq, |s| serve(1, s).is_some_and(|t| t <= cap)),
         peak_bytes_at_batch_1: serve(1, seq),
@@ -282,6 +288,7 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
         trained.push(LlmPlan {
             plan: p.name,
             cost: p.cost.into(),
+            fits: false,
             max_batch: largest(MAX_BATCH, |b| fits(b, seq)),
             max_seq_at_batch_1: largest(max_seq, |s| fits(1, s)),
             peak_bytes_at_batch_1: at1.as_ref().map(|x| x.0),
@@ -295,6 +302,9 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<LlmFit> {
             .then(a.peak_bytes_at_batch_1.cmp(&b.peak_bytes_at_batch_1))
     });
     out.extend(trained);
+    for p in &mut out {
+        p.fits = p.max_batch > 0;
+    }
     // the layout's assumptions, said at batch 1 x seq (the batch search varies the batch)
     if let Some(n) = inference(
         &m.arch,

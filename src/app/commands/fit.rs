@@ -120,11 +120,7 @@ fn fit_llm(
     let warnings = r.warnings.clone();
     Ok(Outcome::clean(match args.format {
         report::FitFormat::Table => analysis::llm::fit::render(&f),
-        report::FitFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&f).expect("the report serialises");
-            s.push('\n');
-            s
-        }
+        report::FitFormat::Json => report::fit_json("language_model", &f),
     })
     .warn(&args.model, &warnings))
 }
