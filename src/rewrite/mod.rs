@@ -371,18 +371,20 @@ pub fn plan_all(
                 reason: "it overlaps another rewrite".into(),
                 safety: None,
             }),
-            Ok(p) if refused(&p, options.allow).is_some() => skipped.push(Skipped {
-                rule: f.code.to_string(),
-                node: f.node.clone(),
-                reason: refused(&p, options.allow).unwrap_or_default(),
-                safety: Some(p.record.safety),
-            }),
-            Ok(p) => {
-                for &r in &p.removed {
-                    touched.insert(r, fix.kind);
+            Ok(p) => match refused(&p, options.allow) {
+                Some(reason) => skipped.push(Skipped {
+                    rule: f.code.to_string(),
+                    node: f.node.clone(),
+                    reason,
+                    safety: Some(p.record.safety),
+                }),
+                None => {
+                    for &r in &p.removed {
+                        touched.insert(r, fix.kind);
+                    }
+                    plans.push(p);
                 }
-                plans.push(p);
-            }
+            },
             Err(reason) => skipped.push(Skipped {
                 rule: f.code.to_string(),
                 node: f.node.clone(),
