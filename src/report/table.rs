@@ -616,15 +616,24 @@ pub fn trailer(view: &MemView, out: &mut String, bullet: &str) {
     }
 }
 
-/// The layer table: name, op and shape left-aligned, the numbers right-aligned.
+/// The layer table: name, op and shape left-aligned, the numbers right-aligned. On a narrow
+/// terminal the share, the parameter bytes, the gradients, the shape and the op are left out, in
+/// that order, before the layer names are cut short.
 fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
+    let n = headers.len();
+    let mut optional = vec![n - 1, 4];
+    if per_layer_training(view.report) {
+        optional.push(n - 2);
+    }
+    optional.extend([2, 1]);
     let mut t = Table::new(
         headers
             .into_iter()
             .enumerate()
             .map(|(i, h)| (h, if i < 3 { Align::Left } else { Align::Right })),
     )
-    .squeeze_column(0);
+    .squeeze_column(0)
+    .optional_columns(&optional);
     for row in cells(view) {
         t.push(row);
     }

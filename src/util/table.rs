@@ -18,7 +18,16 @@ pub struct Table {
     rows: Vec<Vec<String>>,
     /// The column to shorten (from its end, with `…`) when the table must fit a width.
     squeeze: Option<usize>,
+    /// Columns that may be left out to fit a width, the first given up first.
+    optional: Vec<usize>,
 }
+
+/// What the squeezed column keeps while other columns can still be left out: a layer name cut
+/// shorter than this no longer says which layer it is.
+const COMFORTABLE: usize = 28;
+
+/// What it keeps at the least.
+const NARROWEST: usize = 8;
 
 impl Table {
     /// A table with a header line and a rule under it.
@@ -50,6 +59,13 @@ impl Table {
         self
     }
 
+    /// Columns [`Table::render_within`] may leave out, in the order they are given up, before the
+    /// squeezed column is cut below a readable width.
+    pub fn optional_columns(mut self, columns: &[usize]) -> Table {
+        self.optional = columns.to_vec();
+        self
+    }
+
     fn widths(&self) -> Vec<usize> {
         let n = self.align.len();
         let mut w = vec![0usize; n];
@@ -64,13 +80,18 @@ impl Table {
     /// Appends one aligned line to `out`: cells padded to `width` (truncated with `…` when
     /// longer), trailing blanks trimmed. Writes in place: a table of 100k rows allocates nothing
     /// per cell.
-    fn line(&self, out: &mut String, cells: &[String], width: &[usize]) {
+    fn line(&self, out: &mut String, cells: &[String], width: &[Option<usize>]) {
         let start = out.len();
+        let mut first = true;
         for (i, c) in cells.iter().enumerate().take(width.len()) {
-            if i > 0 {
+            // a column left out to fit the width
+            let Some(w) = width[i] else {
+                continue;
+            };
+            if !first {
                 out.push_str("  ");
             }
-            let w = width[i];
+            first = false;
             // ASCII (the common case): bytes are chars
             let len = if c.is_ascii() {
                 c.len()
@@ -107,21 +128,58 @@ impl Table {
 
     /// Aligned text.
     pub fn render(&self) -> String {
-        self.render_with(self.widths())
+        self.render_with(self.widths().into_iter().map(Some).collect())
     }
 
-    /// Aligned text no wider than `max` characters where the squeezed column can give way (it keeps
-    /// at least 8 characters); the other columns, the numbers, are never cut.
+    /// Aligned text no wider than `max` characters where it can be: the squeezed column gives way
+    /// down to a readable width, then the optional columns are left out in their order (a last
+    /// line names them; a wider terminal, `COLUMNS` or a pipe shows them), then the squeezed
+    /// column goes down to 8 characters. The other columns, the numbers, are never cut.
     pub fn render_within(&self, max: usize) -> String {
-        let mut w = self.widths();
-        if let Some(col) = self.squeeze.filter(|&c| c < w.len()) {
-            let total: usize = w.iter().sum::<usize>() + 2 * w.len().saturating_sub(1);
-            if total > max {
-                let excess = total - max;
-                w[col] = w[col].saturating_sub(excess).max(8.min(w[col]));
+        let natural = self.widths();
+        let mut w: Vec<Option<usize>> = natural.iter().copied().map(Some).collect();
+        let total = |w: &[Option<usize>]| {
+            let shown: Vec<usize> = w.iter().flatten().copied().collect();
+            shown.iter().sum::<usize>() + 2 * shown.len().saturating_sub(1)
+        };
+        let squeeze = self.squeeze.filter(|&c| c < w.len());
+        // the squeezed column down to `floor`, as far as the excess asks
+        let cut = |w: &mut Vec<Option<usize>>, floor: usize| {
+            if let Some(col) = squeeze {
+                let excess = total(w).saturating_sub(max);
+                let now = w[col].unwrap_or(0);
+                w[col] = Some(now.saturating_sub(excess).max(floor.min(natural[col])));
             }
+        };
+        cut(&mut w, COMFORTABLE);
+        let mut left_out = Vec::new();
+        let n = w.len();
+        for &col in self.optional.iter().filter(|&&c| c < n) {
+            if total(&w) <= max {
+                break;
+            }
+            w[col] = None;
+            left_out.push(col);
+            // what the column gave back goes to the squeezed one first
+            if let Some(s) = squeeze {
+                w[s] = Some(natural[s]);
+            }
+            cut(&mut w, COMFORTABLE);
         }
-        self.render_with(w)
+        cut(&mut w, NARROWEST);
+        let mut out = self.render_with(w);
+        if !left_out.is_empty() {
+            let names: Vec<&str> = left_out
+                .iter()
+                .filter_map(|&c| self.headers.as_ref().and_then(|h| h.get(c)))
+                .map(String::as_str)
+                .collect();
+            out.push_str(&format!(
+                "(left out at {max} columns: {})\n",
+                names.join(", ")
+            ));
+        }
+        out
     }
 
     /// [`Table::render_within`] a width when there is one (a terminal), else [`Table::render`].
@@ -132,11 +190,11 @@ impl Table {
         }
     }
 
-    fn render_with(&self, w: Vec<usize>) -> String {
+    fn render_with(&self, w: Vec<Option<usize>>) -> String {
         let mut out = String::new();
         if let Some(h) = &self.headers {
             self.line(&mut out, h, &w);
-            let rule: Vec<String> = w.iter().map(|n| "-".repeat(*n)).collect();
+            let rule: Vec<String> = w.iter().map(|n| "-".repeat(n.unwrap_or(0))).collect();
             self.line(&mut out, &rule, &w);
         }
         for row in &self.rows {
@@ -207,6 +265,44 @@ mod tests {
         t.push(vec!["αβγδεζηθικλμνξοπ".into(), "1".into()]);
         let s = t.render_within(11);
         assert_eq!(s.lines().nth(2), Some("αβγδεζη…  1"), "{s}");
+    }
+
+    #[test]
+    fn optional_columns_go_before_names_are_cut_short() {
+        let mut t = Table::new([
+            ("layer", Align::Left),
+            ("op", Align::Left),
+            ("params", Align::Right),
+            ("%params", Align::Right),
+        ])
+        .squeeze_column(0)
+        .optional_columns(&[3, 1]);
+        let name = "/features/features.12/block/conv/Conv";
+        t.push(vec![
+            name.into(),
+            "Conv".into(),
+            "2.36M".into(),
+            "17.1%".into(),
+        ]);
+        // room for the whole table
+        assert!(t.render_within(80).contains(name));
+        // the name at a readable width, then %params left out, said in a last line
+        let s = t.render_within(45);
+        assert!(
+            s.lines()
+                .all(|l| l.chars().count() <= 45 || l.starts_with("(left")),
+            "{s}"
+        );
+        assert!(
+            !s.contains("17.1%") && s.contains("Conv  ") && s.contains("2.36M"),
+            "{s}"
+        );
+        assert!(s.contains("/features/features.12/block/co…"), "{s}");
+        assert!(s.ends_with("(left out at 45 columns: %params)\n"), "{s}");
+        // narrower: op goes too, and only then is the name cut below 28
+        let s = t.render_within(25);
+        assert!(!s.contains("Conv  ") && s.contains("2.36M"), "{s}");
+        assert!(s.contains("%params, op"), "{s}");
     }
 
     #[test]
