@@ -342,13 +342,14 @@ pub fn totals_lines(r: &MemReport) -> Vec<(String, String, String)> {
                 .live
                 .iter()
                 .take(3)
-                .map(|(n, b)| format!("{n} {}", bytes(*b)))
+                // quoted: exporters name tensors `411`, which ran into their sizes
+                .map(|(n, b)| format!("'{n}' {}", bytes(*b)))
                 .collect();
             format!(
                 "{}live tensors, weights excluded{}",
                 p.node
                     .as_ref()
-                    .map_or(String::new(), |n| format!("at {n}; ")),
+                    .map_or(String::new(), |n| format!("at '{n}'; ")),
                 if live.is_empty() {
                     String::new()
                 } else {
