@@ -969,3 +969,74 @@ fn fit_json_has_one_documented_envelope() {
         }
     }
 }
+
+/// Ops whose backward keeps tensors although their registry lines once left `saves` to its
+/// default (nothing), counted by hand from PyTorch's derivatives.yaml: acosh/asinh/atanh keep
+/// their input; gather keeps its index; prod, the L2 norm and logsumexp keep input and result;
+/// sum of squares and of absolute values keep the input.
+#[test]
+fn ops_that_keep_tensors_say_so() {
+    use common::onnx::{attr_int, constant, floats, ints, node, raw_tensor, vi, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    // x [4, 8] -> a trainable scale (so that everything after it needs a gradient) -> op
+    let case = |op: &str, extra: &[&str], build: &dyn Fn(G) -> G, out: &[i64]| {
+        let model = dir.path().join(format!("{op}.onnx"));
+        let g = G::new("g")
+            .input(vi("x", 1, &[4, 8]))
+            .output(vi("y", 1, out))
+            .node(constant("w", floats("w", &[4, 8], &[0.5; 32])))
+            .node(node("Mul", "scale", &["x", "w"], &["h"]));
+        std::fs::write(&model, build(g).model()).unwrap();
+        let r = train(&model.display().to_string(), extra);
+        r["training"]["saved_activation_bytes"].as_u64().unwrap()
+    };
+    // Mul keeps x for w's gradient? x is the graph input, not an activation: 0 B from it
+    for op in ["Acosh", "Asinh", "Atanh"] {
+        let got = case(
+            op,
+            &[],
+            &|g| g.node(node(op, "op", &["h"], &["y"])),
+            &[4, 8],
+        );
+        assert_eq!(got, 4 * 8 * 4, "{op} keeps its [4, 8] fp32 input");
+    }
+    let got = case(
+        "GatherElements",
+        &[],
+        &|g| {
+            let idx: Vec<u8> = [0i64, 1, 0, 1, 0, 1, 0, 1]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            let mut t = raw_tensor("i", &[4, 2], idx);
+            t.data_type = Some(common::onnx::INT64);
+            g.node(constant("i", t)).node(with(
+                node("GatherElements", "op", &["h", "i"], &["y"]),
+                vec![attr_int("axis", 1)],
+            ))
+        },
+        &[4, 2],
+    );
+    // a constant index is not an activation; the gather's own output is not kept
+    assert_eq!(got, 0);
+    for (op, want) in [
+        ("ReduceProd", 4 * 8 * 4 + 4 * 4),
+        ("ReduceL2", 4 * 8 * 4 + 4 * 4),
+        ("ReduceLogSumExp", 4 * 8 * 4 + 4 * 4),
+        ("ReduceSumSquare", 4 * 8 * 4),
+        ("ReduceL1", 4 * 8 * 4),
+    ] {
+        let got = case(
+            op,
+            &[],
+            &|g| {
+                g.node(constant("axes", ints("axes", &[1]))).node(with(
+                    node(op, "op", &["h", "axes"], &["y"]),
+                    vec![attr_int("keepdims", 0)],
+                ))
+            },
+            &[4],
+        );
+        assert_eq!(got, want, "{op}");
+    }
+}

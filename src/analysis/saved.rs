@@ -879,6 +879,30 @@ pub fn input_if_grad(cx: &SaveCx) -> Option<Vec<Save>> {
     })
 }
 
+/// Reductions whose backward needs their input and their result (`prod`, the L2 norm,
+/// `logsumexp`: derivatives.yaml's `prod_backward`, `norm_backward`, `logsumexp_backward`).
+pub fn input_and_output_if_grad(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.grad(cx.node.input(0)) {
+        [cx.node.input(0), cx.node.output(0)]
+            .into_iter()
+            .flatten()
+            .map(Save::Value)
+            .collect()
+    } else {
+        Vec::new()
+    })
+}
+
+/// Gathers by an index tensor (`torch.gather`, advanced indexing: GatherElements, GatherND):
+/// the backward scatters into the data's shape by the index, which it keeps.
+pub fn index_if_grad(cx: &SaveCx) -> Option<Vec<Save>> {
+    Some(if cx.grad(cx.node.input(0)) {
+        cx.node.input(1).map(Save::Value).into_iter().collect()
+    } else {
+        Vec::new()
+    })
+}
+
 /// Activations whose backward needs their output (ReLU, sigmoid, tanh, softmax, exp, sqrt).
 pub fn output_if_grad(cx: &SaveCx) -> Option<Vec<Save>> {
     Some(if cx.grad(cx.node.input(0)) {

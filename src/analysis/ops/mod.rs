@@ -416,7 +416,7 @@ use Autocast::{CastTo, Embedding, Fp32OnCuda, Lower, Promote};
 registry! {
     "Abs" => Abs { infer: ew::unary, saves: sv::input_if_grad }
     "Acos" => Acos { infer: ew::unary, saves: sv::input_if_grad }
-    "Acosh" => Acosh { infer: ew::unary }
+    "Acosh" => Acosh { infer: ew::unary, saves: sv::input_if_grad }
     "Add" => Add { infer: ew::binary_arith, autocast: Promote }
     "AffineGrid" => AffineGrid(movement::AffineGrid) {
         infer: movement::affine_grid, macs: movement::affine_grid_macs, slots: Slots::ConfigFrom(1),
@@ -425,9 +425,9 @@ registry! {
     "ArgMax" => ArgMax(reduce::ArgReduce) { infer: reduce::arg, grad: false }
     "ArgMin" => ArgMin(reduce::ArgReduce) { infer: reduce::arg, grad: false }
     "Asin" => Asin { infer: ew::unary, saves: sv::input_if_grad }
-    "Asinh" => Asinh { infer: ew::unary }
+    "Asinh" => Asinh { infer: ew::unary, saves: sv::input_if_grad }
     "Atan" => Atan { infer: ew::unary, saves: sv::input_if_grad }
-    "Atanh" => Atanh { infer: ew::unary }
+    "Atanh" => Atanh { infer: ew::unary, saves: sv::input_if_grad }
     "Attention" => Attention(attention::Attention) {
         infer: attention::attention, macs: attention::attention_macs, saves: attention::attention_saves,
         autocast: Lower, slots: Slots::Config(&[3, 6]),
@@ -509,8 +509,12 @@ registry! {
         infer: movement::gather, saves: sv::embedding_indices, autocast: Embedding,
         slots: Slots::Config(&[1]), view: View::Gather,
     }
-    "GatherElements" => GatherElements(movement::Gather) { infer: movement::gather_elements, slots: Slots::Config(&[1]) }
-    "GatherND" => GatherNd(movement::GatherNd) { infer: movement::gather_nd, slots: Slots::Config(&[1]) }
+    "GatherElements" => GatherElements(movement::Gather) {
+        infer: movement::gather_elements, saves: sv::index_if_grad, slots: Slots::Config(&[1]),
+    }
+    "GatherND" => GatherNd(movement::GatherNd) {
+        infer: movement::gather_nd, saves: sv::index_if_grad, slots: Slots::Config(&[1]),
+    }
     "Gelu" => Gelu(ew::Gelu) { infer: ew::unary, saves: sv::input_if_grad }
     "Gemm" => Gemm(linalg::Gemm) {
         infer: linalg::gemm, macs: linalg::gemm_macs, saves: sv::operands, autocast: Lower,
@@ -618,10 +622,16 @@ registry! {
     "RandomUniformLike" => RandomUniformLike(source::RandomLike) { infer: source::random_like, grad: false, outputs: Outputs::Random }
     "Range" => Range { infer: source::range, slots: Slots::AllConfig, grad: false }
     "Reciprocal" => Reciprocal { infer: ew::unary, saves: sv::output_if_grad }
-    "ReduceL1" => ReduceL1(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
-    "ReduceL2" => ReduceL2(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceL1" => ReduceL1(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_if_grad, slots: Slots::ConfigFrom(1),
+    }
+    "ReduceL2" => ReduceL2(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_and_output_if_grad, slots: Slots::ConfigFrom(1),
+    }
     "ReduceLogSum" => ReduceLogSum(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
-    "ReduceLogSumExp" => ReduceLogSumExp(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceLogSumExp" => ReduceLogSumExp(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_and_output_if_grad, slots: Slots::ConfigFrom(1),
+    }
     "ReduceMax" => ReduceMax(reduce::Reduce) {
         infer: reduce::reduce, saves: sv::input_and_indices, slots: Slots::ConfigFrom(1),
     }
@@ -629,9 +639,14 @@ registry! {
     "ReduceMin" => ReduceMin(reduce::Reduce) {
         infer: reduce::reduce, saves: sv::input_and_indices, slots: Slots::ConfigFrom(1),
     }
-    "ReduceProd" => ReduceProd(reduce::Reduce) { infer: reduce::reduce, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
+    "ReduceProd" => ReduceProd(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_and_output_if_grad, autocast: Fp32OnCuda,
+        slots: Slots::ConfigFrom(1),
+    }
     "ReduceSum" => ReduceSum(reduce::Reduce) { infer: reduce::reduce, autocast: Fp32OnCuda, slots: Slots::ConfigFrom(1) }
-    "ReduceSumSquare" => ReduceSumSquare(reduce::Reduce) { infer: reduce::reduce, slots: Slots::ConfigFrom(1) }
+    "ReduceSumSquare" => ReduceSumSquare(reduce::Reduce) {
+        infer: reduce::reduce, saves: sv::input_if_grad, slots: Slots::ConfigFrom(1),
+    }
     "RegexFullMatch" => RegexFullMatch { infer: sequence::regex_full_match, grad: false }
     "Relu" => Relu { infer: ew::unary, saves: sv::output_if_grad }
     "Reshape" => Reshape(movement::Reshape) { infer: movement::reshape, slots: Slots::ConfigFrom(1), view: View::Reshape }
