@@ -235,15 +235,7 @@ fn sharded_safetensors_matches_pytorch() {
 }
 
 fn validate(instance: &Value) {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(instance)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
+    let errors = common::schema_errors("mem.schema.json", instance);
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 

@@ -346,11 +346,6 @@ fn snapshot_training_table() {
 
 #[test]
 fn training_json_follows_the_documented_schema() {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::testdata().join("../docs/mem.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     for extra in [
         &[][..],
         &[
@@ -365,10 +360,7 @@ fn training_json_follows_the_documented_schema() {
         ][..],
     ] {
         let r = train(MINICNN, extra);
-        let errors: Vec<String> = validator
-            .iter_errors(&r)
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = common::schema_errors("mem.schema.json", &r);
         assert!(errors.is_empty(), "{}", errors.join("\n"));
     }
 }
@@ -930,11 +922,6 @@ fn fit_refuses_language_model_options_on_a_graph_in_one_line() {
 /// fields beside them.
 #[test]
 fn fit_json_has_one_documented_envelope() {
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(common::testdata().join("../docs/fit.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     for (args, kind) in [
         (vec![MINICNN, "--gpu", "T4"], "graph"),
         (vec![MINICNN, "--gpu", "T4", "--inference"], "graph"),
@@ -958,10 +945,7 @@ fn fit_json_has_one_documented_envelope() {
         let mut a = vec!["fit", "--format", "json"];
         a.extend(&args);
         let v = common::run_json(&a);
-        let errors: Vec<String> = validator
-            .iter_errors(&v)
-            .map(|e| format!("{e} at {}", e.instance_path()))
-            .collect();
+        let errors = common::schema_errors("fit.schema.json", &v);
         assert!(errors.is_empty(), "{args:?}: {errors:#?}");
         assert_eq!(v["kind"], kind);
         for p in v["plans"].as_array().unwrap() {

@@ -92,3 +92,16 @@ pub fn stage(model: &str) -> Staged {
         _dir: Some(dir),
     }
 }
+
+/// The errors of `instance` against a schema documented under docs/ (`mem.schema.json`,
+/// `lint.schema.json`, `fit.schema.json`), each with where it is; empty when it is valid.
+pub fn schema_errors(schema: &str, instance: &serde_json::Value) -> Vec<String> {
+    let path = testdata().join("../docs").join(schema);
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the schema file")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}
