@@ -24,31 +24,25 @@ import measure as M  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
 WIDE = dict(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
-            num_attention_heads=8, num_key_value_heads=4, head_dim=64, max_position_embeddings=512,
-            bos_token_id=1, eos_token_id=2, attention_dropout=0.0)
+            num_attention_heads=8, num_key_value_heads=4, head_dim=64, max_position_embeddings=512)
+
+
+def wide(family, **sizes):
+    """The fixture's spec from measure.py (one description per family), at the wide sizes."""
+    base = M.FAMILIES[family]
+    return dict(model_type=base["model_type"], head=base["head"], dtype=base["dtype"],
+                config=dict(base["config"], **sizes))
+
 
 SPECS = {
-    "gpt_oss": dict(model_type="gpt_oss", head="causal", dtype="bfloat16",
-                    config=dict(WIDE, num_local_experts=4, num_experts_per_tok=2, sliding_window=32,
-                                layer_types=["sliding_attention", "full_attention"] * 2,
-                                tie_word_embeddings=False)),
-    "ernie4_5_moe": dict(model_type="ernie4_5_moe", head="causal", dtype="bfloat16",
-                         config=dict(WIDE, moe_num_experts=4, moe_k=2, moe_num_shared_experts=1,
-                                     moe_intermediate_size=512, moe_layer_start_index=1, moe_layer_end_index=3,
-                                     moe_layer_interval=1, use_bias=False, pad_token_id=0,
-                                     tie_word_embeddings=True)),
-    # mamba inner width = mamba_num_heads * mamba_head_dim = 512 (transformers ignores expand; set to 1 so
-    # expand * hidden agrees)
-    "nemotron_h": dict(model_type="nemotron_h", head="causal", dtype="bfloat16",
-                       config=dict(vocab_size=1000, hidden_size=512, num_attention_heads=8, num_key_value_heads=4,
-                                   head_dim=64, max_position_embeddings=512, intermediate_size=1024,
-                                   layers_block_type=["linear_attention", "moe", "full_attention", "mlp"],
-                                   mamba_num_heads=8, mamba_head_dim=64, ssm_state_size=64, n_groups=1,
-                                   conv_kernel=4, expand=1, chunk_size=64, use_mamba_kernels=False,
-                                   n_routed_experts=4, n_shared_experts=1, moe_intermediate_size=512,
-                                   moe_shared_expert_intermediate_size=512, num_experts_per_tok=2,
-                                   n_group=1, topk_group=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                                   tie_word_embeddings=False)),
+    "gpt_oss": wide("gpt_oss", **WIDE, sliding_window=32,
+                    layer_types=["sliding_attention", "full_attention"] * 2),
+    "ernie4_5_moe": wide("ernie4_5_moe", **WIDE, moe_intermediate_size=512, moe_layer_end_index=3),
+    # the Mamba inner width is mamba_num_heads * mamba_head_dim = 512 (transformers ignores expand;
+    # 1 so that expand * hidden agrees); num_hidden_layers comes from layers_block_type
+    "nemotron_h": wide("nemotron_h", **{k: v for k, v in WIDE.items() if k != "num_hidden_layers"},
+                       mamba_num_heads=8, mamba_head_dim=64, ssm_state_size=64, expand=1, chunk_size=64,
+                       moe_intermediate_size=512, moe_shared_expert_intermediate_size=512),
 }
 # scenario -> nnlint --precision (tests/llm.rs: fp32 / amp-bf16 / bf16)
 PREC = {"fp32": "fp32", "autocast_bf16": "amp-bf16", "bf16_weights": "bf16"}
