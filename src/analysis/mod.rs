@@ -9,6 +9,7 @@ pub mod memory;
 pub mod ops;
 pub mod saved;
 pub mod shape;
+pub mod step;
 pub mod storage;
 pub mod training;
 pub mod weights;

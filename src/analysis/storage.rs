@@ -148,8 +148,10 @@ fn parameter_slot(graph: &Graph, n: usize, slot: usize) -> bool {
 /// freshly initialised LayerNorm weights (all ones) and biases (all zeros) of every layer so
 /// become one tensor, while `model.parameters()` counts each layer's. A 1-D tensor with a single
 /// value throughout, read by several nodes (directly or through an `Identity` each) in a
-/// per-layer parameter slot, counts once per reader. (A model that really shares such tensors
-/// across layers, as ALBERT does, is then over-counted; [`notes`] says so.)
+/// per-layer parameter slot, counts once per reader. So does one whose values the file does not
+/// hold (its external data missing): byte-identical storage is by far the likelier cause, since
+/// the graph reads it per layer. (A model that really shares such tensors across layers, as
+/// ALBERT does, is then over-counted; [`notes`] says so.)
 pub fn shared_readers(graph: &Graph, id: ValueId, t: &Tensor) -> Option<Vec<usize>> {
     let uses = &graph.values[id].consumers;
     if uses.len() < 2 || t.dims.len() != 1 || !t.dtype.is_float() {
@@ -173,9 +175,21 @@ pub fn shared_readers(graph: &Graph, id: ValueId, t: &Tensor) -> Option<Vec<usiz
     }
     let uniform = match t.read_values(1 << 22) {
         Some(Values::Float(v)) => v.windows(2).all(|w| w[0] == w[1]),
-        _ => false,
+        Some(_) => false,
+        None => values_missing(t),
     };
     uniform.then_some(readers)
+}
+
+/// Whether the file does not hold `t`'s values (its external data file is missing or short), so
+/// that what they are cannot be checked.
+fn values_missing(t: &Tensor) -> bool {
+    use crate::ir::TensorData;
+    match &t.data {
+        TensorData::Unavailable(_) => true,
+        TensorData::External(_) => t.numel().is_some_and(|n| n <= 1 << 22),
+        _ => false,
+    }
 }
 
 /// How many of PyTorch's parameters the stored parameter `id` stands for ([`shared_readers`]).
@@ -257,7 +271,7 @@ fn output_width(graph: &Graph, n: usize) -> Option<(u64, u64)> {
 /// What the parameter count of `graph` could not decide from the file, for the report's notes.
 pub fn notes(graph: &Graph) -> Vec<String> {
     let mut out = Vec::new();
-    let (mut shared, mut extra) = (0usize, 0u64);
+    let (mut shared, mut extra, mut unread) = (0usize, 0u64, 0usize);
     for (id, t) in graph.initializers() {
         let numel = t.numel().unwrap_or(0);
         if classify(graph, id, t.dtype, numel) != Role::Param {
@@ -267,13 +281,21 @@ pub fn notes(graph: &Graph) -> Vec<String> {
         if k > 1 {
             shared += 1;
             extra = extra.saturating_add(numel.saturating_mul(k - 1));
+            unread += usize::from(values_missing(t));
         }
     }
     if shared > 0 {
         out.push(format!(
-            "{shared} initializer{} of one constant value (fresh LayerNorm weights, zero biases) {} read by several layers: the exporter stored identical tensors once, and each layer's is counted as PyTorch counts it ({extra} parameters more); a model that shares them across layers (ALBERT) has {extra} fewer",
+            "{shared} initializer{} of one constant value (fresh LayerNorm weights, zero biases) {} read by several layers: the exporter stored identical tensors once, and each layer's is counted as PyTorch counts it ({extra} parameters more); a model that shares them across layers (ALBERT) has {extra} fewer{}",
             if shared == 1 { "" } else { "s" },
             if shared == 1 { "is" } else { "are" },
+            if unread > 0 {
+                format!(
+                    " ({unread} of them taken to be one value because the file does not hold their data, and they are read in per-layer parameter slots)"
+                )
+            } else {
+                String::new()
+            }
         ));
     }
     let implied = implied(graph);

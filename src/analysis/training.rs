@@ -271,7 +271,7 @@ pub struct PeakBreakdown {
 }
 
 /// Bytes per parameter of its weight, gradient and optimizer state under a plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateBytes {
     pub weight: u64,
     pub grad: u64,
@@ -305,10 +305,6 @@ pub fn state_bytes(c: &TrainConfig) -> StateBytes {
 pub fn bytes_per_param(c: &TrainConfig) -> u64 {
     let s = state_bytes(c);
     s.weight + s.grad + s.optimizer
-}
-
-fn div_ceil(a: u64, n: u64) -> u64 {
-    a.div_ceil(n.max(1))
 }
 
 /// Layers for checkpoint segments: nodes that read a trainable parameter, in order.
@@ -421,13 +417,101 @@ fn checkpointed(
     (boundary + last.max(worst), recompute)
 }
 
+/// Per node, the parameter elements whose gradients its backward makes: a node's own
+/// parameters ([`storage::charged_node`]'s attribution), except that a parameter some later node
+/// also reads (a tied embedding read again by the output projection, directly or through a
+/// transpose, a cast or a dequantization) gets its gradient at the last such reader, whose
+/// backward runs first.
+fn gradient_nodes(graph: &Graph, node_params: &[u64]) -> Vec<u64> {
+    let mut at = node_params.to_vec();
+    for (id, t) in graph.stored_tensors() {
+        let numel = t.numel().unwrap_or(0);
+        if storage::classify(graph, id, t.dtype, numel) != Role::Param
+            || storage::shared_readers(graph, id, t).is_some()
+        {
+            continue;
+        }
+        let Some(owner) = storage::charged_node(graph, id) else {
+            continue;
+        };
+        let last = last_reader(graph, id, 4);
+        if let Some(last) = last.filter(|&l| l > owner) {
+            let numel = storage::logical_numel(graph, id, t.dtype, numel).min(at[owner]);
+            at[owner] -= numel;
+            at[last] = at[last].saturating_add(numel);
+        }
+    }
+    at
+}
+
+/// The last node (in topological order) that reads `v`, looking through ops that only re-lay
+/// it out, up to `depth` of them.
+fn last_reader(graph: &Graph, v: ValueId, depth: u32) -> Option<NodeId> {
+    let mut last = None;
+    for &(n, _) in &graph.values[v].consumers {
+        let node = &graph.nodes[n];
+        let through = depth > 0
+            && matches!(
+                node.op_type.as_str(),
+                "Transpose" | "Identity" | "Cast" | "Reshape" | "DequantizeLinear"
+            );
+        let here = match node.output(0) {
+            Some(o) if through => last_reader(graph, o, depth - 1).or(Some(n)),
+            _ => Some(n),
+        };
+        last = last.max(here);
+    }
+    last
+}
+
+/// What a graph that ends before its loss leaves out: backward starts from the gradient of its
+/// outputs (counted, as the last node's transient), but the loss that makes it, and what the
+/// loss keeps, are not in the file. Said with the size a cross-entropy would keep (its fp32
+/// log-softmax of the largest output), which a checkpoint folder's estimate includes.
+fn loss_note(graph: &Graph, facts: &[Fact]) -> Option<String> {
+    let float_outputs: Vec<(ValueId, u64)> = graph
+        .outputs
+        .iter()
+        .filter(|&&v| facts[v].dtype.is_some_and(|d| d.is_float()))
+        .filter_map(|&v| Some((v, facts[v].numel()?.as_u64()?)))
+        .collect();
+    // a scalar output is a loss (a training export), or the model is not trained on its own
+    if float_outputs.is_empty() || float_outputs.iter().any(|&(_, n)| n == 1) {
+        return None;
+    }
+    let &(v, numel) = float_outputs.iter().max_by_key(|&&(_, n)| n)?;
+    Some(format!(
+        "the graph ends at its outputs, before the loss: backward is counted from the gradient of '{}', but the loss and what it keeps are not in the file (a cross-entropy over it keeps an fp32 log-softmax of {}; a checkpoint folder's estimate includes its head's loss)",
+        graph.values[v].name,
+        crate::util::units::bytes(numel.saturating_mul(4))
+    ))
+}
+
+/// Per value, whether it depends on a graph input (a value made from parameters alone, such
+/// as a transposed or cast weight, has the parameter's gradient, counted with the gradients).
+fn input_dependent(graph: &Graph) -> Vec<bool> {
+    let mut dep = vec![false; graph.values.len()];
+    for &v in &graph.inputs {
+        // an input with an initializer (older exporters list weights as inputs) is a weight
+        dep[v] = graph.stored(v).is_none();
+    }
+    // nodes are in topological order
+    for node in &graph.nodes {
+        if node.inputs.iter().flatten().any(|&v| dep[v]) {
+            for &o in node.outputs.iter().flatten() {
+                dep[o] = true;
+            }
+        }
+    }
+    dep
+}
+
 /// Bytes of the values a node reads and writes that are activations (the gradients of which are
 /// transient in its backward).
-fn node_activation_bytes(graph: &Graph, facts: &[Fact], n: NodeId, elem: u64) -> u64 {
+fn node_activation_bytes(graph: &Graph, facts: &[Fact], dep: &[bool], n: NodeId, elem: u64) -> u64 {
     let node = &graph.nodes[n];
     let numel = |v: ValueId| facts[v].numel().and_then(|d| d.as_u64()).unwrap_or(0);
-    let float =
-        |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && graph.stored(v).is_none();
+    let float = |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && dep[v];
     let elems: u64 = node
         .outputs
         .iter()
@@ -545,6 +629,7 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     let mode = super::export_mode::inference_export(graph, facts);
     unknown.extend(mode.unknown);
     notes.extend(mode.note);
+    notes.extend(loss_note(graph, facts));
     if !saved.unmodelled.is_empty() {
         let mut ops: Vec<&str> = saved
             .unmodelled
@@ -622,47 +707,7 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     }
 
     let sb = state_bytes(cfg);
-    let buffer_bytes = buffers * 4;
-    let (weights, grads, optim, parallel) = match cfg.shard {
-        Shard::None => (
-            params * sb.weight,
-            params * sb.grad,
-            params * sb.optimizer,
-            0,
-        ),
-        Shard::Ddp => (
-            params * sb.weight,
-            params * sb.grad,
-            params * sb.optimizer,
-            params * sb.grad,
-        ),
-        Shard::Zero1 => (
-            params * sb.weight,
-            params * sb.grad,
-            div_ceil(params * sb.optimizer, n_gpus),
-            0,
-        ),
-        Shard::Zero2 => (
-            params * sb.weight,
-            div_ceil(params * sb.grad, n_gpus),
-            div_ceil(params * sb.optimizer, n_gpus),
-            0,
-        ),
-        Shard::Zero3 | Shard::Fsdp => (
-            div_ceil(params * sb.weight, n_gpus),
-            div_ceil(params * sb.grad, n_gpus),
-            div_ceil(params * sb.optimizer, n_gpus),
-            // the gathered parameters of the layer being computed and the one prefetched
-            2 * largest_layer
-                * if cfg.precision == Precision::Fp32 {
-                    4
-                } else {
-                    2
-                },
-        ),
-    };
-    let weights = weights + buffer_bytes;
-    if cfg.shard != Shard::None && n_gpus == 1 {
+    if cfg.shard != Shard::None && cfg.gpus.max(1) == 1 {
         notes.push("sharding over one GPU shards nothing (--gpus)".to_string());
     }
 
@@ -675,90 +720,53 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         0.0
     };
 
-    // backward timeline
+    // backward, node by node in reverse: each node's parameter gradients appear where PyTorch
+    // makes them (a parameter read by several nodes, as a tied embedding is, at the last reader
+    // in forward: the first to run backward)
     let act_elem = if cfg.precision == Precision::Fp32 {
         4
     } else {
         2
     };
-    let grads_persist =
-        cfg.accumulate > 1 || matches!(cfg.shard, Shard::Zero2 | Shard::Zero3 | Shard::Fsdp);
-    let grad_per_param = if matches!(cfg.shard, Shard::Zero2 | Shard::Zero3 | Shard::Fsdp) {
-        0
-    } else {
-        sb.grad
-    };
-    let mut g_alloc = if grads_persist { grads } else { 0 };
     let scale = if saved.total > 0 {
         saved_bytes as f64 / saved.total as f64
     } else {
         1.0
     };
-    let mut remaining = saved_bytes;
-    let mut best = PeakBreakdown::default();
-    let mut best_total = 0u64;
-    for n in (0..graph.nodes.len()).rev() {
-        if !grads_persist {
-            g_alloc += node_params[n] * grad_per_param;
-        }
-        let transient = node_activation_bytes(graph, facts, n, act_elem);
-        let live = weights + optim + parallel + g_alloc + remaining + transient;
-        if live > best_total {
-            best_total = live;
-            best = PeakBreakdown {
-                phase: "backward".into(),
-                weights_bytes: weights,
-                gradient_bytes: g_alloc,
-                optimizer_bytes: optim,
-                saved_activation_bytes: remaining,
-                transient_bytes: transient,
-                parallel_bytes: parallel,
-                overhead_bytes: 0,
-            };
-        }
-        let freed = (saved.per_node[n] as f64 * scale) as u64;
-        remaining = remaining.saturating_sub(freed);
-    }
-    // the optimizer step: foreach Adam makes a temporary the size of the moments' shard
-    let step_temp = match cfg.optimizer {
-        Optimizer::Adam | Optimizer::Adamw => optim / 2,
-        _ => 0,
-    };
-    let step = weights + grads + optim + parallel + step_temp;
-    if step > best_total {
-        best_total = step;
-        best = PeakBreakdown {
-            phase: "optimizer step".into(),
-            weights_bytes: weights,
-            gradient_bytes: grads,
-            optimizer_bytes: optim,
-            saved_activation_bytes: 0,
-            transient_bytes: step_temp,
-            parallel_bytes: parallel,
-            overhead_bytes: 0,
-        };
-    }
-    let overhead = cfg.overhead.bytes(best_total);
-    best.overhead_bytes = overhead;
-
-    let communication_bytes = match cfg.shard {
-        _ if n_gpus == 1 => 0,
-        // ring all-reduce of the gradients: 2(N-1)/N of their size
-        Shard::None | Shard::Ddp | Shard::Zero1 | Shard::Zero2 => {
-            2 * params * sb.grad * (n_gpus - 1) / n_gpus
-        }
-        // parameters gathered in forward and backward, gradients reduce-scattered
-        Shard::Zero3 | Shard::Fsdp => 3 * params * sb.grad * (n_gpus - 1) / n_gpus,
-    };
+    let grad_at = gradient_nodes(graph, &node_params);
+    let dep = input_dependent(graph);
+    let backward = (0..graph.nodes.len())
+        .rev()
+        .map(|n| super::step::BackwardStep {
+            grads: grad_at[n],
+            recomputed: 0,
+            transient: node_activation_bytes(graph, facts, &dep, n, act_elem),
+            freed: (saved.per_node[n] as f64 * scale) as u64,
+        })
+        .collect();
     let input_bytes: u64 = graph
         .inputs
         .iter()
         .map(|&v| facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0))
         .sum();
-    let host_bytes = input_bytes
-        * cfg.host.prefetch as u64
-        * cfg.host.workers.max(1) as u64
-        * if cfg.host.pinned { 2 } else { 1 };
+    let step = super::step::StepModel {
+        trainable: params,
+        per_param: sb,
+        frozen_bytes: 0,
+        buffer_bytes: buffers * 4,
+        // the largest layer's parameters, gathered in the compute dtype
+        gather_unit_bytes: largest_layer
+            * if cfg.precision == Precision::Fp32 {
+                4
+            } else {
+                2
+            },
+        saved_bytes,
+        backward,
+        input_bytes,
+    };
+    // `check_range` bounds every part first
+    let acc = super::step::account(&step, cfg).unwrap_or_default();
 
     let per_node = (0..graph.nodes.len())
         .map(|n| (saved.per_node[n], node_params[n] * sb.grad))
@@ -768,21 +776,21 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         config: *cfg,
         micro_batch: batch,
         effective_batch,
-        weights_bytes: weights,
-        gradient_bytes: grads,
-        optimizer_bytes: optim,
+        weights_bytes: acc.weights_bytes,
+        gradient_bytes: acc.gradient_bytes,
+        optimizer_bytes: acc.optimizer_bytes,
         saved_activation_bytes: saved_bytes,
         saved_activation_bytes_full: saved.total,
         autocast_weight_copy_bytes: saved.weight_copy_bytes,
         saved_buffer_bytes: saved.buffer_bytes,
-        parallel_bytes: parallel,
-        overhead_bytes: overhead,
-        total_bytes: best_total + overhead,
-        peak: best,
+        parallel_bytes: acc.parallel_bytes,
+        overhead_bytes: acc.overhead_bytes,
+        total_bytes: acc.total_bytes,
+        peak: acc.peak,
         recompute_macs: recompute,
         recompute_fraction,
-        communication_bytes,
-        host_bytes,
+        communication_bytes: acc.communication_bytes,
+        host_bytes: acc.host_bytes,
         per_node,
         lower_bound: !unknown.is_empty(),
         unknown,

@@ -121,6 +121,9 @@ pub struct Outcome {
     pub unmodelled: Vec<(String, u64)>,
     /// Why peft cannot train this adapter configuration at all (its forward fails).
     pub peft_fails: Option<String>,
+    /// Backward, step by step ([`Tape::backward`]), and the trained elements it names.
+    pub backward: Vec<crate::analysis::step::BackwardStep>,
+    pub backward_params: u64,
 }
 
 struct Run<'a> {
@@ -163,7 +166,10 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         Family::Bert => r.bert(),
         Family::Vit => r.vit(),
     };
+    let (backward, backward_params) = r.t.backward();
     Outcome {
+        backward,
+        backward_params,
         saved: r.t.saved(),
         adapter_params: r.adapters,
         logits_grad_bytes: logits_rows.saturating_mul(4),
@@ -512,9 +518,9 @@ impl Run<'_> {
             return f(self, x);
         }
         self.t.save(x);
-        self.t.recording = false;
+        self.t.begin_recompute();
         let out = f(self, x);
-        self.t.recording = true;
+        self.t.end_recompute();
         out
     }
 

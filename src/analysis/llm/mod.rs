@@ -14,7 +14,7 @@ pub mod vision;
 
 use std::collections::BTreeMap;
 
-use super::training::{self, Shard, TrainConfig, Training};
+use super::training::{self, TrainConfig, Training};
 use super::{Format, Layer, MemReport, Totals};
 use crate::error::{Error, Result};
 use crate::ir::{DType, Dim};
@@ -898,16 +898,9 @@ pub fn training_step(
         _ => {}
     }
     let elem = nm.weights.bytes_for(1).unwrap_or(4);
-    let (weights, grads, opt, trainable) = match &lora {
-        None => (
-            checked("the weights", params.checked_mul(per_param.weight))?,
-            checked("the gradients", params.checked_mul(per_param.grad))?,
-            checked(
-                "the optimizer state",
-                params.checked_mul(per_param.optimizer),
-            )?,
-            params,
-        ),
+    // what is trained, at how many bytes an element, over what frozen base
+    let (trainable, per_elem, frozen) = match &lora {
+        None => (params, per_param, 0),
         Some(l) => {
             let trainable = run.adapter_params.saturating_add(vision_params);
             if vision_params > 0 {
@@ -921,8 +914,6 @@ pub fn training_step(
                     vision_params
                 ));
             }
-            // peft keeps adapters in fp32 (autocast_adapter_dtype) with fp32 gradients
-            let opt_elem = c.optimizer.state_bytes(4);
             let base = if o.qlora {
                 nf4_bytes(linear_params)
                     .saturating_add((params - linear_params.min(params)).saturating_mul(2))
@@ -947,26 +938,14 @@ pub fn training_step(
             {
                 unknown.push("all-linear on an MoE model: peft also wraps the experts' fused parameters and keeps W + BA for every expert; nnlint counts adapters on linear layers only".into());
             }
-            (
-                base.saturating_add(trainable * 4),
-                trainable * 4,
-                trainable * opt_elem,
-                trainable,
-            )
+            // peft keeps adapters in fp32 (autocast_adapter_dtype) with fp32 gradients
+            let per = training::StateBytes {
+                weight: 4,
+                grad: 4,
+                optimizer: c.optimizer.state_bytes(4),
+            };
+            (trainable, per, base)
         }
-    };
-    let n = c.gpus.max(1) as u64;
-    let (w_gpu, g_gpu, o_gpu) = match c.shard {
-        Shard::None | Shard::Ddp => (weights, grads, opt),
-        Shard::Zero1 => (weights, grads, opt.div_ceil(n)),
-        Shard::Zero2 => (weights, grads.div_ceil(n), opt.div_ceil(n)),
-        Shard::Zero3 | Shard::Fsdp => (weights.div_ceil(n), grads.div_ceil(n), opt.div_ceil(n)),
-    };
-    // FSDP / ZeRO-3 gather one block's parameters at a time
-    let parallel = match c.shard {
-        Shard::Zero3 | Shard::Fsdp => weights / a.layers.max(1),
-        Shard::Ddp => grads.min(25 << 20),
-        _ => 0,
     };
     let (vision_saved, vision_note) = match images.as_ref() {
         Some(img) => image_training(
@@ -989,12 +968,34 @@ pub fn training_step(
         "the saved activations",
         full.saved.activation.checked_add(vision_saved),
     )?;
-    let transient = run.logits_grad_bytes;
-    let allocated = [w_gpu, g_gpu, o_gpu, saved, transient, parallel]
-        .iter()
-        .try_fold(0u64, |s, &v| s.checked_add(v));
-    let allocated = checked("the training step", allocated)?;
-    let overhead = c.overhead.bytes(allocated);
+    // the vision encoder ran first: its backward runs last
+    let mut backward = run.backward.clone();
+    backward.push(crate::analysis::step::BackwardStep {
+        freed: vision_saved,
+        ..Default::default()
+    });
+    let unit = trainable
+        .saturating_mul(per_elem.weight)
+        .saturating_add(frozen)
+        / a.layers.max(1);
+    let step_model = crate::analysis::step::StepModel {
+        trainable,
+        per_param: per_elem,
+        frozen_bytes: frozen,
+        buffer_bytes: 0,
+        // FSDP wraps each block: one block's weights gathered at a time
+        gather_unit_bytes: unit,
+        saved_bytes: saved,
+        backward,
+        // input_ids and labels, int64
+        input_bytes: o.batch.saturating_mul(o.seq).saturating_mul(16),
+    };
+    let acc = crate::analysis::step::account(&step_model, c).map_err(|what| {
+        Error::Usage(format!(
+            "{what} at batch {} x seq {} overflow 64 bits",
+            o.batch, o.seq
+        ))
+    })?;
     if c.optimizer.is_8bit() {
         notes.push("8-bit optimizer state (bitsandbytes): 1 byte per state per parameter".into());
     }
@@ -1017,32 +1018,23 @@ pub fn training_step(
         effective_batch: Some(
             o.batch
                 .saturating_mul(c.accumulate as u64)
-                .saturating_mul(n),
+                .saturating_mul(u64::from(c.gpus.max(1))),
         ),
-        weights_bytes: w_gpu,
-        gradient_bytes: g_gpu,
-        optimizer_bytes: o_gpu,
+        weights_bytes: acc.weights_bytes,
+        gradient_bytes: acc.gradient_bytes,
+        optimizer_bytes: acc.optimizer_bytes,
         saved_activation_bytes: saved,
         saved_activation_bytes_full: saved_full,
         autocast_weight_copy_bytes: run.saved.weight_copy,
         saved_buffer_bytes: 0,
-        parallel_bytes: parallel,
-        overhead_bytes: overhead,
-        total_bytes: checked("the training step", allocated.checked_add(overhead))?,
-        peak: training::PeakBreakdown {
-            phase: "backward".into(),
-            weights_bytes: w_gpu,
-            gradient_bytes: g_gpu,
-            optimizer_bytes: o_gpu,
-            saved_activation_bytes: saved,
-            transient_bytes: transient,
-            parallel_bytes: parallel,
-            overhead_bytes: overhead,
-        },
+        parallel_bytes: acc.parallel_bytes,
+        overhead_bytes: acc.overhead_bytes,
+        total_bytes: acc.total_bytes,
+        peak: acc.peak,
         recompute_macs: 0,
         recompute_fraction: if ckpt { 1.0 / 3.0 } else { 0.0 },
-        communication_bytes: 0,
-        host_bytes: 0,
+        communication_bytes: acc.communication_bytes,
+        host_bytes: acc.host_bytes,
         per_node: Vec::new(),
         lower_bound: !unknown.is_empty(),
         unknown,

@@ -38,9 +38,19 @@ pub struct X {
 #[derive(Clone, Debug)]
 struct Storage {
     bytes: u64,
+    numel: u64,
     dtype: DType,
     kind: Kind,
+    /// Requires grad (a trained parameter, or an activation on the gradient's path).
+    grad: bool,
     saved: bool,
+    /// Saved inside a checkpointed block: made again when backward reaches the block's last
+    /// storage (this position), held until its own backward.
+    recomputed_at: Option<usize>,
+    /// The last position that read it (a parameter's gradient is made there in backward).
+    last_read: usize,
+    /// Bytes of the gradients of the inputs of the op that made it (live in its backward).
+    in_grad: u64,
 }
 
 /// The tape: every storage made by a forward, and which are saved for backward.
@@ -53,6 +63,10 @@ pub struct Tape {
     pub recording: bool,
     /// Set when a size overflowed (the totals are then not to be trusted).
     pub overflow: bool,
+    /// Where the current checkpointed block began (its storages are recomputed in backward).
+    region: Option<usize>,
+    /// The gradient bytes of the inputs the op being recorded read.
+    pending_in_grad: u64,
 }
 
 /// Bytes saved for backward, by what the storages hold.
@@ -86,6 +100,8 @@ impl Tape {
             autocast,
             recording: true,
             overflow: false,
+            region: None,
+            pending_in_grad: 0,
         }
     }
 
@@ -94,11 +110,22 @@ impl Tape {
             self.overflow = true;
             0
         });
+        let pos = self.storages.len();
+        let in_grad = if kind == Kind::Activation && grad {
+            std::mem::take(&mut self.pending_in_grad)
+        } else {
+            0
+        };
         self.storages.push(Storage {
             bytes,
+            numel,
             dtype,
             kind,
+            grad,
             saved: false,
+            recomputed_at: None,
+            last_read: pos,
+            in_grad,
         });
         X {
             storage: self.storages.len() - 1,
@@ -121,11 +148,88 @@ impl Tape {
         self.alloc(numel, dtype, false, Kind::Input)
     }
 
-    /// Keeps `x`'s storage for backward (when recording).
+    /// Keeps `x`'s storage for backward; inside a checkpointed block, marks it as made again
+    /// in backward.
     pub fn save(&mut self, x: X) {
+        let pos = self.storages.len();
+        let st = &mut self.storages[x.storage];
+        st.last_read = st.last_read.max(pos);
         if self.recording {
-            self.storages[x.storage].saved = true;
+            st.saved = true;
+        } else if st.recomputed_at.is_none() {
+            st.recomputed_at = Some(usize::MAX);
         }
+    }
+
+    /// Records that the next op reads `xs`: a parameter's gradient is made in that op's
+    /// backward (the last reader's), and the gradients of the inputs on the gradient's path
+    /// are live while it runs.
+    pub fn reads(&mut self, xs: &[X]) {
+        let pos = self.storages.len();
+        for x in xs {
+            let st = &mut self.storages[x.storage];
+            st.last_read = st.last_read.max(pos);
+        }
+        self.pending_in_grad = xs
+            .iter()
+            .filter(|x| x.grad && self.storages[x.storage].kind != Kind::Parameter)
+            .fold(0u64, |s, x| {
+                s.saturating_add(bytes_of(x.numel, x.dtype).unwrap_or(0))
+            });
+    }
+
+    /// Starts a checkpointed block: nothing it makes is kept, and what it would keep is made
+    /// again when backward reaches it.
+    pub fn begin_recompute(&mut self) {
+        self.recording = false;
+        self.region = Some(self.storages.len());
+    }
+
+    /// Ends the block [`Tape::begin_recompute`] started.
+    pub fn end_recompute(&mut self) {
+        self.recording = true;
+        let end = self.storages.len();
+        if let Some(start) = self.region.take() {
+            for st in &mut self.storages[start..end] {
+                if st.recomputed_at == Some(usize::MAX) {
+                    st.recomputed_at = Some(end - 1);
+                }
+            }
+        }
+    }
+
+    /// Backward as [`crate::analysis::step::account`] walks it: one step per storage, from the
+    /// last made to the first. A step's trained-parameter gradients appear at their last
+    /// reader; its transient is the gradient of what it made and of the inputs it read; the
+    /// saved storage is freed after it. Returns the steps and the trained elements they name.
+    pub fn backward(&self) -> (Vec<crate::analysis::step::BackwardStep>, u64) {
+        use crate::analysis::step::BackwardStep;
+        let n = self.storages.len();
+        let mut steps = vec![BackwardStep::default(); n];
+        let mut named = 0u64;
+        for (p, st) in self.storages.iter().enumerate() {
+            match st.kind {
+                Kind::Parameter if st.grad => {
+                    let at = st.last_read.min(n.saturating_sub(1));
+                    steps[at].grads = steps[at].grads.saturating_add(st.numel);
+                    named = named.saturating_add(st.numel);
+                }
+                Kind::Activation => {
+                    if st.grad {
+                        steps[p].transient = st.bytes.saturating_add(st.in_grad);
+                    }
+                    if st.saved {
+                        steps[p].freed = steps[p].freed.saturating_add(st.bytes);
+                    } else if let Some(at) = st.recomputed_at.filter(|&a| a < n) {
+                        steps[at].recomputed = steps[at].recomputed.saturating_add(st.bytes);
+                        steps[p].freed = steps[p].freed.saturating_add(st.bytes);
+                    }
+                }
+                _ => {}
+            }
+        }
+        steps.reverse();
+        (steps, named)
     }
 
     /// A view of `x` with `numel` elements (slices, reshapes, transposes): the same storage.
@@ -138,6 +242,7 @@ impl Tape {
         if x.dtype == dtype {
             x
         } else {
+            self.reads(&[x]);
             self.new_act(x.numel, dtype, x.grad)
         }
     }
@@ -151,6 +256,7 @@ impl Tape {
             .map(|x| x.dtype)
             .reduce(promote)
             .unwrap_or(DType::F32);
+        self.reads(inputs);
         self.new_act(numel, dtype, grad)
     }
 
@@ -163,6 +269,7 @@ impl Tape {
             self.save(b);
         }
         let numel = a.numel.max(b.numel);
+        self.reads(&[a, b]);
         self.new_act(numel, promote(a.dtype, b.dtype), a.grad || b.grad)
     }
 
@@ -174,6 +281,7 @@ impl Tape {
         } else if a.grad {
             self.save(b);
         }
+        self.reads(&[a, b]);
         self.new_act(
             a.numel.max(b.numel),
             promote(a.dtype, b.dtype),
@@ -186,12 +294,14 @@ impl Tape {
         if x.grad {
             self.save(x);
         }
+        self.reads(&[x]);
         self.new_act(x.numel, x.dtype, x.grad)
     }
 
     /// A unary op whose backward needs its result (tanh, sigmoid, rsqrt, exp), of `numel`
     /// elements in `dtype`.
     pub fn keeps_result(&mut self, x: X, numel: u64, dtype: DType) -> X {
+        self.reads(&[x]);
         let out = self.new_act(numel, dtype, x.grad);
         if x.grad {
             self.save(out);
@@ -225,6 +335,7 @@ impl Tape {
         if x.grad {
             self.save(wi);
         }
+        self.reads(&[xi, w]);
         self.new_act(out, xi.dtype, x.grad || w.grad)
     }
 
@@ -238,6 +349,7 @@ impl Tape {
         if a.grad {
             self.save(bi);
         }
+        self.reads(&[ai, bi]);
         self.new_act(out, ai.dtype, a.grad || b.grad)
     }
 
@@ -249,6 +361,7 @@ impl Tape {
         if x.grad {
             self.save(w);
         }
+        self.reads(&[x, w]);
         self.new_act(out, x.dtype, x.grad || w.grad)
     }
 
@@ -264,6 +377,7 @@ impl Tape {
     pub fn sdpa(&mut self, q: X, k: X, v: X, mask: Option<X>, out: u64, lse: u64) -> X {
         let (q, k, v) = (self.lower(q), self.lower(k), self.lower(v));
         let grad = q.grad || k.grad || v.grad;
+        self.reads(&[q, k, v]);
         let o = self.new_act(out, q.dtype, grad);
         if grad {
             let l = self.new_act(lse, DType::F32, false);
@@ -303,6 +417,7 @@ impl Tape {
                 self.save(t);
             }
         }
+        self.reads(&[q, k, v]);
         self.new_act(q_numel, q.dtype, scores || v.grad)
     }
 
@@ -316,6 +431,7 @@ impl Tape {
             let noise = self.new_act(x.numel, x.dtype, false);
             self.save(noise);
         }
+        self.reads(&[x]);
         self.new_act(x.numel, x.dtype, x.grad)
     }
 
@@ -324,6 +440,7 @@ impl Tape {
         if w.grad {
             self.save(ids);
         }
+        self.reads(&[ids, w]);
         self.new_act(out, w.dtype, w.grad)
     }
 
@@ -341,6 +458,7 @@ impl Tape {
             self.save(mean);
             self.save(rstd);
         }
+        self.reads(&[x, w]);
         self.new_act(x.numel, x.dtype, grad)
     }
 
@@ -358,6 +476,7 @@ impl Tape {
             let w = self.new_act(1, logits.dtype, false);
             self.save(w);
         }
+        self.reads(&[logp]);
         self.new_act(1, logits.dtype, logp.grad)
     }
 
