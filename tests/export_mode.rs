@@ -97,8 +97,9 @@ fn a_legacy_eval_export_is_a_lower_bound_with_the_export_call() {
     ] {
         assert!(why.contains(phrase), "{phrase:?} not in {why:?}");
     }
-    // fit: the batches are upper bounds, and it says why
-    assert!(fit.contains("≤ "), "{fit}");
+    // fit: the batches are upper bounds, and it says why; this small model reaches the
+    // search's cap, where an upper bound says nothing: `?`
+    assert!(fit.contains("           ? "), "{fit}");
     assert!(fit.contains("the batches upper bounds"), "{fit}");
     assert!(fit.contains("an inference export"), "{fit}");
 }

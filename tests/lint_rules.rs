@@ -839,10 +839,13 @@ fn a_memory_budget_fix_fits_the_budget_at_the_stated_batch() {
     let (micro, steps, gpus) = (nums[0], nums[1], nums[2]);
     assert_eq!(micro * steps * gpus, 64, "{fix}");
     let plan = fix.split(':').next().unwrap();
-    let (precision, checkpoint) = match plan {
-        "baseline (fp32)" => ("fp32", "none"),
-        "AMP" => ("amp-bf16", "none"),
-        "AMP + checkpointing" => ("amp-bf16", "sqrt"),
+    let (precision, checkpoint, optimizer) = match plan {
+        "full, fp32" => ("fp32", "none", "adamw"),
+        "full, amp-bf16" => ("amp-bf16", "none", "adamw"),
+        "full, amp-bf16 + checkpointing" => ("amp-bf16", "sqrt", "adamw"),
+        "full, bf16" => ("bf16", "none", "adamw"),
+        "full, bf16 + checkpointing" => ("bf16", "sqrt", "adamw"),
+        "full, bf16 + checkpointing + 8-bit AdamW" => ("bf16", "sqrt", "adamw-8bit"),
         other => panic!("unexpected plan {other}"),
     };
     // re-run the estimate on the plan it proposes: it fits
@@ -860,6 +863,8 @@ fn a_memory_budget_fix_fits_the_budget_at_the_stated_batch() {
         precision,
         "--checkpoint",
         checkpoint,
+        "--optimizer",
+        optimizer,
     ]);
     let peak = u(&r["training"]["total_bytes"]);
     assert!(peak <= 1 << 30, "{fix}: the plan needs {peak} bytes");

@@ -876,13 +876,19 @@ fn fit_json(dir: &Path, gpu: &str) -> Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// The largest micro-batch of the plan named `plan` (or the first whose name starts with it,
+/// for `serve` and `QLoRA`).
 fn max_batch(f: &Value, plan: &str) -> u64 {
-    f["plans"]
-        .as_array()
-        .unwrap()
+    let plans = f["plans"].as_array().unwrap();
+    plans
         .iter()
-        .find(|p| p["name"].as_str().unwrap().starts_with(plan))
-        .unwrap_or_else(|| panic!("no plan {plan}"))["max_batch"]
+        .find(|p| p["name"] == plan)
+        .or_else(|| {
+            plans
+                .iter()
+                .find(|p| p["name"].as_str().unwrap().starts_with(plan))
+        })
+        .unwrap_or_else(|| panic!("no plan {plan}"))["max_micro_batch"]
         .as_u64()
         .unwrap()
 }
@@ -910,7 +916,7 @@ fn fit_answers_for_8b_and_70b_shapes_on_24_and_80_gb_cards() {
     );
     assert!(max_batch(&f, "QLoRA") >= 1, "8B QLoRA trains on 24 GB");
     assert_eq!(
-        max_batch(&f, "full fine-tune"),
+        max_batch(&f, "full, bf16"),
         0,
         "8B full bf16 + AdamW (~64 GB of state) cannot"
     );
@@ -927,7 +933,7 @@ fn fit_answers_for_8b_and_70b_shapes_on_24_and_80_gb_cards() {
     );
     let f = fit_json(d8.path(), "A100-80GB");
     assert!(
-        max_batch(&f, "full fine-tune") >= 1,
+        max_batch(&f, "full, bf16") >= 1,
         "8B full bf16 fits in 80 GB"
     );
     let f = fit_json(d70.path(), "A100-80GB");
@@ -1151,7 +1157,7 @@ fn fit_on_a_checkpoint_honours_every_option_it_accepts() {
     // the overhead lowers the serving peak by exactly what it saves (no allocator slack on it)
     let peak = |s: &str| -> u64 {
         let j: Value = serde_json::from_str(s).unwrap();
-        j["plans"][0]["peak_bytes_at_batch_1"].as_u64().unwrap()
+        j["plans"][0]["peak_bytes"].as_u64().unwrap()
     };
     assert_eq!(
         peak(&base) - peak(&run(&["--overhead-context", "100MiB"])),
@@ -1948,16 +1954,41 @@ fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
                 args.extend(extra);
                 let j = mem_json(&dir, &args);
                 let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
-                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap();
+                // the saved activations include autocast's weight copies, as a graph's do; the
+                // vision side's are not counted yet (the estimate says so: a lower bound)
+                let copies = &p["saved"][scenario]["autocast_weight_copy_by_region"];
+                let text_copies = ["head", "language_model"]
+                    .iter()
+                    .map(|r| copies[r].as_u64().unwrap_or(0))
+                    .sum::<u64>();
+                let vision_copies = ["vision", "projector"]
+                    .iter()
+                    .map(|r| copies[r].as_u64().unwrap_or(0))
+                    .sum::<u64>();
+                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap() + text_copies;
                 if fam == "qwen3_5" {
                     let Some(cmp) = p["language_model_vs_text_only"].get(scenario) else {
                         continue;
                     };
                     let seq = p["kv_cache"]["seq"].as_u64().unwrap();
-                    images_add_what_pytorch_adds(&dir, &args, seq, got, want, cmp, &at);
+                    // the weight copies are the same with and without images: the difference
+                    // is the activations'
+                    images_add_what_pytorch_adds(
+                        &dir,
+                        &args,
+                        seq,
+                        got,
+                        want - text_copies,
+                        cmp,
+                        &at,
+                    );
                 } else {
                     assert_eq!(got, want, "{at} {scenario}");
-                    assert_eq!(j["training"]["lower_bound"], false, "{at} {scenario}");
+                    assert_eq!(
+                        j["training"]["lower_bound"],
+                        vision_copies > 0,
+                        "{at} {scenario}"
+                    );
                 }
                 // peft wraps the vision side's matching linear layers too
                 if let Some(kind) = scenario.strip_prefix("sdpa_fp32_lora_") {
@@ -2084,14 +2115,39 @@ fn images_in_the_settings_of_fits_plans_equal_pytorch() {
                 args.extend(extra);
                 let j = mem_json(&dir, &args);
                 let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
-                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap();
+                // the saved activations include autocast's weight copies, as a graph's do; the
+                // vision side's are not counted yet (the estimate says so: a lower bound)
+                let copies = &p["saved"][scenario]["autocast_weight_copy_by_region"];
+                let text_copies = ["head", "language_model"]
+                    .iter()
+                    .map(|r| copies[r].as_u64().unwrap_or(0))
+                    .sum::<u64>();
+                let vision_copies = ["vision", "projector"]
+                    .iter()
+                    .map(|r| copies[r].as_u64().unwrap_or(0))
+                    .sum::<u64>();
+                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap() + text_copies;
                 if fam == "qwen3_5" {
                     let cmp = &p["language_model_vs_text_only"][scenario];
                     let seq = p["seq"].as_u64().unwrap();
-                    images_add_what_pytorch_adds(&dir, &args, seq, got, want, cmp, &at);
+                    // the weight copies are the same with and without images: the difference
+                    // is the activations'
+                    images_add_what_pytorch_adds(
+                        &dir,
+                        &args,
+                        seq,
+                        got,
+                        want - text_copies,
+                        cmp,
+                        &at,
+                    );
                 } else {
                     assert_eq!(got, want, "{at} {scenario}");
-                    assert_eq!(j["training"]["lower_bound"], false, "{at} {scenario}");
+                    assert_eq!(
+                        j["training"]["lower_bound"],
+                        vision_copies > 0,
+                        "{at} {scenario}"
+                    );
                 }
             }
         }
@@ -2148,4 +2204,106 @@ fn hybrid_families_under_checkpointing_equal_pytorch() {
         }
     }
     assert!(checked >= 20, "{checked}");
+}
+
+/// The backward timeline against PyTorch's CPU allocator: for every measured run, the step's
+/// peak above the weights (saved tensors, the gradients made so far and the transient ones at
+/// the worst moment of one forward + backward, `step_peak_above_weights_bytes` by
+/// torch.profiler's memory events) against [`nnlint::analysis::step::account`] on the tape's
+/// backward, with no optimizer state (the measurement's first step has none).
+#[test]
+fn the_backward_peak_tracks_the_cpu_allocator() {
+    use nnlint::analysis::step::{account, StepModel};
+    use nnlint::analysis::training::{Optimizer, Overhead, StateBytes, TrainConfig};
+    let mut errs: Vec<(f64, String)> = Vec::new();
+    for fam in FAMILIES.iter().chain(TAPE_HYBRIDS) {
+        let (config, expected) = load(fam);
+        let a = arch::from_config(&config).unwrap().unwrap();
+        let Some(scen) = expected["training"]["scenarios"].as_object() else {
+            continue;
+        };
+        for (name, s) in scen {
+            for run in s["runs"].as_array().into_iter().flatten() {
+                let Some(want) = run["allocator"]["step_peak_above_weights_bytes"].as_u64() else {
+                    continue;
+                };
+                let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
+                let mut st = step(&s["config"], b, q);
+                if let (Some(l), Some(t)) =
+                    (st.lora.as_mut(), run["lora"]["target_modules"].as_array())
+                {
+                    l.targets = Targets::Named(
+                        t.iter()
+                            .filter_map(|x| x.as_str().map(String::from))
+                            .collect(),
+                    );
+                }
+                let got = forward::training_forward(&a, &st);
+                let grad = if st.lora.is_some() {
+                    4
+                } else {
+                    st.numerics.weights.bytes_for(1).unwrap()
+                };
+                let m = StepModel {
+                    trainable: run["trainable_params"].as_u64().unwrap(),
+                    per_param: StateBytes {
+                        weight: 0,
+                        grad,
+                        optimizer: 0,
+                    },
+                    saved_bytes: got.saved.activation + got.saved.weight_copy,
+                    backward: got.backward.clone(),
+                    ..StepModel::default()
+                };
+                let cfg = TrainConfig {
+                    optimizer: Optimizer::Sgd,
+                    overhead: Overhead {
+                        cuda_context: 0,
+                        workspace: 0,
+                        fragmentation: 0.0,
+                    },
+                    ..TrainConfig::default()
+                };
+                let acc = account(&m, &cfg).unwrap();
+                let got = acc.total_bytes;
+                let err = (got as f64 - want as f64) / want as f64;
+                let line = format!(
+                    "{fam:10} {name:28} B={b} S={q:3} nnlint {got:9} pytorch {want:9} {:+7.2}% (at the peak: grads {}, saved {}, transient {})",
+                    err * 100.0,
+                    acc.peak.gradient_bytes,
+                    acc.peak.saved_activation_bytes,
+                    acc.peak.transient_bytes
+                );
+                errs.push((err, line));
+            }
+        }
+    }
+    errs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (_, l) in &errs {
+        eprintln!("{l}");
+    }
+    let n = errs.len();
+    let within = |e: f64| errs.iter().filter(|x| x.0.abs() <= e).count() as f64 / n as f64;
+    eprintln!(
+        "{n} runs; median {:+.2}%, 5th {:+.2}%, 95th {:+.2}%; {:.1}% within 10%",
+        errs[n / 2].0 * 100.0,
+        errs[n / 20].0 * 100.0,
+        errs[n * 19 / 20].0 * 100.0,
+        within(0.10) * 100.0
+    );
+    // what the tiny models leave beside the model (the allocator's own temporaries, scan
+    // kernels' backward buffers) weighs more at 32 wide than at full size: the structure is
+    // held to the median and to most runs (testdata/llm/full_size/step_peak.json is the
+    // full-size check)
+    assert!(n > 1000, "{n} runs");
+    assert!(
+        errs[n / 2].0.abs() < 0.01,
+        "median {:+.2}%",
+        errs[n / 2].0 * 100.0
+    );
+    assert!(
+        within(0.10) > 0.85,
+        "{:.1}% within 10%",
+        within(0.10) * 100.0
+    );
 }

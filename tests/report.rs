@@ -299,7 +299,7 @@ fn a_language_model_page_has_fits_plans_and_its_layers_numbers() {
             .lines()
             .find(|l| l.contains(&format!("<td>{}</td>", name)))
             .unwrap_or_else(|| panic!("no row for {name}: {fit}"));
-        let peak = nnlint::util::units::bytes(p["peak_bytes_at_batch_1"].as_u64().unwrap());
+        let peak = nnlint::util::units::bytes(p["peak_bytes"].as_u64().unwrap());
         assert!(row.contains(&peak), "{name}: {peak} not in {row}");
     }
     // every layer row has numbers where `mem` has them: no n/a for what the architecture gives

@@ -277,7 +277,7 @@ fn fit_says_what_would_fit_when_nothing_does() {
         "fit",
         staged.path.to_str().unwrap(),
         "--gpu",
-        "2GiB",
+        "1536MiB",
         "--format",
         "json",
     ]);

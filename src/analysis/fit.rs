@@ -5,9 +5,10 @@
 //! the effective batch the user asked for. Plans are ranked by what they cost: recomputation first,
 //! then communication, then the number of accumulation steps.
 
+use super::plan::{self, largest_batch};
 use super::saved::Precision;
 use super::shape::{self, Bindings};
-use super::training::{self, Checkpoint, Shard, TrainConfig};
+use super::training::{self, Checkpoint, Optimizer, Shard, TrainConfig};
 use crate::error::{Error, Result};
 use crate::ir::Model;
 
@@ -158,11 +159,14 @@ pub fn parse_gpu(s: &str) -> std::result::Result<Gpu, String> {
     ))
 }
 
-/// One candidate plan and what it achieves.
+/// One plan and what it achieves: the same fields for every front end (docs/fit.schema.json).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PlanResult {
     pub name: String,
+    /// What the plan trades for its memory.
+    pub cost: String,
     pub precision: Precision,
+    pub optimizer: Optimizer,
     pub checkpoint: String,
     pub shard: Shard,
     pub gpus: u32,
@@ -171,8 +175,9 @@ pub struct PlanResult {
     /// Whether it fits, as far as the estimate counts: with `lower_bound`, what it could not count
     /// may not fit.
     pub fits: bool,
-    /// Estimated peak per GPU at the chosen micro-batch (or at batch 1 when nothing fits).
-    pub peak_bytes: u64,
+    /// Estimated peak per GPU at the chosen micro-batch (or at batch 1 when nothing fits);
+    /// `None` when it cannot be formed.
+    pub peak_bytes: Option<u64>,
     /// Whether `peak_bytes` is a lower bound (ops or sizes nnlint could not account for).
     pub lower_bound: bool,
     /// Micro-batch, accumulation steps and effective batch reaching the requested effective batch.
@@ -182,16 +187,28 @@ pub struct PlanResult {
     /// Extra compute of recomputation, as a share of a step.
     pub recompute_fraction: f64,
     pub communication_bytes: u64,
+    /// Parameters the plan trains (`None` for serving).
+    pub trainable_params: Option<u64>,
+    /// The longest sequence that fits at batch 1, for models with a sequence length (`None`
+    /// for a graph, whose sequence is bound with `--dim`).
+    pub max_seq_at_batch_1: Option<u64>,
     pub rank: usize,
 }
 
-/// What `nnlint fit` found.
+/// What `nnlint fit` found, for either kind of model.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct FitReport {
     pub model: String,
     pub gpu: Gpu,
+    pub gpus: u32,
     pub mode: &'static str,
     pub effective_batch: u64,
+    /// Tokens per sequence the batches are for (language models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The model's parameters (language models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<u64>,
     pub plans: Vec<PlanResult>,
     pub suggestions: Vec<String>,
     pub notes: Vec<String>,
@@ -204,13 +221,13 @@ pub struct FitRequest {
     pub gpus: u32,
     pub effective_batch: u64,
     pub base: TrainConfig,
+    /// `--optimizer`, when given: every plan uses it.
+    pub optimizer: Option<Optimizer>,
     pub dims: std::collections::BTreeMap<String, i64>,
     /// `--input` shapes; their first axis is the batch being searched.
     pub inputs: std::collections::BTreeMap<String, Vec<u64>>,
     pub inference: bool,
 }
-
-const MAX_BATCH: u64 = 1 << 20;
 
 impl FitRequest {
     /// The bindings at a micro-batch: `--input` shapes get it on their first axis.
@@ -294,161 +311,27 @@ pub fn max_serve_batch(model: &Model, req: &FitRequest, budget: u64) -> Result<u
     largest_batch(|b| Ok(serve_peak(model, req, false, b)? <= budget))
 }
 
-/// Largest batch in `1..=MAX_BATCH` whose peak fits, by binary search; 0 when batch 1 does not fit.
-fn largest_batch(fits: impl Fn(u64) -> Result<bool>) -> Result<u64> {
-    if !fits(1)? {
-        return Ok(0);
-    }
-    let (mut lo, mut hi) = (1u64, 2u64);
-    while hi <= MAX_BATCH && fits(hi)? {
-        lo = hi;
-        hi *= 2;
-    }
-    let mut hi = hi.min(MAX_BATCH + 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            hi = mid;
+/// A graph as the planner's front end: the step is [`training::estimate`] on a shape inference
+/// at the micro-batch.
+struct GraphFront<'a> {
+    model: &'a Model,
+    req: &'a FitRequest,
+}
+
+impl plan::Front for GraphFront<'_> {
+    fn step(
+        &self,
+        _c: &plan::Candidate,
+        cfg: &TrainConfig,
+        batch: u64,
+    ) -> Option<training::Training> {
+        let inf = shape::infer(self.model, &self.req.at(batch)).ok()?;
+        // a batch whose sizes leave 64-bit arithmetic fits no GPU
+        if !inf.overflow.is_empty() {
+            return None;
         }
+        training::checked_estimate(&self.model.graph, &inf, cfg).ok()
     }
-    Ok(lo)
-}
-
-struct Plan {
-    name: String,
-    cfg: TrainConfig,
-}
-
-fn plans(req: &FitRequest) -> Vec<Plan> {
-    let amp = if req.gpu.bf16 {
-        Precision::AmpBf16
-    } else {
-        Precision::AmpFp16
-    };
-    let base = TrainConfig {
-        gpus: 1,
-        shard: Shard::None,
-        accumulate: 1,
-        ..req.base
-    };
-    let mut out = vec![
-        Plan {
-            name: "baseline (fp32)".into(),
-            cfg: TrainConfig {
-                precision: Precision::Fp32,
-                checkpoint: Checkpoint::None,
-                ..base
-            },
-        },
-        Plan {
-            name: "AMP".into(),
-            cfg: TrainConfig {
-                precision: amp,
-                checkpoint: Checkpoint::None,
-                ..base
-            },
-        },
-        Plan {
-            name: "AMP + checkpointing".into(),
-            cfg: TrainConfig {
-                precision: amp,
-                checkpoint: Checkpoint::Sqrt,
-                ..base
-            },
-        },
-    ];
-    if req.gpus > 1 {
-        for (shard, name) in [
-            (Shard::Ddp, "AMP + DDP"),
-            (Shard::Zero2, "AMP + ZeRO-2"),
-            (Shard::Fsdp, "AMP + FSDP"),
-        ] {
-            out.push(Plan {
-                name: format!("{name} x{}", req.gpus),
-                cfg: TrainConfig {
-                    precision: amp,
-                    checkpoint: Checkpoint::None,
-                    gpus: req.gpus,
-                    shard,
-                    ..base
-                },
-            });
-        }
-        out.push(Plan {
-            name: format!("AMP + FSDP + checkpointing x{}", req.gpus),
-            cfg: TrainConfig {
-                precision: amp,
-                checkpoint: Checkpoint::Sqrt,
-                gpus: req.gpus,
-                shard: Shard::Fsdp,
-                ..base
-            },
-        });
-    }
-    out
-}
-
-/// Micro-batch and accumulation steps that reach `per_gpu` samples per GPU exactly with
-/// micro-batches of at most `max`: the fewest steps that divide `per_gpu` (a prime batch larger
-/// than `max` runs as micro-batches of 1). `None` when `max` is 0.
-///
-/// The search looks at no more than 2^20 step counts from the fewest up and 2^20 micro-batches
-/// from the largest down (a hostile batch of 10^15 would otherwise scan for minutes); when neither
-/// finds a divisor, micro-batches of 1 always do.
-fn accumulation(per_gpu: u64, max: u64) -> Option<(u64, u64)> {
-    const WINDOW: u64 = 1 << 20;
-    if max == 0 {
-        return None;
-    }
-    let per_gpu = per_gpu.max(1);
-    let first = per_gpu.div_ceil(max);
-    let by_steps =
-        (first..=per_gpu.min(first.saturating_add(WINDOW))).find(|s| per_gpu.is_multiple_of(*s));
-    let by_micro = (max.saturating_sub(WINDOW).max(1)..=max.min(per_gpu))
-        .rev()
-        .find(|m| per_gpu.is_multiple_of(*m))
-        .map(|m| per_gpu / m);
-    let steps = match (by_steps, by_micro) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b).unwrap_or(per_gpu),
-    };
-    Some((per_gpu / steps, steps))
-}
-
-/// What a training plan does at the requested effective batch: the micro-batch, the accumulation
-/// steps and the estimate there, searched with the accumulation's own memory (gradients persist
-/// across micro-batches, so an accumulating step needs more than a single one).
-struct Schedule {
-    /// The largest micro-batch that fits without accumulation (0: not even one sample).
-    max: u64,
-    /// `(micro, steps)`, or `None` when the plan cannot reach the batch on this GPU.
-    at: Option<(u64, u64)>,
-}
-
-fn schedule(model: &Model, req: &FitRequest, cfg: &TrainConfig, per_gpu: u64) -> Result<Schedule> {
-    let single = TrainConfig {
-        accumulate: 1,
-        ..*cfg
-    };
-    let max = largest_batch(|b| Ok(train_peak(model, req, &single, b)? <= req.gpu.bytes))?;
-    if per_gpu <= max {
-        return Ok(Schedule {
-            max,
-            at: Some((per_gpu, 1)),
-        });
-    }
-    let accumulating = TrainConfig {
-        accumulate: 2,
-        ..*cfg
-    };
-    let max_acc =
-        largest_batch(|b| Ok(train_peak(model, req, &accumulating, b)? <= req.gpu.bytes))?;
-    Ok(Schedule {
-        max,
-        at: accumulation(per_gpu, max_acc),
-    })
 }
 
 /// Finds, for every plan, the largest batch that fits the GPU.
@@ -472,68 +355,49 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
             let lower = serve_lower_bound(model, req, at)?;
             results.push(PlanResult {
                 name: name.into(),
+                cost: "inference only".into(),
                 precision: if half {
                     Precision::Bf16
                 } else {
                     Precision::Fp32
                 },
+                optimizer: req.base.optimizer,
                 checkpoint: "none".into(),
                 shard: Shard::None,
                 gpus: 1,
                 max_micro_batch: max,
                 fits: max >= 1,
-                peak_bytes: peak,
+                peak_bytes: Some(peak),
                 lower_bound: lower,
                 micro_batch: at,
                 accumulate: 1,
                 effective_batch: at,
                 recompute_fraction: 0.0,
                 communication_bytes: 0,
+                trainable_params: None,
+                max_seq_at_batch_1: None,
                 rank: 0,
             });
         }
+        plan::rank(&mut results);
     } else {
-        let mut uneven = false;
-        for plan in plans(req) {
-            let cfg = plan.cfg;
-            let gpus = u64::from(cfg.gpus.max(1));
-            let per_gpu = req.effective_batch.max(1).div_ceil(gpus);
-            uneven |= per_gpu * gpus != req.effective_batch;
-            let sched = schedule(model, req, &cfg, per_gpu)?;
-            let (micro, steps) = sched.at.unwrap_or((1, 1));
-            let est = training::estimate(
-                &model.graph,
-                &shape::infer(model, &req.at(micro))?,
-                &TrainConfig {
-                    accumulate: u32::try_from(steps).unwrap_or(u32::MAX),
-                    ..cfg
-                },
-            );
-            let fits = sched.at.is_some();
-            for u in &est.unknown {
-                if !unknown.contains(u) {
-                    unknown.push(u.clone());
-                }
-            }
-            results.push(PlanResult {
-                name: plan.name,
-                precision: cfg.precision,
-                checkpoint: cfg.checkpoint.to_string(),
-                shard: cfg.shard,
-                gpus: cfg.gpus,
-                max_micro_batch: sched.max,
-                fits,
-                peak_bytes: est.total_bytes,
-                lower_bound: est.lower_bound,
-                micro_batch: micro,
-                accumulate: if fits { steps } else { 0 },
-                effective_batch: if fits { micro * steps * gpus } else { 0 },
-                recompute_fraction: est.recompute_fraction,
-                communication_bytes: est.communication_bytes,
-                rank: 0,
-            });
-        }
-        if uneven {
+        let cands = plan::candidates(&plan::Catalogue {
+            gpu: req.gpu,
+            gpus: req.gpus,
+            base: req.base,
+            optimizer: req.optimizer,
+            lora_rank: None,
+            checkpoint: Checkpoint::Sqrt,
+        });
+        let planned = plan::plan(
+            &GraphFront { model, req },
+            cands,
+            req.gpu.bytes,
+            req.effective_batch,
+        );
+        results = planned.plans;
+        unknown = planned.unknown;
+        if planned.uneven {
             notes.push(format!(
                 "the effective batch {} is not a multiple of {} GPUs: the multi-GPU plans step with {} samples",
                 req.effective_batch,
@@ -541,22 +405,8 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
                 req.effective_batch.div_ceil(u64::from(req.gpus.max(1))) * u64::from(req.gpus.max(1))
             ));
         }
+        notes.push("checkpointing is √n segments of the graph's layers (a checkpoint folder checkpoints every block, as Hugging Face does); LoRA plans need a checkpoint folder, whose linear layers have names".into());
     }
-    // rank: plans that fit, cheapest first (recompute, then communication, then accumulation)
-    let mut order: Vec<usize> = (0..results.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (x, y) = (&results[a], &results[b]);
-        y.fits
-            .cmp(&x.fits)
-            .then(x.recompute_fraction.total_cmp(&y.recompute_fraction))
-            .then(x.communication_bytes.cmp(&y.communication_bytes))
-            .then(x.accumulate.cmp(&y.accumulate))
-            .then(y.max_micro_batch.cmp(&x.max_micro_batch))
-    });
-    for (rank, &i) in order.iter().enumerate() {
-        results[i].rank = rank + 1;
-    }
-    results.sort_by_key(|r| r.rank);
     let suggestions = if results.iter().any(|r| r.fits) {
         Vec::new()
     } else {
@@ -574,19 +424,22 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
     }
     if !req.gpu.bf16 && !req.inference {
         notes.push(format!(
-            "{} has no bfloat16: AMP plans use float16 with a gradient scaler",
+            "{} has no bfloat16: AMP plans use float16 with a gradient scaler, and the pure-bf16 plans are left out",
             req.gpu.name
         ));
     }
     Ok(FitReport {
         model: model.path.display().to_string(),
         gpu: req.gpu,
+        gpus: req.gpus.max(1),
         mode: if req.inference {
             "inference"
         } else {
             "training"
         },
         effective_batch: req.effective_batch,
+        seq: None,
+        params: None,
         plans: results,
         suggestions,
         notes,
@@ -639,7 +492,11 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
             if train_peak(model, req, &cfg, 1)? <= req.gpu.bytes {
                 out.push(format!(
                     "more GPUs: FSDP with AMP and checkpointing over {n} x {} fits batch 1",
-                    req.gpu.name
+                    if req.gpu.name == "custom" {
+                        format!("{} cards", crate::util::units::bytes(req.gpu.bytes))
+                    } else {
+                        req.gpu.name.to_string()
+                    }
                 ));
                 break;
             }
@@ -685,31 +542,5 @@ mod tests {
         assert!(e.contains("more than 0 bytes"), "{e}");
         let e = parse_gpu("16").unwrap_err();
         assert!(e.contains("no unit") && e.contains("16GiB"), "{e}");
-    }
-
-    #[test]
-    fn accumulation_reaches_the_effective_batch() {
-        // exactly: 256 = 64 x 4 (not 86 x 3 = 258)
-        assert_eq!(accumulation(256, 100), Some((64, 4)));
-        assert_eq!(accumulation(256, 1000), Some((256, 1)));
-        assert_eq!(accumulation(64, 40), Some((32, 2)));
-        // a prime batch above the largest micro-batch runs one sample at a time
-        assert_eq!(accumulation(7, 3), Some((1, 7)));
-        assert_eq!(accumulation(7, 0), None);
-        // a prime batch of 2^61 - 1 (found by fuzzing: the search used to scan every step count)
-        let p = (1u64 << 61) - 1;
-        assert_eq!(accumulation(p, 1 << 30), Some((1, p)));
-        assert_eq!(
-            accumulation(p - 1, 1 << 40).map(|(m, s)| m * s),
-            Some(p - 1)
-        );
-    }
-
-    #[test]
-    fn binary_search_finds_the_largest_fitting_batch() {
-        assert_eq!(largest_batch(|b| Ok(b <= 37)).unwrap(), 37);
-        assert_eq!(largest_batch(|b| Ok(b <= 1)).unwrap(), 1);
-        assert_eq!(largest_batch(|_| Ok(false)).unwrap(), 0);
-        assert_eq!(largest_batch(|_| Ok(true)).unwrap(), MAX_BATCH);
     }
 }

@@ -7,6 +7,7 @@ pub mod fit;
 pub mod llm;
 pub mod memory;
 pub mod ops;
+pub mod plan;
 pub mod saved;
 pub mod shape;
 pub mod step;

@@ -47,7 +47,8 @@ pub struct StepModel {
     /// Saved activations held when backward starts.
     pub saved_bytes: u64,
     /// Backward, in the order it runs. Gradients of trained elements no step names appear at
-    /// the first step (a conservative placement).
+    /// the last step, as those of a module that runs before everything the front end
+    /// describes (a wrapper's vision tower) do.
     pub backward: Vec<BackwardStep>,
     /// Bytes of one micro-batch's inputs (for the host's input pipeline).
     pub input_bytes: u64,
@@ -99,20 +100,21 @@ pub fn account(m: &StepModel, cfg: &TrainConfig) -> Result<Account, &'static str
     } else {
         u128::from(sb.grad)
     };
-    // gradients of elements no step names appear with the first
     let named: u128 = m.backward.iter().map(|s| u128::from(s.grads)).sum();
-    let mut g_alloc = if grads_persist {
-        grads
-    } else {
-        p.saturating_sub(named) * grad_per
-    };
+    let unnamed = p.saturating_sub(named) * grad_per;
+    let mut g_alloc = if grads_persist { grads } else { 0 };
     let base = weights + optim + parallel;
     let mut remaining = u128::from(m.saved_bytes);
     let mut best = (0u128, PeakBreakdown::default());
     let part = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
-    for s in &m.backward {
+    let last = m.backward.len().saturating_sub(1);
+    for (i, s) in m.backward.iter().enumerate() {
         if !grads_persist {
             g_alloc += u128::from(s.grads) * grad_per;
+            // gradients of elements no step names appear with the last
+            if i == last {
+                g_alloc += unnamed;
+            }
         }
         remaining += u128::from(s.recomputed);
         let live = base + g_alloc + remaining + u128::from(s.transient);

@@ -215,6 +215,8 @@ impl Default for TrainConfig {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Training {
     pub config: TrainConfig,
+    /// Parameters the step trains (the model's, or a LoRA's adapters).
+    pub trainable_params: u64,
     pub micro_batch: Option<u64>,
     pub effective_batch: Option<u64>,
     /// Parameters and buffers as held on each GPU.
@@ -464,26 +466,38 @@ fn last_reader(graph: &Graph, v: ValueId, depth: u32) -> Option<NodeId> {
     last
 }
 
-/// What a graph that ends before its loss leaves out: backward starts from the gradient of its
-/// outputs (counted, as the last node's transient), but the loss that makes it, and what the
-/// loss keeps, are not in the file. Said with the size a cross-entropy would keep (its fp32
-/// log-softmax of the largest output), which a checkpoint folder's estimate includes.
-fn loss_note(graph: &Graph, facts: &[Fact]) -> Option<String> {
+/// The loss a graph that ends before it leaves to its user: `None` when an output is a scalar
+/// (a training export with its loss) or no output is a float tensor. Otherwise the bytes of
+/// its outputs' elements, over which nnlint assumes the usual loss, a cross-entropy computed in
+/// fp32 as transformers' and torchvision's recipes do: it keeps an fp32 log-softmax of the
+/// outputs, and backward starts with the gradients of that and of the outputs (fp32). So the
+/// first step of backward holds 12 B per output element beyond the graph's own tensors, which
+/// is what a checkpoint folder's head and loss hold (docs/training-memory.md).
+fn implied_loss(graph: &Graph, facts: &[Fact]) -> Option<(u64, String)> {
     let float_outputs: Vec<(ValueId, u64)> = graph
         .outputs
         .iter()
         .filter(|&&v| facts[v].dtype.is_some_and(|d| d.is_float()))
         .filter_map(|&v| Some((v, facts[v].numel()?.as_u64()?)))
         .collect();
-    // a scalar output is a loss (a training export), or the model is not trained on its own
     if float_outputs.is_empty() || float_outputs.iter().any(|&(_, n)| n == 1) {
         return None;
     }
-    let &(v, numel) = float_outputs.iter().max_by_key(|&&(_, n)| n)?;
-    Some(format!(
-        "the graph ends at its outputs, before the loss: backward is counted from the gradient of '{}', but the loss and what it keeps are not in the file (a cross-entropy over it keeps an fp32 log-softmax of {}; a checkpoint folder's estimate includes its head's loss)",
-        graph.values[v].name,
-        crate::util::units::bytes(numel.saturating_mul(4))
+    let numel = float_outputs
+        .iter()
+        .fold(0u64, |s, &(_, n)| s.saturating_add(n));
+    let bytes = numel.saturating_mul(12);
+    let names: Vec<String> = float_outputs
+        .iter()
+        .map(|&(v, _)| format!("'{}'", graph.values[v].name))
+        .collect();
+    Some((
+        bytes,
+        format!(
+            "the graph ends before its loss: a cross-entropy in fp32 over {} is assumed, which holds {} at the start of backward (its log-softmax and the two gradients: 12 B per output element); a loss that keeps less makes the peak smaller",
+            names.join(", "),
+            crate::util::units::bytes(bytes)
+        ),
     ))
 }
 
@@ -629,7 +643,8 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     let mode = super::export_mode::inference_export(graph, facts);
     unknown.extend(mode.unknown);
     notes.extend(mode.note);
-    notes.extend(loss_note(graph, facts));
+    let loss = implied_loss(graph, facts);
+    notes.extend(loss.as_ref().map(|l| l.1.clone()));
     if !saved.unmodelled.is_empty() {
         let mut ops: Vec<&str> = saved
             .unmodelled
@@ -735,14 +750,23 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     };
     let grad_at = gradient_nodes(graph, &node_params);
     let dep = input_dependent(graph);
-    let backward = (0..graph.nodes.len())
-        .rev()
-        .map(|n| super::step::BackwardStep {
-            grads: grad_at[n],
-            recomputed: 0,
-            transient: node_activation_bytes(graph, facts, &dep, n, act_elem),
-            freed: (saved.per_node[n] as f64 * scale) as u64,
-        })
+    // the loss the graph leaves out runs backward first
+    let loss_step = loss.map(|(bytes, _)| super::step::BackwardStep {
+        transient: bytes,
+        ..Default::default()
+    });
+    let backward = loss_step
+        .into_iter()
+        .chain(
+            (0..graph.nodes.len())
+                .rev()
+                .map(|n| super::step::BackwardStep {
+                    grads: grad_at[n],
+                    recomputed: 0,
+                    transient: node_activation_bytes(graph, facts, &dep, n, act_elem),
+                    freed: (saved.per_node[n] as f64 * scale) as u64,
+                }),
+        )
         .collect();
     let input_bytes: u64 = graph
         .inputs
@@ -774,6 +798,7 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     let effective_batch = batch.map(|b| b * cfg.accumulate.max(1) as u64 * n_gpus);
     Training {
         config: *cfg,
+        trainable_params: params,
         micro_batch: batch,
         effective_batch,
         weights_bytes: acc.weights_bytes,

@@ -11,7 +11,6 @@ use super::table::{totals_lines, trailer, training_heading, training_lines};
 use super::units::{bytes, count, dim_bytes, dim_count};
 use super::{MemView, ViewOptions};
 use crate::analysis::fit::FitReport;
-use crate::analysis::llm::fit::LlmFit;
 use crate::analysis::{Format, Layer, MemReport};
 use crate::rules::fix::Applied;
 
@@ -21,17 +20,10 @@ pub struct Page<'a> {
     pub mem: &'a MemReport,
     /// Why there is no training estimate, when `mem` has none.
     pub training_missing: Option<String>,
-    pub fit: Option<Result<FitView<'a>, String>>,
+    /// The plans of `nnlint fit` (the same planner for a graph and a language model).
+    pub fit: Option<Result<&'a FitReport, String>>,
     pub lint: Option<Result<&'a LintRun, String>>,
     pub rewrite: Option<&'a Comparison>,
-}
-
-/// The plans of `nnlint fit`: a graph's (micro-batch, accumulation, sharding) or a language
-/// model's (serving and fine-tuning at a sequence length).
-#[derive(Clone, Copy)]
-pub enum FitView<'a> {
-    Graph(&'a FitReport),
-    Llm(&'a LlmFit),
 }
 
 /// A rewritten model beside its original.
@@ -115,11 +107,7 @@ pub fn render(p: &Page) -> String {
     liveness(&mut out, r);
     training(&mut out, r, p.training_missing.as_deref());
     if let Some(fit) = &p.fit {
-        match fit {
-            Ok(FitView::Llm(f)) => llm_fit_section(&mut out, f),
-            Ok(FitView::Graph(f)) => fit_section(&mut out, Ok(f)),
-            Err(why) => fit_section(&mut out, Err(why)),
-        }
+        fit_section(&mut out, fit.as_ref().map(|f| *f));
     }
     if let Some(lint) = &p.lint {
         lint_section(&mut out, lint.as_ref().map(|l| *l));
@@ -679,70 +667,8 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
     };
     let _ = writeln!(
         out,
-        "<p>{} ({}), {}{}; the bar is each plan's peak per GPU against the card's memory (the line).</p>",
-        escape(f.gpu.name),
-        bytes(f.gpu.bytes),
-        escape(f.mode),
-        if f.mode == "training" {
-            format!(", effective batch {}", f.effective_batch)
-        } else {
-            String::new()
-        }
-    );
-    out.push_str("<table id=\"fit-plans\"><tr><th class=\"num\">rank</th><th>plan</th><th class=\"num\">max micro-batch</th><th class=\"num\">micro x steps x GPUs</th><th class=\"num\">peak/GPU</th><th style=\"width:300px\">peak against the card (line: 100%)</th><th class=\"num\">recompute</th><th class=\"num\">communication</th></tr>\n");
-    let card = f.gpu.bytes.max(1) as f64;
-    for p in &f.plans {
-        let share = p.peak_bytes as f64 / card;
-        let (bw, colour) = (
-            ((share / 1.5).min(1.0) * 240.0).max(1.5),
-            if p.fits { "var(--good)" } else { "var(--bad)" },
-        );
-        let peak = if p.lower_bound {
-            format!("≥ {}", bytes(p.peak_bytes))
-        } else {
-            bytes(p.peak_bytes)
-        };
-        let _ = writeln!(
-            out,
-            "<tr class=\"{}\"><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td><svg viewBox=\"0 0 290 16\" width=\"290\" height=\"16\"><title>{} of {} ({:.0}%)</title><rect x=\"0\" y=\"3\" width=\"{bw:.1}\" height=\"10\" fill=\"{colour}\"/><line x1=\"160\" y1=\"0\" x2=\"160\" y2=\"16\" stroke=\"var(--ink)\"/><text x=\"{:.1}\" y=\"12\">{:.0}%</text></svg></td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            if p.fits { "fits" } else { "nofit" },
-            if p.fits { p.rank.to_string() } else { "-".into() },
-            escape(&p.name),
-            if p.fits { count(p.max_micro_batch) } else { "does not fit".into() },
-            if p.fits {
-                format!("{} x {} x {}", p.micro_batch, p.accumulate, p.gpus)
-            } else {
-                "-".into()
-            },
-            escape(&peak),
-            escape(&peak),
-            bytes(f.gpu.bytes),
-            share * 100.0,
-            bw + 4.0,
-            share * 100.0,
-            super::fit::recompute_text(p),
-            super::fit::communication_text(p),
-        );
-    }
-    out.push_str("</table>\n");
-    for s in &f.suggestions {
-        let _ = writeln!(out, "<p>what would fit: {}</p>", escape(s));
-    }
-    for n in &f.notes {
-        let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(n));
-    }
-    out.push_str("</section>\n");
-}
-
-/// A language model's `fit` plans, each peak at batch 1 drawn against the card's memory.
-fn llm_fit_section(out: &mut String, f: &LlmFit) {
-    out.push_str("<section id=\"fit\">\n<h2>What fits the GPU</h2>\n");
-    let _ = writeln!(
-        out,
-        "<p>{}{} ({}), sequences of {} tokens; the bar is each plan's peak at batch 1 against the card's memory (the line).</p>",
-        if f.gpus > 1 {
+        "<p>{}{} ({}), {}{}{}; the bar is each plan's peak per GPU against the card's memory (the line).</p>",
+        if f.gpus > 1 && f.seq.is_some() {
             format!("{} x ", f.gpus)
         } else {
             String::new()
@@ -750,41 +676,72 @@ fn llm_fit_section(out: &mut String, f: &LlmFit) {
         escape(f.gpu.name),
         bytes(f.gpu.bytes),
         f.seq
+            .map_or(String::new(), |s| format!("sequences of {s} tokens, ")),
+        escape(f.mode),
+        if f.mode == "training" {
+            format!(", effective batch {}", f.effective_batch)
+        } else {
+            String::new()
+        }
     );
-    out.push_str("<table id=\"fit-plans\"><tr><th>plan</th><th class=\"num\">max batch</th><th class=\"num\">max seq at batch 1</th><th class=\"num\">peak at batch 1</th><th style=\"width:300px\">peak against the card (line: 100%)</th><th class=\"num\">trains</th><th>cost</th></tr>\n");
+    let seqs = f.plans.iter().any(|p| p.max_seq_at_batch_1.is_some());
+    let _ = writeln!(
+        out,
+        "<table id=\"fit-plans\"><tr><th class=\"num\">rank</th><th>plan</th><th class=\"num\">max micro-batch</th><th class=\"num\">micro x steps x GPUs</th><th class=\"num\">peak/GPU</th><th style=\"width:300px\">peak against the card (line: 100%)</th>{}<th class=\"num\">recompute</th><th class=\"num\">communication</th><th>cost</th></tr>",
+        if seqs {
+            "<th class=\"num\">max seq at batch 1</th><th class=\"num\">trains</th>"
+        } else {
+            ""
+        }
+    );
     let card = f.gpu.bytes.max(1) as f64;
     for p in &f.plans {
-        let [batch, seq, peak] = crate::analysis::llm::fit::cells(p);
-        let fits = p.max_batch > 0;
-        let bar = match p.peak_bytes_at_batch_1 {
+        let c = super::fit::cells(p);
+        let bar = match p.peak_bytes {
             Some(b) => {
                 let share = b as f64 / card;
-                let bw = ((share / 1.5).min(1.0) * 240.0).max(1.5);
+                let (bw, colour) = (
+                    ((share / 1.5).min(1.0) * 240.0).max(1.5),
+                    if p.fits { "var(--good)" } else { "var(--bad)" },
+                );
                 format!(
-                    "<svg viewBox=\"0 0 290 16\" width=\"290\" height=\"16\"><title>{} of {} ({:.0}%)</title><rect x=\"0\" y=\"3\" width=\"{bw:.1}\" height=\"10\" fill=\"{}\"/><line x1=\"160\" y1=\"0\" x2=\"160\" y2=\"16\" stroke=\"var(--ink)\"/><text x=\"{:.1}\" y=\"12\">{:.0}%</text></svg>",
-                    escape(&peak),
+                    "<svg viewBox=\"0 0 290 16\" width=\"290\" height=\"16\"><title>{} of {} ({:.0}%)</title><rect x=\"0\" y=\"3\" width=\"{bw:.1}\" height=\"10\" fill=\"{colour}\"/><line x1=\"160\" y1=\"0\" x2=\"160\" y2=\"16\" stroke=\"var(--ink)\"/><text x=\"{:.1}\" y=\"12\">{:.0}%</text></svg>",
+                    escape(&c.peak),
                     bytes(f.gpu.bytes),
                     share * 100.0,
-                    if fits { "var(--good)" } else { "var(--bad)" },
                     bw + 4.0,
                     share * 100.0
                 )
             }
             None => "<span class=\"unknown\">unknown</span>".into(),
         };
+        let seq_cells = if seqs {
+            format!(
+                "<td class=\"num\">{}</td><td class=\"num\">{}</td>",
+                escape(&c.max_seq),
+                p.trainable_params.map_or("-".into(), count)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "<tr class=\"{}\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{bar}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-            if fits { "fits" } else { "nofit" },
-            escape(&p.plan),
-            escape(&batch),
-            escape(&seq),
-            escape(&peak),
-            p.trainable_params.map_or("-".into(), count),
-            escape(&p.cost)
+            "<tr class=\"{}\"><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{bar}</td>{seq_cells}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            if p.fits { "fits" } else { "nofit" },
+            if p.fits { p.rank.to_string() } else { "-".into() },
+            escape(&p.name),
+            escape(&c.max_batch),
+            escape(&c.schedule),
+            escape(&c.peak),
+            super::fit::recompute_text(p),
+            super::fit::communication_text(p),
+            escape(&p.cost),
         );
     }
     out.push_str("</table>\n");
+    for s in &f.suggestions {
+        let _ = writeln!(out, "<p>what would fit: {}</p>", escape(s));
+    }
     for n in &f.notes {
         let _ = writeln!(out, "<p class=\"note\">{}</p>", escape(n));
     }

@@ -43,17 +43,18 @@ crate::named_enum! {
 /// Renders a fit report.
 pub fn render_fit(
     r: &crate::analysis::fit::FitReport,
+    kind: &str,
     format: FitFormat,
     width: Option<usize>,
 ) -> String {
     match format {
         FitFormat::Table => fit::render(r, width),
-        FitFormat::Json => fit_json("graph", r),
+        FitFormat::Json => fit_json(kind, r),
     }
 }
 
 /// The version of `fit`'s JSON (docs/fit.schema.json).
-pub const FIT_SCHEMA_VERSION: u32 = 1;
+pub const FIT_SCHEMA_VERSION: u32 = 2;
 
 /// `fit --format json` for either kind of model, in one documented envelope: `schema_version`,
 /// `kind` (`graph`: an ONNX model's micro-batch plans; `language_model`: a checkpoint's serving

@@ -55,6 +55,7 @@ impl Rule for MemoryBudget {
                 * cx.settings.train.accumulate.max(1) as u64
                 * cx.settings.train.gpus.max(1) as u64,
             base: cx.settings.train,
+            optimizer: None,
             dims: cx.settings.bindings.dims.clone(),
             inputs: cx.settings.bindings.inputs.clone(),
             inference: false,
@@ -87,7 +88,7 @@ impl Rule for MemoryBudget {
                         p.micro_batch,
                         p.accumulate,
                         p.gpus,
-                        bytes(p.peak_bytes)
+                        p.peak_bytes.map_or("?".into(), bytes)
                     ),
                     None => {
                         "no plan fits at batch 1: see `nnlint fit` for a bigger card or more GPUs"
@@ -112,7 +113,9 @@ impl Rule for MemoryBudget {
                     unit: "bytes",
                     fix: remedy,
                     saving: Saving {
-                        training_bytes: best.map(|p| peak as i64 - p.peak_bytes as i64),
+                        training_bytes: best
+                            .and_then(|p| p.peak_bytes)
+                            .map(|b| peak as i64 - b as i64),
                         ..Saving::default()
                     },
                 });

@@ -866,7 +866,10 @@ pub fn training_step(
     let mut unknown = Vec::new();
     if run.unmodelled.is_empty() && !full.unmodelled.is_empty() {
         notes.push(
-            "checkpointed blocks keep their input only, so the hybrid's scans miss nothing here; the figure without checkpointing (saved_activation_bytes_full) is a lower bound: its scans are not modelled yet".into(),
+            "checkpointed blocks keep their input only, so the saved activations miss nothing here; the figure without checkpointing (saved_activation_bytes_full) is a lower bound: the hybrid's scans are not modelled yet".into(),
+        );
+        unknown.push(
+            "backward makes each checkpointed block's tensors again, and what the hybrid's scans keep then is not modelled yet: the peak counts everything else (a lower bound)".into(),
         );
     }
     if !run.unmodelled.is_empty() {
@@ -960,13 +963,23 @@ pub fn training_step(
         None => (0, None),
     };
     notes.extend(vision_note);
+    if images.is_some() && nm.autocast.is_some() {
+        unknown.push("autocast's half copies of the vision tower's and projector's weights, which backward keeps, are not counted yet (the language model's are)".into());
+    }
+    // autocast's half copies of the weights are saved too (as a graph's count has them)
     let saved = checked(
         "the saved activations",
-        run.saved.activation.checked_add(vision_saved),
+        run.saved
+            .activation
+            .checked_add(run.saved.weight_copy)
+            .and_then(|v| v.checked_add(vision_saved)),
     )?;
     let saved_full = checked(
         "the saved activations",
-        full.saved.activation.checked_add(vision_saved),
+        full.saved
+            .activation
+            .checked_add(full.saved.weight_copy)
+            .and_then(|v| v.checked_add(vision_saved)),
     )?;
     // the vision encoder ran first: its backward runs last
     let mut backward = run.backward.clone();
@@ -1014,6 +1027,7 @@ pub fn training_step(
     }
     let t = Training {
         config: *c,
+        trainable_params: trainable,
         micro_batch: Some(o.batch),
         effective_batch: Some(
             o.batch

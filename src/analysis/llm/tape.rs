@@ -214,8 +214,8 @@ impl Tape {
                     steps[at].grads = steps[at].grads.saturating_add(st.numel);
                     named = named.saturating_add(st.numel);
                 }
-                Kind::Activation => {
-                    if st.grad {
+                Kind::Activation | Kind::WeightCopy => {
+                    if st.grad && st.kind == Kind::Activation {
                         steps[p].transient = st.bytes.saturating_add(st.in_grad);
                     }
                     if st.saved {

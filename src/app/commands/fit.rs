@@ -7,6 +7,10 @@ use crate::error::{Error, Result};
 use crate::load;
 use crate::{analysis, report};
 
+/// The effective batch `fit` keeps when `--effective-batch` is not given (samples or sequences
+/// per optimizer step), for every kind of model.
+pub(crate) const DEFAULT_EFFECTIVE_BATCH: u64 = 256;
+
 pub fn run(args: &FitArgs) -> Result<Outcome> {
     args.layout.check()?;
     let s = Settings::resolve(Inputs {
@@ -55,8 +59,9 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     let req = analysis::fit::FitRequest {
         gpu: args.gpu,
         gpus: s.train.gpus,
-        effective_batch: args.effective_batch.unwrap_or(256),
+        effective_batch: args.effective_batch.unwrap_or(DEFAULT_EFFECTIVE_BATCH),
         base: s.train,
+        optimizer: args.plan.optimizer,
         dims: s.bindings.dims,
         inputs: s.bindings.inputs,
         inference: args.inference,
@@ -64,6 +69,7 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
     let r = analysis::fit::fit(&model, &req)?;
     Ok(Outcome::clean(report::render_fit(
         &r,
+        "graph",
         args.format,
         super::super::terminal::width(),
     ))
@@ -78,7 +84,6 @@ fn fit_llm(
     train: &analysis::training::TrainConfig,
 ) -> Result<Outcome> {
     for (flag, given) in [
-        ("--effective-batch", args.effective_batch.is_some()),
         ("--dim", !args.dims.is_empty()),
         ("--input", !args.inputs.is_empty()),
         // the input pipeline's host memory is modelled for ONNX graphs only
@@ -109,33 +114,36 @@ fn fit_llm(
         &args.model,
         &r,
         args.gpu,
-        train,
-        args.plan.optimizer,
-        args.lora.unwrap_or(16),
-        o,
+        analysis::llm::fit::FitOptions {
+            base: *train,
+            optimizer: args.plan.optimizer,
+            llm: o,
+            lora_rank: args.lora.unwrap_or(16),
+            effective_batch: args.effective_batch.unwrap_or(DEFAULT_EFFECTIVE_BATCH),
+        },
     )?;
     if args.inference {
         f.plans.truncate(1);
+        f.mode = "inference";
     }
     let warnings = r.warnings.clone();
-    Ok(Outcome::clean(match args.format {
-        report::FitFormat::Table => analysis::llm::fit::render(&f),
-        report::FitFormat::Json => report::fit_json("language_model", &f),
-    })
+    Ok(Outcome::clean(report::render_fit(
+        &f,
+        "language_model",
+        args.format,
+        super::super::terminal::width(),
+    ))
     .warn(&args.model, &warnings))
 }
 
-/// The serving and fine-tuning plans of a language model `r` (its analysis at `o`, whose
+/// The serving and fine-tuning plans of a language model `r` (its analysis at `opts.llm`, whose
 /// sequence it keeps) on `gpu`: what `fit` prints, and what `report` draws.
 pub(crate) fn llm_plans(
     path: &std::path::Path,
     r: &analysis::MemReport,
     gpu: analysis::fit::Gpu,
-    train: &analysis::training::TrainConfig,
-    optimizer: Option<analysis::training::Optimizer>,
-    lora_rank: u64,
-    o: analysis::llm::LlmOptions,
-) -> Result<analysis::llm::fit::LlmFit> {
+    mut opts: analysis::llm::fit::FitOptions,
+) -> Result<analysis::fit::FitReport> {
     let Some(m) = r.llm.as_ref().and_then(|l| l.model.as_ref()) else {
         // the analysis's note names the type and the ones nnlint models
         let why = r
@@ -149,12 +157,6 @@ pub(crate) fn llm_plans(
             format!("fit needs the architecture, and {why}"),
         ));
     };
-    let seq = r.dims.get("seq").map_or(1, |&s| s as u64);
-    let opts = analysis::llm::fit::FitOptions {
-        base: *train,
-        optimizer,
-        llm: analysis::llm::LlmOptions { seq, ..o },
-        lora_rank,
-    };
+    opts.llm.seq = r.dims.get("seq").map_or(1, |&s| s as u64);
     analysis::llm::fit::fit(m, gpu, &opts).map_err(|e| e.in_file(path))
 }

@@ -11,7 +11,7 @@ use super::super::Outcome;
 use crate::analysis::fit::{parse_gpu, FitRequest};
 use crate::error::{Error, Result};
 use crate::load::{self, Loaded};
-use crate::report::html::{self, Comparison, FitView, Page};
+use crate::report::html::{self, Comparison, Page};
 use crate::report::lint::{FileResult, LintRun};
 use crate::util::units::bytes;
 use crate::{analysis, rules};
@@ -91,10 +91,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
             graph_fit = fit(model, args, &s, gpu);
             (
                 lint(model, &s).map_err(|e| e.to_string()),
-                graph_fit
-                    .as_ref()
-                    .map(FitView::Graph)
-                    .map_err(|e| e.to_string()),
+                graph_fit.as_ref().map_err(|e| e.to_string()),
             )
         }
         Loaded::Weights(_) => (Err(NO_GRAPH.to_string()), Err(NO_GRAPH.to_string())),
@@ -104,17 +101,17 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
                 &model_path,
                 &mem,
                 gpu,
-                &s.train,
-                args.plan.optimizer,
-                args.llm.lora.unwrap_or(16),
-                args.llm.options(),
+                analysis::llm::fit::FitOptions {
+                    base: s.train,
+                    optimizer: args.plan.optimizer,
+                    llm: args.llm.options(),
+                    lora_rank: args.llm.lora.unwrap_or(16),
+                    effective_batch: args.effective_batch,
+                },
             );
             (
                 Err("the rules read ONNX graphs; a checkpoint has no graph to lint".to_string()),
-                llm_fit
-                    .as_ref()
-                    .map(FitView::Llm)
-                    .map_err(|e| e.to_string()),
+                llm_fit.as_ref().map_err(|e| e.to_string()),
             )
         }
     };
@@ -197,6 +194,7 @@ fn fit(
             gpus: s.train.gpus,
             effective_batch: args.effective_batch,
             base: s.train,
+            optimizer: args.plan.optimizer,
             dims: s.bindings.dims.clone(),
             inputs: s.bindings.inputs.clone(),
             inference: false,
