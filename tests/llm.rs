@@ -123,6 +123,7 @@ fn step(cfg: &Value, batch: u64, seq: u64) -> Step {
         }),
         padded: cfg.get("pad").is_some(),
         input_grad: false,
+        cuda: false,
     }
 }
 
@@ -2306,4 +2307,144 @@ fn the_backward_peak_tracks_the_cpu_allocator() {
         "{:.1}% within 10%",
         within(0.10) * 100.0
     );
+}
+
+/// GPT-2 small as `GPT2LMHeadModel.save_pretrained` writes it (the head tied to `wte`, not
+/// stored), headers only.
+fn gpt2_small(dir: &Path) {
+    let (h, i) = (768u64, 3072u64);
+    let mut s: Vec<(String, Vec<u64>)> = vec![
+        ("transformer.wte.weight".into(), vec![50_257, h]),
+        ("transformer.wpe.weight".into(), vec![1024, h]),
+        ("transformer.ln_f.weight".into(), vec![h]),
+        ("transformer.ln_f.bias".into(), vec![h]),
+    ];
+    for l in 0..12 {
+        let p = format!("transformer.h.{l}");
+        for (n, shape) in [
+            ("ln_1.weight", vec![h]),
+            ("ln_1.bias", vec![h]),
+            ("attn.c_attn.weight", vec![h, 3 * h]),
+            ("attn.c_attn.bias", vec![3 * h]),
+            ("attn.c_proj.weight", vec![h, h]),
+            ("attn.c_proj.bias", vec![h]),
+            ("ln_2.weight", vec![h]),
+            ("ln_2.bias", vec![h]),
+            ("mlp.c_fc.weight", vec![h, i]),
+            ("mlp.c_fc.bias", vec![i]),
+            ("mlp.c_proj.weight", vec![i, h]),
+            ("mlp.c_proj.bias", vec![h]),
+        ] {
+            s.push((format!("{p}.{n}"), shape));
+        }
+    }
+    // GPT2Config() as transformers 5.24 saves it: dropout 0.1 everywhere
+    let config = serde_json::json!({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+        "activation_function": "gelu_new", "attn_pdrop": 0.1, "embd_pdrop": 0.1,
+        "resid_pdrop": 0.1, "summary_first_dropout": 0.1, "layer_norm_epsilon": 1e-5,
+        "n_embd": h, "n_head": 12, "n_inner": null, "n_layer": 12, "n_positions": 1024,
+        "scale_attn_weights": true, "tie_word_embeddings": true, "vocab_size": 50_257,
+        "dtype": "float32"});
+    sparse_checkpoint(dir, &s, config, ("F32", 4));
+}
+
+/// Issue 22: one model, two inputs, one answer. GPT-2 small from its dynamo training export
+/// (testdata/models/training/gpt2_sdpa.onnx, dropout 0.1, sdpa) and from its checkpoint folder
+/// go through one step accounting and one planner: the same peak within what the inputs
+/// really differ by, and the same plans by name. What differs is said: the graph has no loss
+/// (the checkpoint's head computes one; the graph's estimate assumes the same cross-entropy and
+/// says so), and the checkpoint keeps the labels for the loss (8 KiB here).
+#[test]
+fn gpt2_from_its_onnx_export_and_its_checkpoint_gets_one_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    gpt2_small(dir.path());
+    let onnx =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models/training/gpt2_sdpa.onnx");
+    let onnx = onnx.to_str().unwrap();
+    let ckpt = dir.path().to_str().unwrap();
+    let train = |model: &str, seq: &[&str], extra: &[&str]| -> Value {
+        let mut args = vec!["mem", model, "--train", "--batch", "8", "--format", "json"];
+        args.extend_from_slice(seq);
+        args.extend_from_slice(extra);
+        let (code, out, err) = nnlint(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str::<Value>(&out).unwrap()["training"].clone()
+    };
+    for extra in [
+        &["--device", "cpu", "--precision", "fp32"][..],
+        &["--device", "cpu", "--precision", "amp-bf16"],
+        &["--device", "cpu", "--precision", "bf16"],
+        &["--device", "cuda", "--precision", "fp32"],
+        &["--device", "cuda", "--precision", "bf16"],
+        &[
+            "--device",
+            "cpu",
+            "--precision",
+            "fp32",
+            "--checkpoint",
+            "sqrt",
+        ],
+    ] {
+        let g = train(onnx, &["--dim", "seq=128"], extra);
+        let c = train(ckpt, &["--seq", "128"], extra);
+        let (a, b) = (
+            g["total_bytes"].as_u64().unwrap() as f64,
+            c["total_bytes"].as_u64().unwrap() as f64,
+        );
+        assert!(
+            (a - b).abs() / b < 0.001,
+            "{extra:?}: graph {a}, checkpoint {b}"
+        );
+        assert_eq!(g["peak"]["phase"], c["peak"]["phase"], "{extra:?}");
+        // the graph says it assumed the loss it does not hold
+        assert!(
+            g["notes"].to_string().contains("ends before its loss"),
+            "{extra:?}: {g}"
+        );
+    }
+    // fit: the same plans by name, and the same largest micro-batch within 1% on the CPU
+    // (no overhead), where both front ends count the same kernels
+    let fit = |model: &str, seq: &[&str]| -> Value {
+        let mut args = vec![
+            "fit", model, "--gpu", "80GB", "--device", "cpu", "--format", "json",
+        ];
+        args.extend_from_slice(seq);
+        let (code, out, err) = nnlint(&args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let g = fit(onnx, &["--dim", "seq=128"]);
+    let c = fit(ckpt, &["--seq", "128"]);
+    let plans = |f: &Value| -> Vec<(String, u64)> {
+        f["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().unwrap().to_string(),
+                    p["max_micro_batch"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (gp, cp) = (plans(&g), plans(&c));
+    assert!(gp.len() >= 5);
+    for (name, batch) in &gp {
+        let (_, other) = cp
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("the checkpoint has no plan {name}: {cp:?}"));
+        let ckpt_plan = name.contains("checkpointing");
+        // checkpointing differs by what each input can know: √n segments of a graph's layers,
+        // every block of a checkpoint (the notes say so)
+        if !ckpt_plan {
+            let r = *batch as f64 / *other as f64;
+            assert!(
+                (0.99..=1.01).contains(&r),
+                "{name}: graph {batch}, checkpoint {other}"
+            );
+        }
+    }
+    assert!(g["notes"].to_string().contains("√n segments"), "{g}");
 }

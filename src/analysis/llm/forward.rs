@@ -64,6 +64,9 @@ pub struct Step {
     /// The input embeddings carry a gradient (image features from a vision encoder that
     /// trains or holds adapters, scattered into them).
     pub input_grad: bool,
+    /// CUDA's kernels instead of the CPU's (measured): dropout keeps a bool mask, and SDPA
+    /// with dropout stays on a fused kernel.
+    pub cuda: bool,
 }
 
 /// What one linear layer is, whatever the family calls it.
@@ -147,7 +150,7 @@ struct Run<'a> {
 pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
     let n = a.tokens(s.seq);
     let mut r = Run {
-        t: Tape::new(s.numerics.autocast),
+        t: Tape::new(s.numerics.autocast).on_cuda(s.cuda),
         a,
         s,
         n,
@@ -403,8 +406,8 @@ impl Run<'_> {
             .is_some_and(|at| at.sinks);
         let attn = if sinks { Attn::Eager } else { self.s.attn };
         match attn {
-            // with dropout, CPU SDPA runs PyTorch's math path
-            Attn::Sdpa if a.drop.attn > 0.0 => {
+            // with dropout, CPU SDPA runs PyTorch's math path (CUDA's fused kernels take it)
+            Attn::Sdpa if a.drop.attn > 0.0 && !self.s.cuda => {
                 let probs = b
                     .saturating_mul(a.heads)
                     .saturating_mul(n)

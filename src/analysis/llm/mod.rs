@@ -816,6 +816,7 @@ pub fn training_step(
         lora: lora.clone(),
         padded: false,
         input_grad,
+        cuda: c.device == super::saved::Device::Cuda,
     };
     let ckpt = c.checkpoint != training::Checkpoint::None;
     let run = forward::training_forward(a, &step(ckpt));
@@ -1019,9 +1020,12 @@ pub fn training_step(
         ));
     }
     if c.device == super::saved::Device::Cuda {
-        let mut note = "saved activations follow PyTorch's CPU kernels (measured); on CUDA, autocast also keeps fp32 copies around norms and softmax, and flash attention an RNG state".to_string();
+        if nm.autocast.is_some() {
+            unknown.push("on CUDA, autocast runs norms, softmax and some pointwise ops in fp32 and keeps those copies for backward: not counted yet for checkpoints (an ONNX graph's count has them)".into());
+        }
+        let mut note = "saved activations follow PyTorch's kernels as measured on CPU, with CUDA's dropout and attention kernels; flash attention also keeps an RNG state".to_string();
         if a.drop != arch::Dropout::default() {
-            note.push_str("; dropout keeps a bool mask (a byte per element) instead of CPU's scaled noise, and SDPA with dropout stays on a fused kernel instead of CPU's fp32 math path");
+            note.push_str("; dropout keeps a bool mask (a byte per element), and SDPA with dropout stays on a fused kernel (counted)");
         }
         notes.push(note);
     }

@@ -67,6 +67,8 @@ pub struct Tape {
     region: Option<usize>,
     /// The gradient bytes of the inputs the op being recorded read.
     pending_in_grad: u64,
+    /// CUDA's kernels: dropout keeps a bool mask instead of the CPU's scaled noise.
+    cuda: bool,
 }
 
 /// Bytes saved for backward, by what the storages hold.
@@ -102,7 +104,14 @@ impl Tape {
             overflow: false,
             region: None,
             pending_in_grad: 0,
+            cuda: false,
         }
+    }
+
+    /// The tape of CUDA's kernels (`true`) or the CPU's.
+    pub fn on_cuda(mut self, cuda: bool) -> Tape {
+        self.cuda = cuda;
+        self
     }
 
     fn alloc(&mut self, numel: u64, dtype: DType, grad: bool, kind: Kind) -> X {
@@ -421,14 +430,16 @@ impl Tape {
         self.new_act(q_numel, q.dtype, scores || v.grad)
     }
 
-    /// `F.dropout(x, p)` in training on CPU: `x * noise`, which keeps the noise (`x`'s dtype
-    /// and size) when `x` requires grad; `p = 0` returns `x` itself.
+    /// `F.dropout(x, p)` in training: on CPU `x * noise`, which keeps the noise (`x`'s dtype
+    /// and size) when `x` requires grad; on CUDA the fused kernel keeps a bool mask (a byte an
+    /// element); `p = 0` returns `x` itself.
     pub fn dropout(&mut self, x: X, p: f64) -> X {
         if p <= 0.0 {
             return x;
         }
         if x.grad {
-            let noise = self.new_act(x.numel, x.dtype, false);
+            let dtype = if self.cuda { DType::Bool } else { x.dtype };
+            let noise = self.new_act(x.numel, dtype, false);
             self.save(noise);
         }
         self.reads(&[x]);

@@ -65,7 +65,7 @@ impl Run<'_> {
                 let v = self.t.plain(&[value], v_numel);
                 self.t.matmul(p, v, v_numel)
             }
-            Attn::Sdpa | Attn::Flash if same_dims && a.drop.attn <= 0.0 => {
+            Attn::Sdpa | Attn::Flash if same_dims && (a.drop.attn <= 0.0 || self.s.cuda) => {
                 let mask = self.s.padded.then(|| {
                     let dt = query.dtype;
                     self.t
