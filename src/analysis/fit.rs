@@ -467,16 +467,25 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
         .filter(|g| g.bytes >= need)
         .min_by_key(|g| g.bytes)
     {
-        Some(g) => out.push(format!(
-            "a bigger card: {} ({}) fits batch 1 with {}",
-            g.name,
-            crate::util::units::bytes(g.bytes),
-            if req.inference {
-                "half-precision weights"
+        Some(g) => {
+            // the batch it fits there, as `fit --gpu` on that card finds it
+            let batch = if req.inference {
+                largest_batch(|b| Ok(serve_peak(model, req, true, b)? <= g.bytes))?
             } else {
-                "AMP and checkpointing"
-            }
-        )),
+                max_train_batch(model, req, &amp_ckpt, g.bytes)?
+            };
+            out.push(format!(
+                "a bigger card: {} ({}) fits a batch of {} with {}",
+                g.name,
+                crate::util::units::bytes(g.bytes),
+                crate::util::units::count(batch),
+                if req.inference {
+                    "half-precision weights"
+                } else {
+                    "AMP and checkpointing"
+                }
+            ))
+        }
         None => out.push(format!(
             "no single card listed holds batch 1 ({} needed)",
             crate::util::units::bytes(need)
