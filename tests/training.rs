@@ -1024,3 +1024,29 @@ fn ops_that_keep_tensors_say_so() {
         assert_eq!(got, want, "{op}");
     }
 }
+
+/// LRN and MeanVarianceNormalization keep what PyTorch's compositions keep, measured with
+/// saved_tensors_hooks (torch 2.15) on a [2, 16, 8, 8] fp32 input: `F.local_response_norm(x,
+/// 3)` keeps x, two tensors of its size and the squares padded to 18 channels (33,792 B with x);
+/// `(x - mean) / sqrt(var + eps)` over axes 0, 2, 3 keeps the centred x and one std per channel
+/// (8,256 B). Both counted 0 B before.
+#[test]
+fn lrn_and_mvn_keep_what_pytorch_keeps() {
+    use common::onnx::{attr_int, constant, floats, node, vi, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    let case = |op: &str, attrs: Vec<_>| -> u64 {
+        let model = dir.path().join(format!("{op}.onnx"));
+        // x -> a trainable scale (so that the op's input is an activation) -> op
+        let g = G::new("g")
+            .input(vi("x", 1, &[2, 16, 8, 8]))
+            .output(vi("y", 1, &[2, 16, 8, 8]))
+            .node(constant("w", floats("w", &[1, 16, 8, 8], &[0.5; 1024])))
+            .node(node("Mul", "scale", &["x", "w"], &["h"]))
+            .node(with(node(op, "op", &["h"], &["y"]), attrs));
+        std::fs::write(&model, g.model()).unwrap();
+        let r = train(&model.display().to_string(), &["--device", "cpu"]);
+        r["training"]["saved_activation_bytes"].as_u64().unwrap()
+    };
+    assert_eq!(case("LRN", vec![attr_int("size", 3)]), 33_792);
+    assert_eq!(case("MeanVarianceNormalization", vec![]), 8_256);
+}

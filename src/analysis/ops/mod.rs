@@ -543,7 +543,7 @@ registry! {
     }
     "IsInf" => IsInf { infer: ew::is_class, grad: false }
     "IsNaN" => IsNaN { infer: ew::is_class, grad: false }
-    "LRN" => Lrn(norm::Lrn) { infer: ew::unary }
+    "LRN" => Lrn(norm::Lrn) { infer: ew::unary, saves: norm::lrn_saves }
     "LSTM" => Lstm(linalg::Rnn) {
         infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
     }
@@ -576,7 +576,7 @@ registry! {
         infer: pool::max_unpool, saves: pool::max_unpool_saves, slots: Slots::ConfigFrom(1),
     }
     "Mean" => Mean { infer: ew::variadic, autocast: Promote }
-    "MeanVarianceNormalization" => MeanVarianceNormalization(norm::Mvn) { infer: ew::unary }
+    "MeanVarianceNormalization" => MeanVarianceNormalization(norm::Mvn) { infer: ew::unary, saves: norm::mvn_saves }
     "MelWeightMatrix" => MelWeightMatrix(signal::Generated) {
         infer: signal::mel_weight_matrix, slots: Slots::AllConfig, grad: false,
     }
@@ -969,12 +969,10 @@ mod tests {
         "Hardmax",
         "Identity",
         "If",
-        "LRN",
         "LinearAttention",
         "Loop",
         "MatMulInteger",
         "Mean",
-        "MeanVarianceNormalization",
         "Mod",
         "Neg",
         "Optional",

@@ -233,6 +233,63 @@ pub fn saves(cx: &SaveCx) -> Option<Vec<Save>> {
     Some(s)
 }
 
+/// `LRN` as PyTorch's `F.local_response_norm` computes it (measured with saved_tensors_hooks,
+/// torch 2.15): `x * x` keeps `x`; the squares, padded by `size - 1` channels, are averaged by
+/// `avg_pool3d`, which keeps them (N x (C + size - 1) x spatial); `(k + alpha * avg) ^ beta` keeps
+/// its base and its result; `x / div` keeps `x` and `div`. So `x`, two tensors of `x`'s size and
+/// the padded squares, in `x`'s dtype.
+pub fn lrn_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    let x = cx.node.input(0)?;
+    if !cx.grad(Some(x)) {
+        return Some(Vec::new());
+    }
+    let Op::Lrn(l) = cx.op else { return None };
+    let shape = cx.fact(x).shape.as_ref()?;
+    let dims: Vec<u64> = shape.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
+    let (n, c) = (*dims.first()?, *dims.get(1)?);
+    let spatial = dims[2..].iter().fold(1u64, |a, &d| a.saturating_mul(d));
+    let elem =
+        cx.bytes_as(x, cx.dtype(x)) / dims.iter().fold(1u64, |a, &d| a.saturating_mul(d)).max(1);
+    let padded = n
+        .saturating_mul(c.saturating_add(l.size as u64 - 1))
+        .saturating_mul(spatial)
+        .saturating_mul(elem);
+    let own = cx.bytes_as(x, cx.dtype(x));
+    Some(vec![
+        Save::Value(x),
+        Save::Own(own),
+        Save::Own(own),
+        Save::Own(padded),
+    ])
+}
+
+/// `MeanVarianceNormalization` as its definition composes it, `(x - mean) / sqrt(var + eps)`
+/// (measured with saved_tensors_hooks, torch 2.15): `xc * xc` and the division keep the centred
+/// `xc` (x's size), `sqrt` its result (one value per normalised group), which the division keeps
+/// too.
+pub fn mvn_saves(cx: &SaveCx) -> Option<Vec<Save>> {
+    let x = cx.node.input(0)?;
+    if !cx.grad(Some(x)) {
+        return Some(Vec::new());
+    }
+    let Op::MeanVarianceNormalization(m) = cx.op else {
+        return None;
+    };
+    let shape = cx.fact(x).shape.as_ref()?;
+    let dims: Vec<u64> = shape.iter().map(|d| d.as_u64()).collect::<Option<_>>()?;
+    let numel = dims.iter().fold(1u64, |a, &d| a.saturating_mul(d));
+    let own = cx.bytes_as(x, cx.dtype(x));
+    let elem = own / numel.max(1);
+    let mut groups = 1u64;
+    for (i, &d) in dims.iter().enumerate() {
+        let reduced = m.axes.iter().any(|&a| axis(a, dims.len()).ok() == Some(i));
+        if !reduced {
+            groups = groups.saturating_mul(d);
+        }
+    }
+    Some(vec![Save::Own(own), Save::Own(groups.saturating_mul(elem))])
+}
+
 /// `SimplifiedLayerNormalization` (onnxruntime's RMSNorm in the default domain) and ONNX's
 /// `RMSNormalization`: `Y` like `X`; `inv_std_var` keeps the leading axes, size 1 on the others.
 pub fn simplified_layer_norm(cx: &OpCx) -> InferResult<Vec<Fact>> {
