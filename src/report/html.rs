@@ -68,6 +68,7 @@ table { border-collapse: collapse; width: 100%; margin: 8px 0 0; background: var
 th, td { padding: 4px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
 th { font-weight: 600; background: var(--panel); }
 td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+#fit-plans th.num { white-space: normal; }
 td.name { max-width: 420px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
           font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr)); gap: 10px; margin: 16px 0 0;
@@ -667,7 +668,7 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
     };
     let _ = writeln!(
         out,
-        "<p>{}{} ({}), {}{}{}; the bar is each plan's peak per GPU against the card's memory (the line).</p>",
+        "<p>{}{} ({}), {}{}{}; the bar is each plan's peak per GPU against the card's memory (the line); a row's tooltip says what the plan costs.</p>",
         if f.gpus > 1 && f.seq.is_some() {
             format!("{} x ", f.gpus)
         } else {
@@ -685,11 +686,18 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
         }
     );
     let seqs = f.plans.iter().any(|p| p.max_seq_at_batch_1.is_some());
+    // one GPU sends nothing: the column is left out
+    let comm = f.plans.iter().any(|p| p.communication_bytes > 0);
     let _ = writeln!(
         out,
-        "<table id=\"fit-plans\"><tr><th class=\"num\">rank</th><th>plan</th><th class=\"num\">max micro-batch</th><th class=\"num\">micro x steps x GPUs</th><th class=\"num\">peak/GPU</th><th style=\"width:300px\">peak against the card (line: 100%)</th>{}<th class=\"num\">recompute</th><th class=\"num\">communication</th><th>cost</th></tr>",
+        "<table id=\"fit-plans\"><tr><th class=\"num\">rank</th><th style=\"min-width:16em\">plan</th><th class=\"num\">max micro-batch</th><th class=\"num\">micro x steps x GPUs</th><th class=\"num\">peak/GPU</th><th style=\"min-width:200px\">against the card</th>{}<th class=\"num\">recompute</th>{}</tr>",
         if seqs {
             "<th class=\"num\">max seq at batch 1</th><th class=\"num\">trains</th>"
+        } else {
+            ""
+        },
+        if comm {
+            "<th class=\"num\">communication</th>"
         } else {
             ""
         }
@@ -700,12 +708,13 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
         let bar = match p.peak_bytes {
             Some(b) => {
                 let share = b as f64 / card;
+                // 150% of the card spans 150 px: the line (100%) is at 100
                 let (bw, colour) = (
-                    ((share / 1.5).min(1.0) * 240.0).max(1.5),
+                    ((share / 1.5).min(1.0) * 150.0).max(1.5),
                     if p.fits { "var(--good)" } else { "var(--bad)" },
                 );
                 format!(
-                    "<svg viewBox=\"0 0 290 16\" width=\"290\" height=\"16\"><title>{} of {} ({:.0}%)</title><rect x=\"0\" y=\"3\" width=\"{bw:.1}\" height=\"10\" fill=\"{colour}\"/><line x1=\"160\" y1=\"0\" x2=\"160\" y2=\"16\" stroke=\"var(--ink)\"/><text x=\"{:.1}\" y=\"12\">{:.0}%</text></svg>",
+                    "<svg viewBox=\"0 0 200 16\" width=\"200\" height=\"16\"><title>{} of {} ({:.0}%)</title><rect x=\"0\" y=\"3\" width=\"{bw:.1}\" height=\"10\" fill=\"{colour}\"/><line x1=\"100\" y1=\"0\" x2=\"100\" y2=\"16\" stroke=\"var(--ink)\"/><text x=\"{:.1}\" y=\"12\">{:.0}%</text></svg>",
                     escape(&c.peak),
                     bytes(f.gpu.bytes),
                     share * 100.0,
@@ -726,16 +735,23 @@ fn fit_section(out: &mut String, fit: Result<&FitReport, &String>) {
         };
         let _ = writeln!(
             out,
-            "<tr class=\"{}\"><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{bar}</td>{seq_cells}<td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            "<tr class=\"{}\" title=\"{}\"><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{bar}</td>{seq_cells}<td class=\"num\">{}</td>{}</tr>",
             if p.fits { "fits" } else { "nofit" },
+            escape(&p.cost),
             if p.fits { p.rank.to_string() } else { "-".into() },
             escape(&p.name),
             escape(&c.max_batch),
             escape(&c.schedule),
             escape(&c.peak),
             super::fit::recompute_text(p),
-            super::fit::communication_text(p),
-            escape(&p.cost),
+            if comm {
+                format!(
+                    "<td class=\"num\">{}</td>",
+                    super::fit::communication_text(p)
+                )
+            } else {
+                String::new()
+            },
         );
     }
     out.push_str("</table>\n");

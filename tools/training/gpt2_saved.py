@@ -12,7 +12,9 @@ at `nbytes()`, parameters and the input left out (as testdata/validate_training.
         [--no-optimize] [--out DIR] [--fixtures DIR --name NAME] [--write FILE.json]
 
 The exports (~500 MB each) go to --out (default target/validation/gpt2). --fixtures writes
-graph-only copies (no weights, no per-node metadata: ~100 kB) that nnlint reads the same;
+graph-only copies (no weights, per-node metadata cut to the entries nnlint reads to count
+parameters the file does not store, such as the optimizer's removed Gemm biases: ~100 kB) that
+nnlint reads the same;
 --write stores PyTorch's bytes and nnlint's. The committed ones (tests/training.rs checks them):
 
     python tools/training/gpt2_saved.py --precision fp32,amp-bf16 --fixtures testdata/models/training \
@@ -92,13 +94,30 @@ def export(model, path, args):
                       external_data=True, optimize=not args.no_optimize)
 
 
+def kept_metadata(e):
+    """Whether a node metadata entry is one nnlint reads (src/load/onnx.rs `removed_bias`,
+    `fused_eval_norm`): parameters the file does not store (a zero bias the onnxscript optimizer
+    removed from a Gemm/Conv, an inference-mode BatchNorm fused into a node)."""
+    if e.key == "pkg.onnxscript.rewriter.rule_name":
+        return "RemoveOptionalBiasFrom" in e.value or "FuseBatchNorm" in e.value
+    if e.key in ("namespace", "pkg.torch.onnx.class_hierarchy"):
+        return "_native_batch_norm_legit_no_training" in e.value
+    return False
+
+
 def graph_only(path, dest):
-    """The export without its weights (the external data file is not written) and without the
-    exporter's per-node metadata: what the saved-tensor estimate reads, small enough to commit."""
+    """The export without its weights (the external data file is not written) and with only the
+    per-node metadata entries nnlint reads (`kept_metadata`: optimizer rule names
+    RemoveOptionalBiasFrom*/FuseBatchNorm*, and namespace/class hierarchy entries naming
+    _native_batch_norm_legit_no_training), so parameter counts match the full export; every other
+    metadata entry and doc string is dropped, small enough to commit."""
     import onnx
     m = onnx.load(path, load_external_data=False)
     for n in m.graph.node:
+        keep = [(e.key, e.value) for e in n.metadata_props if kept_metadata(e)]
         del n.metadata_props[:]
+        for k, v in keep:
+            n.metadata_props.add(key=k, value=v)
         n.doc_string = ""
     del m.metadata_props[:]
     for t in m.graph.initializer:
