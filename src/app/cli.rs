@@ -300,6 +300,13 @@ crate::named_enum! {
 }
 
 #[derive(Debug, Args)]
+// fit chooses these itself (it ranks every plan) and refuses them: they stay out of its help
+#[command(
+    mut_arg("precision", |a| a.hide(true)),
+    mut_arg("checkpoint", |a| a.hide(true)),
+    mut_arg("accumulate", |a| a.hide(true)),
+    mut_arg("shard", |a| a.hide(true))
+)]
 pub struct FitArgs {
     /// An ONNX model, a Hugging Face checkpoint folder or a GGUF file.
     pub model: PathBuf,
@@ -307,8 +314,8 @@ pub struct FitArgs {
     /// RTX-4090, A100-40GB, L40S, A100-80GB, H100-80GB, H200).
     #[arg(long, value_parser = crate::analysis::fit::parse_gpu)]
     pub gpu: Gpu,
-    /// The batch per optimizer step to keep, with accumulation where a plan needs it (ONNX
-    /// models) [default: 256].
+    /// The batch per optimizer step to keep (samples, or sequences of a language model), with
+    /// accumulation where a plan needs it [default: 256].
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = positive::<u64>)]
     pub effective_batch: Option<u64>,
     /// Language models: tokens per sequence [default: the context length, at most 4096].

@@ -17,6 +17,11 @@ const HEADERS: [&str; 7] = [
 
 fn headers(view: &MemView) -> Vec<String> {
     let mut h: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    // a graph's rows show what each layer outputs; weights alone and checkpoints, the shape of
+    // the row's weight
+    if view.report.format != Format::Onnx {
+        h[2] = "weight shape".into();
+    }
     if per_layer_training(view.report) {
         h.push("saved".into());
         h.push("grads".into());

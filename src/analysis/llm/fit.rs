@@ -42,6 +42,8 @@ pub struct FitOptions {
     pub llm: LlmOptions,
     pub lora_rank: u64,
     pub effective_batch: u64,
+    /// Serving only (`--inference`): no training plans, no training notes.
+    pub inference: bool,
 }
 
 /// A checkpoint as the planner's front end.
@@ -176,14 +178,18 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         })),
         rank: 1,
     }];
-    let cands = plan::candidates(&plan::Catalogue {
-        gpu,
-        gpus,
-        base: f.base,
-        optimizer: f.optimizer,
-        lora_rank: Some(f.lora_rank),
-        checkpoint: Checkpoint::Every(1),
-    });
+    let cands = if f.inference {
+        Vec::new()
+    } else {
+        plan::candidates(&plan::Catalogue {
+            gpu,
+            gpus,
+            base: f.base,
+            optimizer: f.optimizer,
+            lora_rank: Some(f.lora_rank),
+            checkpoint: Checkpoint::Every(1),
+        })
+    };
     let planned = plan::plan(&Front { m, f }, cands, cap, f.effective_batch);
     for u in &planned.unknown {
         let n = format!("the training peaks are lower bounds and their batches upper bounds: {u}");
@@ -227,21 +233,23 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
             o.fragmentation * 100.0
         ),
     );
-    notes.insert(
-        1,
-        format!(
-            "training peaks are one step's: weights, gradients as backward makes them, optimizer state, saved activations (PyTorch's CPU kernels, measured{}), the loss and the gradients being computed",
-            if f.base.device == Device::Cuda {
-                "; on CUDA autocast also keeps fp32 copies around norms and softmax"
-            } else {
-                ""
-            }
-        ),
-    );
+    if !f.inference {
+        notes.insert(
+            1,
+            format!(
+                "training peaks are one step's: weights, gradients as backward makes them, optimizer state, saved activations (PyTorch's CPU kernels, measured{}), the loss and the gradients being computed",
+                if f.base.device == Device::Cuda {
+                    "; on CUDA autocast also keeps fp32 copies around norms and softmax"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
     if let Some(o) = f.optimizer {
         notes.push(format!("every training plan uses --optimizer {}", o.name()));
     }
-    if !gpu.bf16 {
+    if !gpu.bf16 && !f.inference {
         notes.push(format!(
             "{} has no bfloat16: AMP plans use float16 with a gradient scaler, the pure-bf16 plans are left out, and the LoRA plans' base is fp16",
             gpu.name
@@ -256,19 +264,24 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         "serving is transformers' generate: the batch is prefilled at once (the largest layer's workspace grows with it) and the logits kept are the last position's; vLLM's chunked prefill bounds the workspace by its token budget".into(),
     );
     notes.push(format!(
-        "max seq at batch 1 is searched up to {} for serving ({}) and up to --seq {max_seq} for training",
+        "max seq at batch 1 is searched up to {} for serving ({}){}",
         serve_seq,
         if m.arch.max_positions > 0 {
             "the context, max_position_embeddings"
         } else {
             "--seq: the config gives no context length"
+        },
+        if f.inference {
+            String::new()
+        } else {
+            format!(" and up to --seq {max_seq} for training")
         }
     ));
     Ok(FitReport {
         model: m.name.clone(),
         gpu,
         gpus,
-        mode: "training",
+        mode: if f.inference { "inference" } else { "training" },
         effective_batch: f.effective_batch,
         seq: Some(seq),
         params: Some(m.params),

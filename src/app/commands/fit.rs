@@ -110,7 +110,7 @@ fn fit_llm(
         load::Loaded::Gguf(g) => analysis::llm::analyze_gguf(g, &o, None)?,
         _ => unreachable!("fit_llm is called for checkpoints only"),
     };
-    let mut f = llm_plans(
+    let f = llm_plans(
         &args.model,
         &r,
         args.gpu,
@@ -120,12 +120,9 @@ fn fit_llm(
             llm: o,
             lora_rank: args.lora.unwrap_or(16),
             effective_batch: args.effective_batch.unwrap_or(DEFAULT_EFFECTIVE_BATCH),
+            inference: args.inference,
         },
     )?;
-    if args.inference {
-        f.plans.truncate(1);
-        f.mode = "inference";
-    }
     let warnings = r.warnings.clone();
     Ok(Outcome::clean(report::render_fit(
         &f,

@@ -107,6 +107,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
                     llm: args.llm.options(),
                     lora_rank: args.llm.lora.unwrap_or(16),
                     effective_batch: args.effective_batch,
+                    inference: false,
                 },
             );
             (
