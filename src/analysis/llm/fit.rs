@@ -176,6 +176,7 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         max_seq_at_batch_1: Some(largest(serve_seq, |s| {
             serve(1, s).is_some_and(|t| t <= cap)
         })),
+        // last when it does not fit (set below)
         rank: 1,
     }];
     let cands = if f.inference {
@@ -204,9 +205,13 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
             f.effective_batch.div_ceil(u64::from(gpus)) * u64::from(gpus)
         ));
     }
-    // the serving row ranks first (inference only); the training plans after it
+    // the serving row ranks first when it fits (inference only); the training plans after it
+    let offset = usize::from(plans[0].fits);
+    if !plans[0].fits {
+        plans[0].rank = planned.plans.len() + 1;
+    }
     plans.extend(planned.plans.into_iter().map(|mut p| {
-        p.rank += 1;
+        p.rank += offset;
         p
     }));
     // the layout's assumptions, said at batch 1 x seq (the batch search varies the batch)
