@@ -419,33 +419,6 @@ fn checkpointed(
     (boundary + last.max(worst), recompute)
 }
 
-/// Per node, the parameter elements whose gradients its backward makes: a node's own
-/// parameters ([`storage::charged_node`]'s attribution), except that a parameter some later node
-/// also reads (a tied embedding read again by the output projection, directly or through a
-/// transpose, a cast or a dequantization) gets its gradient at the last such reader, whose
-/// backward runs first.
-fn gradient_nodes(graph: &Graph, node_params: &[u64]) -> Vec<u64> {
-    let mut at = node_params.to_vec();
-    for (id, t) in graph.stored_tensors() {
-        let numel = t.numel().unwrap_or(0);
-        if storage::classify(graph, id, t.dtype, numel) != Role::Param
-            || storage::shared_readers(graph, id, t).is_some()
-        {
-            continue;
-        }
-        let Some(owner) = storage::charged_node(graph, id) else {
-            continue;
-        };
-        let last = last_reader(graph, id, 4);
-        if let Some(last) = last.filter(|&l| l > owner) {
-            let numel = storage::logical_numel(graph, id, t.dtype, numel).min(at[owner]);
-            at[owner] -= numel;
-            at[last] = at[last].saturating_add(numel);
-        }
-    }
-    at
-}
-
 /// The last node (in topological order) that reads `v`, looking through ops that only re-lay
 /// it out, up to `depth` of them.
 fn last_reader(graph: &Graph, v: ValueId, depth: u32) -> Option<NodeId> {
@@ -674,6 +647,8 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     // the tensors `mem` counts, counted the same way: logical element counts (packed 4-bit
     // weights included), charged to the layer that reads them (through a DequantizeLinear)
     let mut unsized_tensors = 0usize;
+    // (node charged with a parameter, node whose backward makes its gradient, elements)
+    let mut grad_moves: Vec<(NodeId, NodeId, u64)> = Vec::new();
     for (n, p, b, _) in storage::implied(graph) {
         params = params.saturating_add(p);
         buffers = buffers.saturating_add(b);
@@ -688,11 +663,22 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         match storage::classify(graph, id, t.dtype, numel) {
             Role::Param => {
                 // a shared tensor stands for each reader's own parameter
-                let readers = storage::shared_readers(graph, id, t)
-                    .unwrap_or_else(|| storage::charged_node(graph, id).into_iter().collect());
+                let shared = storage::shared_readers(graph, id, t);
+                let owner = match shared {
+                    Some(_) => None,
+                    None => storage::charged_node(graph, id),
+                };
+                let readers = shared.unwrap_or_else(|| owner.into_iter().collect());
                 params = params.saturating_add(numel.saturating_mul(readers.len().max(1) as u64));
                 for n in readers {
                     node_params[n] = node_params[n].saturating_add(numel);
+                }
+                // its gradient is made by its last reader in forward (a tied embedding's, by
+                // the output projection reading it again), whose backward runs first
+                if let Some((o, last)) =
+                    owner.and_then(|o| Some((o, last_reader(graph, id, 4).filter(|&l| l > o)?)))
+                {
+                    grad_moves.push((o, last, numel));
                 }
             }
             Role::Buffer => buffers = buffers.saturating_add(numel),
@@ -748,7 +734,12 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
     } else {
         1.0
     };
-    let grad_at = gradient_nodes(graph, &node_params);
+    let mut grad_at = node_params.clone();
+    for (owner, last, numel) in grad_moves {
+        let numel = numel.min(grad_at[owner]);
+        grad_at[owner] -= numel;
+        grad_at[last] = grad_at[last].saturating_add(numel);
+    }
     let dep = input_dependent(graph);
     // the loss the graph leaves out runs backward first
     let loss_step = loss.map(|(bytes, _)| super::step::BackwardStep {
