@@ -2391,8 +2391,11 @@ fn gpt2_from_its_onnx_export_and_its_checkpoint_gets_one_answer() {
             g["total_bytes"].as_u64().unwrap() as f64,
             c["total_bytes"].as_u64().unwrap() as f64,
         );
+        // the same parameters (124,439,808) and saved tensors; in fp32 they differ by the labels
+        // the checkpoint's loss keeps (8 x 128 int64 = 8 KiB), in bf16 by 92 KiB of transients
+        eprintln!("{extra:?}: graph {a}, checkpoint {b}, {:+}", a - b);
         assert!(
-            (a - b).abs() / b < 0.001,
+            (a - b).abs() / b < 1e-4,
             "{extra:?}: graph {a}, checkpoint {b}"
         );
         assert_eq!(g["peak"]["phase"], c["peak"]["phase"], "{extra:?}");
@@ -2447,4 +2450,56 @@ fn gpt2_from_its_onnx_export_and_its_checkpoint_gets_one_answer() {
         }
     }
     assert!(g["notes"].to_string().contains("√n segments"), "{g}");
+}
+
+/// The backward timeline at full size: GPT-2 small (124M, tied head, dropout 0.1, fp32, sdpa,
+/// CPU) against PyTorch's allocator (tools/llm/step_peak_gpt2.py,
+/// testdata/llm/full_size/step_peak_gpt2.json): one step's peak above the weights, with no
+/// optimizer state. At batch 4 × 128 the peak is the start of backward (the saved tensors and
+/// the loss's gradients); at batch 1-2 × 128 it is the end, where the tied embedding's second
+/// gradient arrives beside every other gradient. At 1 × 512 nnlint is 2.8% low: the forward
+/// leaves 37.7 MB more allocated than nnlint's saved tensors there (not traced yet).
+#[test]
+fn the_backward_peak_at_full_size() {
+    let dir = tempfile::tempdir().unwrap();
+    gpt2_small(dir.path());
+    let m: Value = serde_json::from_str(
+        &std::fs::read_to_string(testdata("full_size/step_peak_gpt2.json")).unwrap(),
+    )
+    .unwrap();
+    for run in m["runs"].as_array().unwrap() {
+        let (b, s) = (run["batch"].to_string(), run["seq"].to_string());
+        let want = run["step_peak_above_weights_bytes"].as_u64().unwrap() as f64;
+        let j = mem_json(
+            dir.path(),
+            &[
+                "--train",
+                "--batch",
+                &b,
+                "--seq",
+                &s,
+                "--attn",
+                "sdpa",
+                "--precision",
+                "fp32",
+                "--device",
+                "cpu",
+                "--optimizer",
+                "sgd",
+            ],
+        );
+        let t = &j["training"];
+        let got =
+            (t["total_bytes"].as_u64().unwrap() - t["weights_bytes"].as_u64().unwrap()) as f64;
+        let err = (got - want) / want;
+        eprintln!(
+            "B={b} S={s}: nnlint {got}, PyTorch {want}, {:+.3}%",
+            err * 100.0
+        );
+        let tolerance = if s == "512" { 0.03 } else { 0.001 };
+        assert!(
+            err.abs() < tolerance,
+            "B={b} S={s}: nnlint {got}, PyTorch {want}"
+        );
+    }
 }

@@ -735,10 +735,14 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         1.0
     };
     let mut grad_at = node_params.clone();
+    // the earlier reader's contribution arrives when the gradient exists: the new gradient and
+    // their sum, each the parameter's size (as the checkpoint's tape counts it)
+    let mut accumulate = vec![0u64; graph.nodes.len()];
     for (owner, last, numel) in grad_moves {
         let numel = numel.min(grad_at[owner]);
         grad_at[owner] -= numel;
         grad_at[last] = grad_at[last].saturating_add(numel);
+        accumulate[owner] = accumulate[owner].saturating_add(numel.saturating_mul(2 * sb.grad));
     }
     let dep = input_dependent(graph);
     // the loss the graph leaves out runs backward first
@@ -746,19 +750,19 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
         transient: bytes,
         ..Default::default()
     });
-    let backward = loss_step
-        .into_iter()
-        .chain(
-            (0..graph.nodes.len())
-                .rev()
-                .map(|n| super::step::BackwardStep {
+    let backward =
+        loss_step
+            .into_iter()
+            .chain((0..graph.nodes.len()).rev().map(|n| {
+                super::step::BackwardStep {
                     grads: grad_at[n],
                     recomputed: 0,
-                    transient: node_activation_bytes(graph, facts, &dep, n, act_elem),
+                    transient: node_activation_bytes(graph, facts, &dep, n, act_elem)
+                        .saturating_add(accumulate[n]),
                     freed: (saved.per_node[n] as f64 * scale) as u64,
-                }),
-        )
-        .collect();
+                }
+            }))
+            .collect();
     let input_bytes: u64 = graph
         .inputs
         .iter()
