@@ -127,6 +127,21 @@ fn step(cfg: &Value, batch: u64, seq: u64) -> Step {
     }
 }
 
+/// The step of one measured run of a scenario: its batch and sequence, and the targets peft was
+/// given where the run records them (mamba2's "qv": in_proj).
+fn run_step(cfg: &Value, run: &Value) -> Step {
+    let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
+    let mut st = step(cfg, b, q);
+    if let (Some(l), Some(t)) = (st.lora.as_mut(), run["lora"]["target_modules"].as_array()) {
+        l.targets = Targets::Named(
+            t.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect(),
+        );
+    }
+    st
+}
+
 /// Every (family, scenario, point): predicted vs measured activation bytes.
 fn rows() -> Vec<(String, String, u64, u64, u64, u64)> {
     let mut out = Vec::new();
@@ -145,17 +160,7 @@ fn rows() -> Vec<(String, String, u64, u64, u64, u64)> {
                     continue;
                 };
                 let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
-                let mut st = step(&s["config"], b, q);
-                // the targets peft was given, where the run records them (mamba2's "qv": in_proj)
-                if let (Some(l), Some(t)) =
-                    (st.lora.as_mut(), run["lora"]["target_modules"].as_array())
-                {
-                    l.targets = Targets::Named(
-                        t.iter()
-                            .filter_map(|x| x.as_str().map(String::from))
-                            .collect(),
-                    );
-                }
+                let st = run_step(&s["config"], run);
                 let got = forward::training_forward(&a, &st);
                 if std::env::var("LLM_DEBUG").is_ok_and(|d| d == format!("{fam}/{name}")) {
                     eprintln!("{:?}", got.list);
@@ -2229,16 +2234,7 @@ fn the_backward_peak_tracks_the_cpu_allocator() {
                     continue;
                 };
                 let (b, q) = (run["batch"].as_u64().unwrap(), run["seq"].as_u64().unwrap());
-                let mut st = step(&s["config"], b, q);
-                if let (Some(l), Some(t)) =
-                    (st.lora.as_mut(), run["lora"]["target_modules"].as_array())
-                {
-                    l.targets = Targets::Named(
-                        t.iter()
-                            .filter_map(|x| x.as_str().map(String::from))
-                            .collect(),
-                    );
-                }
+                let st = run_step(&s["config"], run);
                 let got = forward::training_forward(&a, &st);
                 let grad = if st.lora.is_some() {
                     4

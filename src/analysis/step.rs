@@ -107,6 +107,22 @@ pub fn account(m: &StepModel, cfg: &TrainConfig) -> Result<Account, &'static str
     let mut remaining = u128::from(m.saved_bytes);
     let mut best = (0u128, PeakBreakdown::default());
     let part = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+    // the parts at a moment of backward, and their sum
+    let moment = |g: u128, saved: u128, transient: u128| {
+        (
+            base + g + saved + transient,
+            PeakBreakdown {
+                phase: "backward".into(),
+                weights_bytes: part(weights),
+                gradient_bytes: part(g),
+                optimizer_bytes: part(optim),
+                saved_activation_bytes: part(saved),
+                transient_bytes: part(transient),
+                parallel_bytes: part(parallel),
+                overhead_bytes: 0,
+            },
+        )
+    };
     let last = m.backward.len().saturating_sub(1);
     for (i, s) in m.backward.iter().enumerate() {
         if !grads_persist {
@@ -119,38 +135,13 @@ pub fn account(m: &StepModel, cfg: &TrainConfig) -> Result<Account, &'static str
         remaining += u128::from(s.recomputed);
         let live = base + g_alloc + remaining + u128::from(s.transient);
         if live > best.0 {
-            best = (
-                live,
-                PeakBreakdown {
-                    phase: "backward".into(),
-                    weights_bytes: part(weights),
-                    gradient_bytes: part(g_alloc),
-                    optimizer_bytes: part(optim),
-                    saved_activation_bytes: part(remaining),
-                    transient_bytes: s.transient,
-                    parallel_bytes: part(parallel),
-                    overhead_bytes: 0,
-                },
-            );
+            best = moment(g_alloc, remaining, u128::from(s.transient));
         }
         remaining = remaining.saturating_sub(u128::from(s.freed));
     }
     if m.backward.is_empty() {
         // no step described: everything saved is held with every gradient
-        let live = base + grads + remaining;
-        best = (
-            live,
-            PeakBreakdown {
-                phase: "backward".into(),
-                weights_bytes: part(weights),
-                gradient_bytes: part(grads),
-                optimizer_bytes: part(optim),
-                saved_activation_bytes: part(remaining),
-                transient_bytes: 0,
-                parallel_bytes: part(parallel),
-                overhead_bytes: 0,
-            },
-        );
+        best = moment(grads, remaining, 0);
     }
     // the optimizer step: foreach Adam makes a temporary the size of one moment
     let step_temp = match cfg.optimizer {

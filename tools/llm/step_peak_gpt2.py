@@ -13,33 +13,17 @@ step holds above the weights, with no optimizer state. nnlint's figure for the s
 `nnlint mem DIR --train --batch B --seq S --attn sdpa --precision fp32 --device cpu --optimizer
 sgd`: total_bytes - weights_bytes (tests/llm.rs, the_backward_peak_at_full_size).
 """
-import argparse, gc, json, subprocess, sys
+import argparse, json, subprocess, sys
+from pathlib import Path
 
 POINTS = [(2, 128), (4, 128), (1, 128), (1, 512)]
 
 
 def one(batch, seq):
     import torch
-    from torch.profiler import profile, ProfilerActivity
     from transformers import GPT2Config, GPT2LMHeadModel
-
-    class AllocTrace:
-        def __enter__(self):
-            gc.collect()
-            self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-            self.prof.__enter__()
-            return self
-
-        def __exit__(self, *e):
-            self.prof.__exit__(*e)
-            evs = sorted((ev.start_ns(), ev.nbytes()) for ev in self.prof.profiler.kineto_results.events()
-                         if ev.name() == "[memory]")
-            cum = peak = 0
-            for _, n in evs:
-                cum += n
-                peak = max(peak, cum)
-            self.net, self.peak = cum, peak
-            return False
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from measure import AllocTrace  # the allocator window measure.py measures every fixture with
 
     torch.manual_seed(0)
     cfg = GPT2Config()
