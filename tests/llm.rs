@@ -2306,8 +2306,8 @@ fn the_backward_peak_tracks_the_cpu_allocator() {
 }
 
 /// GPT-2 small as `GPT2LMHeadModel.save_pretrained` writes it (the head tied to `wte`, not
-/// stored), headers only.
-fn gpt2_small(dir: &Path) {
+/// stored), headers only, with `dropout` everywhere (GPT2Config()'s is 0.1).
+fn gpt2_small(dir: &Path, dropout: f64) {
     let (h, i) = (768u64, 3072u64);
     let mut s: Vec<(String, Vec<u64>)> = vec![
         ("transformer.wte.weight".into(), vec![50_257, h]),
@@ -2334,10 +2334,10 @@ fn gpt2_small(dir: &Path) {
             s.push((format!("{p}.{n}"), shape));
         }
     }
-    // GPT2Config() as transformers 5.24 saves it: dropout 0.1 everywhere
+    // GPT2Config() as transformers 5.24 saves it
     let config = serde_json::json!({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
-        "activation_function": "gelu_new", "attn_pdrop": 0.1, "embd_pdrop": 0.1,
-        "resid_pdrop": 0.1, "summary_first_dropout": 0.1, "layer_norm_epsilon": 1e-5,
+        "activation_function": "gelu_new", "attn_pdrop": dropout, "embd_pdrop": dropout,
+        "resid_pdrop": dropout, "summary_first_dropout": 0.1, "layer_norm_epsilon": 1e-5,
         "n_embd": h, "n_head": 12, "n_inner": null, "n_layer": 12, "n_positions": 1024,
         "scale_attn_weights": true, "tie_word_embeddings": true, "vocab_size": 50_257,
         "dtype": "float32"});
@@ -2353,7 +2353,7 @@ fn gpt2_small(dir: &Path) {
 #[test]
 fn gpt2_from_its_onnx_export_and_its_checkpoint_gets_one_answer() {
     let dir = tempfile::tempdir().unwrap();
-    gpt2_small(dir.path());
+    gpt2_small(dir.path(), 0.1);
     let onnx =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/models/training/gpt2_sdpa.onnx");
     let onnx = onnx.to_str().unwrap();
@@ -2448,22 +2448,24 @@ fn gpt2_from_its_onnx_export_and_its_checkpoint_gets_one_answer() {
     assert!(g["notes"].to_string().contains("√n segments"), "{g}");
 }
 
-/// The backward timeline at full size: GPT-2 small (124M, tied head, dropout 0.1, fp32, sdpa,
-/// CPU) against PyTorch's allocator (tools/llm/step_peak_gpt2.py,
-/// testdata/llm/full_size/step_peak_gpt2.json): one step's peak above the weights, with no
-/// optimizer state. At batch 4 × 128 the peak is the start of backward (the saved tensors and
-/// the loss's gradients); at batch 1-2 × 128 it is the end, where the tied embedding's second
-/// gradient arrives beside every other gradient. At 1 × 512 nnlint is 2.8% low: the forward
-/// leaves 37.7 MB more allocated than nnlint's saved tensors there (not traced yet).
+/// The backward timeline at full size: GPT-2 small (124M, tied head, fp32, sdpa, CPU), with
+/// dropout 0.1 and 0, against PyTorch's allocator (tools/llm/full_size_step_peak.py,
+/// testdata/llm/full_size/step_peak.json): one step's peak above the weights, with no optimizer
+/// state. At batch 4 x 128 the peak is the start of backward (the saved tensors and the loss's
+/// gradients); at 2 x 128 it is the end, where the tied embedding's second gradient arrives beside
+/// every other gradient. With dropout at 1 x 512 nnlint is 2.8% low: the forward there keeps
+/// 37,748,736 B more than nnlint counts (12 x 12 x 512^2: a byte per attention probability per
+/// layer, not modelled yet).
 #[test]
 fn the_backward_peak_at_full_size() {
-    let dir = tempfile::tempdir().unwrap();
-    gpt2_small(dir.path());
     let m: Value = serde_json::from_str(
-        &std::fs::read_to_string(testdata("full_size/step_peak_gpt2.json")).unwrap(),
+        &std::fs::read_to_string(testdata("full_size/step_peak.json")).unwrap(),
     )
     .unwrap();
     for run in m["runs"].as_array().unwrap() {
+        let dropout = run["dropout"].as_f64().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        gpt2_small(dir.path(), dropout);
         let (b, s) = (run["batch"].to_string(), run["seq"].to_string());
         let want = run["step_peak_above_weights_bytes"].as_u64().unwrap() as f64;
         let j = mem_json(
@@ -2489,13 +2491,17 @@ fn the_backward_peak_at_full_size() {
             (t["total_bytes"].as_u64().unwrap() - t["weights_bytes"].as_u64().unwrap()) as f64;
         let err = (got - want) / want;
         eprintln!(
-            "B={b} S={s}: nnlint {got}, PyTorch {want}, {:+.3}%",
+            "dropout {dropout} B={b} S={s}: nnlint {got}, PyTorch {want}, {:+.3}%",
             err * 100.0
         );
-        let tolerance = if s == "512" { 0.03 } else { 0.001 };
+        let tolerance = if dropout > 0.0 && s == "512" {
+            0.03
+        } else {
+            0.001
+        };
         assert!(
             err.abs() < tolerance,
-            "B={b} S={s}: nnlint {got}, PyTorch {want}"
+            "dropout {dropout} B={b} S={s}: nnlint {got}, PyTorch {want}"
         );
     }
 }

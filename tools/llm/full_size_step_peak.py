@@ -2,8 +2,8 @@
 """One training step's CPU memory peak for GPT-2 small (124M) at full size, with and without
 dropout, measured with PyTorch's allocator and set against `nnlint mem --train`.
 
-    python tools/llm/full_size_step_peak.py [--dir /tmp/nnlint-gpt2-full] \
-        [--nnlint target/release/nnlint] [--write testdata/llm/full_size/step_peak.json]
+    python tools/llm/full_size_step_peak.py --write testdata/llm/full_size/step_peak.json
+    (options: --dir /tmp/nnlint-gpt2-full for the saved folders, --nnlint target/release/nnlint)
 
 Model: GPT2LMHeadModel(GPT2Config()) (124,439,808 parameters, tied head), random init under
 torch.manual_seed(0), fp32, saved with save_pretrained once per dropout setting: dropout 0.1 (the
@@ -99,6 +99,7 @@ def one(folder: Path, batch: int, seq: int):
         "forward_net_bytes": fwd.net, "forward_peak_bytes": fwd.peak,
         "backward_peak_above_start_bytes": bwd.peak, "backward_net_bytes": bwd.net,
         "gradient_bytes": sum(grads.values()), "weight_bytes": sum(weights.values()),
+        "params": sum(p.numel() for p in model.parameters()),
         "allocator_events": {"forward": fwd.events, "backward": bwd.events},
         "loss": float(loss.detach()), "step_seconds": round(secs, 1),
     }
@@ -116,6 +117,7 @@ def nnlint(binary: str, folder: Path, batch: int, seq: int):
         "command": " ".join(["nnlint"] + cmd[1:]).replace(str(folder), "DIR"),
         "total_minus_weights_bytes": tr["total_bytes"] - tr["weights_bytes"],
         "total_bytes": tr["total_bytes"], "weights_bytes": tr["weights_bytes"],
+        "gradient_bytes": tr["gradient_bytes"], "saved_activation_bytes": tr["saved_activation_bytes"],
         "peak": {k: pk.get(k) for k in ("phase", "gradient_bytes", "saved_activation_bytes", "transient_bytes")},
     }
 
@@ -137,13 +139,11 @@ def main():
 
     import torch
     import transformers
-    params = None
     for d in DROPOUTS:
         f = folder_for(a.dir, d)
         if not (f / "model.safetensors").exists():
-            out = subprocess.run([sys.executable, __file__, "--save", str(f), str(d)], check=True,
-                                 capture_output=True, text=True).stdout
-            params = json.loads(out.strip().splitlines()[-1])["params"]
+            subprocess.run([sys.executable, __file__, "--save", str(f), str(d)], check=True,
+                           capture_output=True, text=True)
     runs = []
     for d in DROPOUTS:
         f = folder_for(a.dir, d)
@@ -162,7 +162,7 @@ def main():
         "model": "GPT2LMHeadModel(GPT2Config()): 12 layers, n_embd 768, 12 heads, vocab 50257, n_positions "
                  "1024, tied head, random init (torch.manual_seed(0)), fp32, attn_implementation sdpa; "
                  "dropout 0.1 = GPT2Config() defaults (resid/embd/attn_pdrop 0.1), dropout 0.0 = all three 0",
-        **({"params": params} if params else {}),
+        "params": runs[0]["params"],
         "device": "cpu", "threads": 1,
         "generated_by": "tools/llm/full_size_step_peak.py",
         "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
