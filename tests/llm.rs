@@ -1844,6 +1844,28 @@ fn llama_cpp_layout_matches_the_gguf_twins_cache_records() {
     assert_eq!(checked, 20);
 }
 
+/// What a measured images scenario saves as nnlint counts it: the activations and autocast's
+/// copies of the language model's and head's weights (as a graph's count has them); with those
+/// copies and the vision side's (not counted yet: the estimate says so, a lower bound).
+fn saved_with_copies(saved: &Value) -> (u64, u64, u64) {
+    let copies = &saved["autocast_weight_copy_by_region"];
+    let sum = |regions: [&str; 2]| -> u64 {
+        regions
+            .iter()
+            .map(|r| copies[r].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (text, vision) = (
+        sum(["head", "language_model"]),
+        sum(["vision", "projector"]),
+    );
+    (
+        saved["activation_bytes"].as_u64().unwrap() + text,
+        text,
+        vision,
+    )
+}
+
 /// The multimodal fixtures `tools/llm/measure_images.py` feeds images to.
 const IMAGE_FAMILIES: &[&str] = &[
     "qwen2_5_vl",
@@ -1960,18 +1982,7 @@ fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
                 args.extend(extra);
                 let j = mem_json(&dir, &args);
                 let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
-                // the saved activations include autocast's weight copies, as a graph's do; the
-                // vision side's are not counted yet (the estimate says so: a lower bound)
-                let copies = &p["saved"][scenario]["autocast_weight_copy_by_region"];
-                let text_copies = ["head", "language_model"]
-                    .iter()
-                    .map(|r| copies[r].as_u64().unwrap_or(0))
-                    .sum::<u64>();
-                let vision_copies = ["vision", "projector"]
-                    .iter()
-                    .map(|r| copies[r].as_u64().unwrap_or(0))
-                    .sum::<u64>();
-                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap() + text_copies;
+                let (want, text_copies, vision_copies) = saved_with_copies(&p["saved"][scenario]);
                 if fam == "qwen3_5" {
                     let Some(cmp) = p["language_model_vs_text_only"].get(scenario) else {
                         continue;
@@ -2121,18 +2132,7 @@ fn images_in_the_settings_of_fits_plans_equal_pytorch() {
                 args.extend(extra);
                 let j = mem_json(&dir, &args);
                 let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
-                // the saved activations include autocast's weight copies, as a graph's do; the
-                // vision side's are not counted yet (the estimate says so: a lower bound)
-                let copies = &p["saved"][scenario]["autocast_weight_copy_by_region"];
-                let text_copies = ["head", "language_model"]
-                    .iter()
-                    .map(|r| copies[r].as_u64().unwrap_or(0))
-                    .sum::<u64>();
-                let vision_copies = ["vision", "projector"]
-                    .iter()
-                    .map(|r| copies[r].as_u64().unwrap_or(0))
-                    .sum::<u64>();
-                let want = p["saved"][scenario]["activation_bytes"].as_u64().unwrap() + text_copies;
+                let (want, text_copies, vision_copies) = saved_with_copies(&p["saved"][scenario]);
                 if fam == "qwen3_5" {
                     let cmp = &p["language_model_vs_text_only"][scenario];
                     let seq = p["seq"].as_u64().unwrap();
