@@ -1050,3 +1050,42 @@ fn lrn_and_mvn_keep_what_pytorch_keeps() {
     assert_eq!(case("LRN", vec![attr_int("size", 3)]), 33_792);
     assert_eq!(case("MeanVarianceNormalization", vec![]), 8_256);
 }
+
+/// A graph that ends before its loss gets the assumed cross-entropy whatever the batch: an
+/// `[N, 1]` output at batch 1 has one element and is still not a loss; a rank-0 output is one.
+#[test]
+fn a_graph_without_its_loss_says_so_at_every_batch() {
+    use common::onnx::{attr_int, constant, floats, node, vi, vi_sym, with, G};
+    let dir = tempfile::tempdir().unwrap();
+    let head = dir.path().join("head.onnx");
+    let g = G::new("g")
+        .input(vi_sym("x", 1, &["N", "4"]))
+        .output(vi_sym("y", 1, &["N", "1"]))
+        .node(constant("w", floats("w", &[4, 1], &[0.5; 4])))
+        .node(node("MatMul", "mm", &["x", "w"], &["y"]));
+    std::fs::write(&head, g.model()).unwrap();
+    let with_loss = dir.path().join("loss.onnx");
+    let g = G::new("g")
+        .input(vi_sym("x", 1, &["N", "4"]))
+        .output(vi("loss", 1, &[]))
+        .node(constant("w", floats("w", &[4, 1], &[0.5; 4])))
+        .node(node("MatMul", "mm", &["x", "w"], &["y"]))
+        .node(with(
+            node("ReduceMean", "mean", &["y"], &["loss"]),
+            vec![attr_int("keepdims", 0)],
+        ));
+    std::fs::write(&with_loss, g.model()).unwrap();
+    for batch in ["1", "8"] {
+        let notes = |m: &std::path::Path| {
+            train(&m.display().to_string(), &["--batch", batch])["training"]["notes"].to_string()
+        };
+        assert!(
+            notes(&head).contains("ends before its loss"),
+            "batch {batch}"
+        );
+        assert!(
+            !notes(&with_loss).contains("ends before its loss"),
+            "batch {batch}"
+        );
+    }
+}

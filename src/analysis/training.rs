@@ -439,8 +439,8 @@ fn last_reader(graph: &Graph, v: ValueId, depth: u32) -> Option<NodeId> {
     last
 }
 
-/// The loss a graph that ends before it leaves to its user: `None` when an output is a scalar
-/// (a training export with its loss) or no output is a float tensor. Otherwise the bytes of
+/// The loss a graph that ends before it leaves to its user: `None` when an output is a rank-0
+/// scalar (a training export with its loss) or no output is a float tensor. Otherwise the bytes of
 /// its outputs' elements, over which nnlint assumes the usual loss, a cross-entropy computed in
 /// fp32 as transformers' and torchvision's recipes do: it keeps an fp32 log-softmax of the
 /// outputs, and backward starts with the gradients of that and of the outputs (fp32). So the
@@ -453,7 +453,13 @@ fn implied_loss(graph: &Graph, facts: &[Fact]) -> Option<(u64, String)> {
         .filter(|&&v| facts[v].dtype.is_some_and(|d| d.is_float()))
         .filter_map(|&v| Some((v, facts[v].numel()?.as_u64()?)))
         .collect();
-    if float_outputs.is_empty() || float_outputs.iter().any(|&(_, n)| n == 1) {
+    // a rank-0 float output is a loss (a training export); an output of one element at batch 1
+    // ([N, 1] regression) is not
+    let scalar = graph.outputs.iter().any(|&v| {
+        facts[v].dtype.is_some_and(|d| d.is_float())
+            && facts[v].shape.as_ref().is_some_and(|s| s.is_empty())
+    });
+    if float_outputs.is_empty() || scalar {
         return None;
     }
     let numel = float_outputs
