@@ -1866,6 +1866,32 @@ fn saved_with_copies(saved: &Value) -> (u64, u64, u64) {
     )
 }
 
+/// A run with images (`j`, from `args`) against the measured scenario `saved`: byte for byte,
+/// a lower bound exactly when the vision side's weight copies are left out; or, for Qwen3.5
+/// (`text_only`: the measurement's text-only comparison and its sequence), what the images add.
+fn images_saved_match(
+    dir: &Path,
+    args: &[&str],
+    j: &Value,
+    saved: &Value,
+    text_only: Option<(&Value, u64)>,
+    at: &str,
+) {
+    let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
+    let (want, text_copies, vision_copies) = saved_with_copies(saved);
+    match text_only {
+        // the weight copies are the same with and without images: the difference is the
+        // activations'
+        Some((cmp, seq)) => {
+            images_add_what_pytorch_adds(dir, args, seq, got, want - text_copies, cmp, at)
+        }
+        None => {
+            assert_eq!(got, want, "{at}");
+            assert_eq!(j["training"]["lower_bound"], vision_copies > 0, "{at}");
+        }
+    }
+}
+
 /// The multimodal fixtures `tools/llm/measure_images.py` feeds images to.
 const IMAGE_FAMILIES: &[&str] = &[
     "qwen2_5_vl",
@@ -1981,32 +2007,16 @@ fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
                 ]);
                 args.extend(extra);
                 let j = mem_json(&dir, &args);
-                let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
-                let (want, text_copies, vision_copies) = saved_with_copies(&p["saved"][scenario]);
-                if fam == "qwen3_5" {
+                let text_only = if fam == "qwen3_5" {
                     let Some(cmp) = p["language_model_vs_text_only"].get(scenario) else {
                         continue;
                     };
-                    let seq = p["kv_cache"]["seq"].as_u64().unwrap();
-                    // the weight copies are the same with and without images: the difference
-                    // is the activations'
-                    images_add_what_pytorch_adds(
-                        &dir,
-                        &args,
-                        seq,
-                        got,
-                        want - text_copies,
-                        cmp,
-                        &at,
-                    );
+                    Some((cmp, p["kv_cache"]["seq"].as_u64().unwrap()))
                 } else {
-                    assert_eq!(got, want, "{at} {scenario}");
-                    assert_eq!(
-                        j["training"]["lower_bound"],
-                        vision_copies > 0,
-                        "{at} {scenario}"
-                    );
-                }
+                    None
+                };
+                let here = format!("{at} {scenario}");
+                images_saved_match(&dir, &args, &j, &p["saved"][scenario], text_only, &here);
                 // peft wraps the vision side's matching linear layers too
                 if let Some(kind) = scenario.strip_prefix("sdpa_fp32_lora_") {
                     let key = if kind == "qv" { "qv" } else { "all-linear" };
@@ -2131,30 +2141,14 @@ fn images_in_the_settings_of_fits_plans_equal_pytorch() {
                 ];
                 args.extend(extra);
                 let j = mem_json(&dir, &args);
-                let got = j["training"]["saved_activation_bytes"].as_u64().unwrap();
-                let (want, text_copies, vision_copies) = saved_with_copies(&p["saved"][scenario]);
-                if fam == "qwen3_5" {
-                    let cmp = &p["language_model_vs_text_only"][scenario];
-                    let seq = p["seq"].as_u64().unwrap();
-                    // the weight copies are the same with and without images: the difference
-                    // is the activations'
-                    images_add_what_pytorch_adds(
-                        &dir,
-                        &args,
-                        seq,
-                        got,
-                        want - text_copies,
-                        cmp,
-                        &at,
-                    );
-                } else {
-                    assert_eq!(got, want, "{at} {scenario}");
-                    assert_eq!(
-                        j["training"]["lower_bound"],
-                        vision_copies > 0,
-                        "{at} {scenario}"
-                    );
-                }
+                let text_only = (fam == "qwen3_5").then(|| {
+                    (
+                        &p["language_model_vs_text_only"][scenario],
+                        p["seq"].as_u64().unwrap(),
+                    )
+                });
+                let here = format!("{at} {scenario}");
+                images_saved_match(&dir, &args, &j, &p["saved"][scenario], text_only, &here);
             }
         }
     }
