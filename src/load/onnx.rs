@@ -41,8 +41,17 @@ pub fn load(path: &Path) -> Result<Model> {
     decode(path, compact, Some(dir))
 }
 
-/// Maps a file read-only into a `Bytes`, advised for random access (safetensors headers).
+/// Maps a file read-only into a `Bytes`, advised for random access (GGUF headers).
 pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
+    map_advised(path, false)
+}
+
+/// Maps a file that is read from start to end (a sharded checkpoint's index).
+pub(crate) fn map_whole(path: &Path) -> Result<Bytes> {
+    map_advised(path, true)
+}
+
+fn map_advised(path: &Path, sequential: bool) -> Result<Bytes> {
     let (file, len) = super::open_file(path)?;
     if len == 0 {
         return Err(Error::malformed(path, "the file is empty"));
@@ -52,9 +61,15 @@ pub(crate) fn map_file(path: &Path) -> Result<Bytes> {
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
     #[cfg(unix)]
     {
-        // Without this, a cold page cache reads the whole file through readahead.
-        let _ = map.advise(memmap2::Advice::Random);
+        // Random: without it, a cold page cache reads the whole file through readahead.
+        let _ = map.advise(if sequential {
+            memmap2::Advice::Sequential
+        } else {
+            memmap2::Advice::Random
+        });
     }
+    #[cfg(not(unix))]
+    let _ = sequential;
     Ok(Bytes::from_owner(map))
 }
 

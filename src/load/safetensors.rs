@@ -308,11 +308,12 @@ struct Checked {
 }
 
 fn load_sharded(path: &Path) -> Result<Weights> {
-    let (mut file, _) = super::open_file(path)?;
-    let mut text = String::new();
-    file.read_to_string(&mut text)
-        .map_err(|e| Error::io(path, e))?;
-    let index: Index = serde_json::from_str(&text)
+    // mapped, not read: an index of 75,000 tensors is 7 MB that a read copies into fresh pages
+    let map = super::onnx::map_whole(path)?;
+    // validated as UTF-8 in one pass: parsing from bytes validates string by string, slower
+    let text = std::str::from_utf8(&map)
+        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
+    let index: Index = serde_json::from_str(text)
         .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
     if index.weight_map.is_empty() {
         return Err(Error::malformed(
@@ -324,14 +325,37 @@ fn load_sharded(path: &Path) -> Result<Weights> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut shard_names: Vec<&str> = index
+    // the shard of each listed tensor, numbered in first-seen order: an index lists a shard's
+    // tensors in runs, so most entries are the previous entry's shard and hash nothing
+    let mut seen: HashMap<&str, usize, Names> = HashMap::default();
+    let mut first_seen: Vec<&str> = Vec::new();
+    let mut last: Option<(&str, usize)> = None;
+    let entry_shard: Vec<usize> = index
         .weight_map
         .iter()
-        .map(|(_, f)| f.0.as_ref())
-        .collect::<HashSet<&str, Names>>()
-        .into_iter()
+        .map(|(_, f)| {
+            let f = f.0.as_ref();
+            match last {
+                Some((l, i)) if l == f => i,
+                _ => {
+                    let i = *seen.entry(f).or_insert_with(|| {
+                        first_seen.push(f);
+                        first_seen.len() - 1
+                    });
+                    last = Some((f, i));
+                    i
+                }
+            }
+        })
         .collect();
-    shard_names.sort_unstable();
+    // shards in name order
+    let mut order: Vec<usize> = (0..first_seen.len()).collect();
+    order.sort_unstable_by_key(|&i| first_seen[i]);
+    let shard_names: Vec<&str> = order.iter().map(|&i| first_seen[i]).collect();
+    let mut position = vec![0; order.len()];
+    for (p, &i) in order.iter().enumerate() {
+        position[i] = p;
+    }
     let mut shards: Vec<PathBuf> = Vec::with_capacity(shard_names.len());
     for name in &shard_names {
         let rel = Path::new(name);
@@ -347,12 +371,6 @@ fn load_sharded(path: &Path) -> Result<Weights> {
         }
         shards.push(dir.join(rel));
     }
-    // per listed tensor: the shard the index names, and whether a shard held it
-    let shard_of: HashMap<&str, usize, Names> = shard_names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (*n, i))
-        .collect();
     let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
     for (i, shard) in shards.iter().enumerate() {
         if !shard.exists() {
@@ -386,12 +404,9 @@ fn load_sharded(path: &Path) -> Result<Weights> {
             // per listed tensor: the shard the index names, and whether a shard held it
             let mut listed: HashMap<&str, (usize, AtomicBool), Names> = HashMap::default();
             listed.reserve(index.weight_map.len());
-            for (t, f) in &index.weight_map {
+            for ((t, _), &f) in index.weight_map.iter().zip(&entry_shard) {
                 // a name listed twice keeps its last shard, as JSON readers do
-                listed.insert(
-                    t.0.as_ref(),
-                    (shard_of[f.0.as_ref()], AtomicBool::new(false)),
-                );
+                listed.insert(t.0.as_ref(), (position[f], AtomicBool::new(false)));
             }
             listed
         },

@@ -36,7 +36,12 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
     let train = (args.train || lora).then_some(&s.train);
     let chosen = crate::load::resolve(&args.model)?.chosen;
     let llm = args.llm.options();
-    let report = analysis::analyze_path_with(&args.model, &s.bindings, train, Some(&llm))?;
+    let loaded = crate::load::load(&args.model)?;
+    let report =
+        analysis::analyze_loaded_with(&args.model, &loaded, &s.bindings, train, Some(&llm))?;
+    // the process ends after the output: freeing a checkpoint's tensor list one name at a time
+    // (150,000 allocations for 75,000 tensors) would only delay the exit
+    std::mem::forget(loaded);
     if matches!(
         report.format,
         analysis::Format::Checkpoint | analysis::Format::Gguf
