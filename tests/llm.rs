@@ -185,18 +185,7 @@ fn saved_activation_bytes_match_pytorch_within_one_percent() {
     let mut bad = Vec::new();
     for (fam, scen, b, s, got, want) in &rows {
         let err = (*got as f64 - *want as f64) / *want as f64;
-        // peft 0.21 wraps MoE expert parameters under all-linear and materialises W + BA for
-        // every expert: nnlint counts adapters on linear layers only and says so (a lower bound)
-        let known = matches!(
-            fam.as_str(),
-            "mixtral"
-                | "qwen3_moe"
-                | "deepseek_v3"
-                | "deepseek_v3_noqlora"
-                | "ernie4_5_moe"
-                | "qwen3_next"
-                | "glm4_moe"
-        ) && scen.contains("all_linear");
+        let known = false;
         let mark = if known {
             assert!(got < want);
             "  (known: lower bound)"
@@ -329,6 +318,98 @@ const MOE_FAMILIES: &[&str] = &[
     "gpt_oss",
     "ernie4_5_moe",
 ];
+
+/// peft 0.21 moves LoRA targets onto a transformers-5 MoE's fused expert parameters and its
+/// router's weight (`ParamWrapper`, rank × experts per stack, the fused gate/up at twice the
+/// rank), and leaves the dense MLPs and shared experts with those names unwrapped: the adapters
+/// equal peft's count on every MoE fixture, for all-linear and q,v.
+#[test]
+fn lora_on_fused_experts_equals_peft() {
+    for fam in [
+        "mixtral",
+        "qwen3_moe",
+        "deepseek_v3",
+        "deepseek_v3_noqlora",
+        "glm4_moe",
+        "ernie4_5_moe",
+        "qwen3_next",
+        "qwen2_moe",
+        "qwen3_5_moe_text",
+        "gpt_oss",
+    ] {
+        let (_, expected) = load(fam);
+        let scen = expected["training"]["scenarios"].as_object().unwrap();
+        for (name, s) in scen {
+            if !name.contains("lora") || name.contains("autocast") {
+                continue;
+            }
+            let Some(run) = s["runs"].as_array().and_then(|r| r.first()) else {
+                continue;
+            };
+            let Some(want) = run["trainable_params"].as_u64() else {
+                continue;
+            };
+            let targets = match run["lora"]["target_modules"].as_array() {
+                Some(t) => t
+                    .iter()
+                    .filter_map(|x| x.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                None => "all-linear".to_string(),
+            };
+            let j = mem_json(
+                &testdata(fam),
+                &["--lora", "8", "--lora-targets", &targets, "--seq", "24"],
+            );
+            assert_eq!(
+                j["training"]["trainable_params"].as_u64(),
+                Some(want),
+                "{fam} {name} ({targets})"
+            );
+            assert_eq!(
+                j["training"]["lower_bound"].as_bool(),
+                Some(false),
+                "{fam} {name}: {}",
+                j["training"]["unknown"]
+            );
+        }
+    }
+}
+
+/// Named targets on a converted MoE, as peft 0.21.2 counts them on the qwen3_moe fixture
+/// (`get_peft_model(model, LoraConfig(r=8, target_modules=[...]))`, trainable parameters):
+/// gate_proj and up_proj together wrap the fused gate_up_proj stack at rank 16, down_proj the
+/// down_proj stack, gate the router's weight; gate_proj alone is refused by peft.
+#[test]
+fn named_targets_on_fused_experts_follow_peft() {
+    for (targets, want) in [
+        ("gate_proj,up_proj", 12288),
+        ("down_proj", 4096),
+        ("gate", 576),
+    ] {
+        let j = mem_json(
+            &testdata("qwen3_moe"),
+            &["--lora", "8", "--lora-targets", targets, "--seq", "24"],
+        );
+        assert_eq!(
+            j["training"]["trainable_params"].as_u64(),
+            Some(want),
+            "{targets}"
+        );
+    }
+    let p = testdata("qwen3_moe");
+    let (code, _, err) = nnlint(&[
+        "mem",
+        p.to_str().unwrap(),
+        "--lora",
+        "8",
+        "--lora-targets",
+        "gate_proj",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("without also targeting up_proj"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
 
 #[test]
 fn lora_trainable_parameters_equal_peft() {

@@ -258,9 +258,10 @@ pub struct Moe {
     pub moe_layers: u64,
     /// How tokens reach the experts.
     pub dispatch: Dispatch,
-    /// peft's all-linear also wraps the experts' fused parameters (peft 0.21 remaps them for the
-    /// model types transformers' conversion table maps to `qwen2_moe` or `mixtral`): nnlint then
-    /// counts a lower bound. False where peft leaves them alone (Qwen3.5-MoE, measured).
+    /// peft moves the targets that name the experts' and the router's v4 linear layers
+    /// (`gate_proj`/`up_proj`/`down_proj`/`gate`, all of them under all-linear) onto the fused
+    /// expert parameters and the router's weight ([`peft_converts_moe`]), set from the model
+    /// type once the family is built.
     #[serde(skip)]
     pub peft_wraps_experts: bool,
 }
@@ -297,7 +298,7 @@ impl Moe {
             sparse: Vec::new(),
             moe_layers: 0,
             dispatch: Dispatch::Sorted,
-            peft_wraps_experts: true,
+            peft_wraps_experts: false,
         }
     }
 
@@ -709,7 +710,52 @@ pub fn from_config(config: &Value) -> Result<Option<Arch>, ConfigError> {
         Ok(v) => a.vision = v,
         Err(why) => a.vision_unmodelled = Some(why),
     }
+    if let Some(m) = a.moe.as_mut() {
+        // peft reads the model's own config (the wrapper's, for a multimodal one)
+        m.peft_wraps_experts = peft_converts_moe(outer_type.unwrap_or(&model_type));
+    }
     Ok(Some(a))
+}
+
+/// Whether peft 0.21 moves LoRA targets onto a transformers-5 MoE's fused expert parameters:
+/// its conversion (`peft/utils/transformers_weight_conversion.py`, `_convert_peft_config_moe`)
+/// acts on the model types that transformers' `_MODEL_TO_CONVERSION_PATTERN`
+/// (`conversion_mapping.py`) maps to `"mixtral"` or `"qwen2_moe"`, plus `mixtral`, which peft
+/// adds. Not `qwen2_moe` itself, not gpt-oss, not Qwen3.5-MoE (measured: their experts stay
+/// unwrapped).
+pub fn peft_converts_moe(model_type: &str) -> bool {
+    const CONVERTED: &[&str] = &[
+        "mixtral",
+        "minimax",
+        "minimax_m2",
+        "Dots3NoteTextModel",
+        "afmoe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "dots1",
+        "ernie4_5_moe",
+        "glm4_moe",
+        "glm4_moe_lite",
+        "glm_moe_dsa",
+        "glm4v_moe",
+        "longcat_flash",
+        "solar_open",
+        "mellum",
+        "qwen3_moe",
+        "beam",
+        "qwen3_omni_moe",
+        "qwen3_omni_moe_thinker",
+        "qwen3_omni_moe_text",
+        "qwen3_next",
+        "hunyuan_v1_moe",
+        "flex_olmo",
+        "olmoe",
+        "sarvam_mla",
+        "exaone_moe",
+        "cohere2_moe",
+    ];
+    CONVERTED.contains(&model_type)
 }
 
 /// Every `model_type` nnlint models: the families built here and those in
@@ -804,9 +850,6 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
             m.norm_topk = flag(c, "norm_topk_prob", false);
             m.router_linear = false;
             m.sparse = qwen_sparse_layers(c, layers)?;
-            // measured: peft 0.21's all-linear leaves Qwen2-MoE's experts alone (its adapters and
-            // saved bytes equal nnlint's), and wraps Qwen3-MoE's
-            m.peft_wraps_experts = mt != "qwen2_moe";
             Some(m)
         }
         _ => None,

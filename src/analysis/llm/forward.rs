@@ -124,6 +124,8 @@ pub struct Outcome {
     pub unmodelled: Vec<(String, u64)>,
     /// Why peft cannot train this adapter configuration at all (its forward fails).
     pub peft_fails: Option<String>,
+    /// peft wraps expert or router parameters ([`ExpertTargets`]).
+    pub wraps_experts: bool,
     /// Backward, step by step ([`Tape::backward`]), and the trained elements it names.
     pub backward: Vec<crate::analysis::step::BackwardStep>,
     pub backward_params: u64,
@@ -144,6 +146,81 @@ struct Run<'a> {
     matched: BTreeSet<String>,
     unmodelled: Vec<(String, u64)>,
     peft_fails: Option<String>,
+    /// The expert and router parameters peft wraps directly ([`ExpertTargets`]).
+    experts: Option<ExpertTargets>,
+}
+
+/// What peft 0.21 wraps with `ParamWrapper` on an MoE whose targets it converts
+/// ([`super::arch::peft_converts_moe`]): the targets naming the v4 layers (`gate_proj` and
+/// `up_proj` together, `down_proj`, `gate`; Mixtral's `w1`, `w3`, `w2`) become the fused
+/// `gate_up_proj` (at twice the rank and alpha), `down_proj` and the router's `gate.weight`, and
+/// leave `target_modules`: no `nn.Linear` with those names is wrapped then (dense MLPs and shared
+/// experts keep none). `all-linear` names them all.
+#[derive(Clone, Copy, Debug, Default)]
+struct ExpertTargets {
+    gate_up: bool,
+    down: bool,
+    router: bool,
+}
+
+/// The v4 names peft maps to fused parameters, and which.
+fn peft_moe_names(a: &Arch) -> &'static [(&'static str, u8)] {
+    // 0: gate_up_proj, 1: down_proj, 2: the router's weight
+    if a.model_type == "mixtral" {
+        &[("w1", 0), ("w3", 0), ("w2", 1), ("gate", 2)]
+    } else {
+        &[
+            ("gate_proj", 0),
+            ("up_proj", 0),
+            ("down_proj", 1),
+            ("gate", 2),
+        ]
+    }
+}
+
+/// Whether target `t` names the v4 layer `old` (exactly or as a dotted suffix).
+fn names_old(t: &str, old: &str) -> bool {
+    t == old || t.strip_suffix(old).is_some_and(|p| p.ends_with('.'))
+}
+
+/// [`ExpertTargets`] of this run, or why peft refuses the targets.
+fn expert_targets(a: &Arch, s: &Step) -> Result<Option<ExpertTargets>, String> {
+    let Some(l) = s.lora.as_ref() else {
+        return Ok(None);
+    };
+    if !a.moe.as_ref().is_some_and(|m| m.peft_wraps_experts) {
+        return Ok(None);
+    }
+    let names = peft_moe_names(a);
+    let hit = |old: &str| match &l.targets {
+        Targets::AllLinear => true,
+        Targets::Named(ts) => ts.iter().any(|t| names_old(t, old)),
+    };
+    let fused: Vec<&str> = names
+        .iter()
+        .filter(|(_, p)| *p == 0)
+        .map(|(n, _)| *n)
+        .collect();
+    let present: Vec<&str> = fused.iter().copied().filter(|n| hit(n)).collect();
+    if !present.is_empty() && present.len() < fused.len() {
+        let missing: Vec<&str> = fused
+            .iter()
+            .copied()
+            .filter(|n| !present.contains(n))
+            .collect();
+        return Err(format!(
+            "peft 0.21 cannot convert the target {} without also targeting {}: on this transformers-5 MoE they are fused into gate_up_proj",
+            present.join(", "),
+            missing.join(", ")
+        ));
+    }
+    let part = |p: u8| names.iter().any(|(n, q)| *q == p && hit(n));
+    let e = ExpertTargets {
+        gate_up: part(0),
+        down: part(1),
+        router: part(2),
+    };
+    Ok((e.gate_up || e.down || e.router).then_some(e))
 }
 
 /// Runs the forward of `a` under `s` and returns what it saves.
@@ -162,7 +239,12 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         matched: BTreeSet::new(),
         unmodelled: Vec::new(),
         peft_fails: None,
+        experts: None,
     };
+    match expert_targets(a, s) {
+        Ok(e) => r.experts = e,
+        Err(why) => r.peft_fails = Some(why),
+    }
     // the fp32 logits the loss starts backward from (0 without a head)
     let logits_rows = match a.family {
         Family::Decoder | Family::Gpt2 | Family::GptNeox => r.causal_lm(),
@@ -189,6 +271,7 @@ pub fn training_forward(a: &Arch, s: &Step) -> Outcome {
         list: r.t.saved_list(),
         unmodelled: r.unmodelled,
         peft_fails: r.peft_fails,
+        wraps_experts: r.experts.is_some(),
     }
 }
 
@@ -196,6 +279,43 @@ impl Run<'_> {
     fn param(&mut self, numel: u64) -> X {
         let full = self.full;
         self.t.param(numel, self.w, full)
+    }
+
+    /// A parameter of `experts` stacked `inp → out` matrices (one for a router's weight) that
+    /// peft wraps with `ParamWrapper` at `rank` (`ExpertTargets`), or the bare parameter.
+    /// Wrapped, every forward computes `W' = W + scaling · B·A` inside `parametrize.cached()`:
+    /// for stacked experts `_LoraFactorsProxy` with `baddbmm(W, lhs, rhs)` (which keeps the two
+    /// factors, cast to W's dtype: copies over a half-precision base, whose adapters peft keeps
+    /// in fp32); for a router `_LoraParameterProxy`, `W + delta` (the delta transient). W' is a
+    /// new tensor the size of the whole stack, in W's dtype, that carries a gradient: the ops
+    /// reading it keep it and their inputs, and backward makes its full-size gradient
+    /// (measured, peft 0.21.2 / transformers 5.24: every expert's slice is kept, hit or not).
+    fn wrapped_param(&mut self, experts: u64, inp: u64, out: u64, rank: Option<u64>) -> X {
+        let numel = experts.saturating_mul(inp).saturating_mul(out);
+        let w = self.param(numel);
+        let Some(rank) = rank else {
+            return w;
+        };
+        let r = rank.saturating_mul(experts);
+        self.adapters = self
+            .adapters
+            .saturating_add(r.saturating_mul(inp.saturating_add(out)));
+        let dtype = match self.w {
+            DType::BF16 | DType::F16 => DType::F32,
+            w => w,
+        };
+        let la = self.t.param(r.saturating_mul(inp), dtype, true);
+        let lb = self.t.param(r.saturating_mul(out), dtype, true);
+        if experts > 1 {
+            let lhs = self.t.to(la, self.w);
+            let rhs = self.t.to(lb, self.w);
+            self.t.save(lhs);
+            self.t.save(rhs);
+            self.t.reads(&[w, lhs, rhs]);
+        } else {
+            self.t.reads(&[w, la, lb]);
+        }
+        self.t.new_act(numel, self.w, true)
     }
 
     /// Whether the linear layer `name` gets an adapter; records the names the targets can match
@@ -207,12 +327,20 @@ impl Run<'_> {
         self.names.insert(name.to_string());
         self.names
             .extend(role.canonical().iter().map(|c| c.to_string()));
+        // targets peft moved onto the experts' and the router's parameters wrap no module
+        let moved = |t: &str| {
+            self.experts.is_some() && peft_moe_names(self.a).iter().any(|(o, _)| names_old(t, o))
+        };
         match self.s.lora.as_ref().map(|l| &l.targets) {
             None => false,
-            Some(Targets::AllLinear) => true,
+            Some(Targets::AllLinear) => !moved(name.rsplit('.').next().unwrap_or(name)),
             Some(Targets::Named(names)) => {
                 let mut on = false;
                 for t in names {
+                    if moved(t) {
+                        self.matched.insert(t.clone());
+                        continue;
+                    }
                     if t == name
                         || name.ends_with(&format!(".{t}"))
                         || role.canonical().contains(&t.as_str())
@@ -834,11 +962,15 @@ impl Run<'_> {
         let xs = self.t.plain(&[xn], routed.saturating_mul(h));
         let inter = m.expert_intermediate;
         let ungated = !a.gated && a.family == Family::Decoder;
-        let wgu =
-            self.param(
-                m.experts
-                    .saturating_mul(if ungated { inter * h } else { 2 * inter * h }),
-            );
+        let rank = self.s.lora.as_ref().map(|l| l.rank);
+        let ex = self.experts.unwrap_or_default();
+        // gate and up fused: twice the rank (and alpha)
+        let wgu = self.wrapped_param(
+            m.experts,
+            h,
+            if ungated { inter } else { 2 * inter },
+            rank.filter(|_| ex.gate_up).map(|r| r.saturating_mul(2)),
+        );
         let mut gu = self.t.grouped_mm(
             xs,
             wgu,
@@ -872,7 +1004,7 @@ impl Run<'_> {
             let ga = self.act(g);
             self.t.mul(ga, u)
         };
-        let wd = self.param(m.experts.saturating_mul(inter * h));
+        let wd = self.wrapped_param(m.experts, inter, h, rank.filter(|_| ex.down));
         let mut d = self.t.grouped_mm(p, wd, routed.saturating_mul(h));
         if m.clamped_glu {
             let bias = self.param(m.experts.saturating_mul(h));
@@ -952,7 +1084,13 @@ impl Run<'_> {
         };
         match m.router {
             Router::Softmax => {
-                let logits = self.linear(xn, "gate", Role::Router, h, m.experts);
+                let logits = match self.router_rank() {
+                    Some(r) => {
+                        let w = self.wrapped_param(1, h, m.experts, Some(r));
+                        self.t.linear(xn, w, tok.saturating_mul(m.experts))
+                    }
+                    None => self.linear(xn, "gate", Role::Router, h, m.experts),
+                };
                 let probs = self.t.softmax(logits, DType::F32);
                 let top = self.t.plain(&[probs], routed);
                 save_idx(self, top.grad); // topk's indices
@@ -966,9 +1104,7 @@ impl Run<'_> {
             Router::SigmoidGroup => {
                 // F.linear(x.float(), weight.float()) on the fp32 weight (autocast lowers it)
                 let x = self.t.to(xn, DType::F32);
-                let w = self
-                    .t
-                    .param(m.experts.saturating_mul(h), DType::F32, self.full);
+                let w = self.router_weight(m.experts, h);
                 let logits = self.t.linear(x, w, tok.saturating_mul(m.experts));
                 self.lora_on("gate", Role::Router);
                 let scores = self.t.keeps_result(logits, logits.numel, logits.dtype);
@@ -984,9 +1120,7 @@ impl Run<'_> {
             Router::SoftmaxBias => {
                 // autocast off: an fp32 linear on x.float(), an fp32 softmax
                 let x = self.t.to(xn, DType::F32);
-                let w = self
-                    .t
-                    .param(m.experts.saturating_mul(h), DType::F32, self.full);
+                let w = self.router_weight(m.experts, h);
                 let autocast = self.t.autocast.take();
                 let logits = self.t.linear(x, w, tok.saturating_mul(m.experts));
                 self.lora_on("gate", Role::Router);
@@ -1006,6 +1140,29 @@ impl Run<'_> {
                 save_idx(self, top.grad); // topk's indices
                 self.t.softmax(top, top.dtype)
             }
+        }
+    }
+
+    /// The LoRA rank of a router whose weight peft wraps as a parameter.
+    fn router_rank(&mut self) -> Option<u64> {
+        if !self.experts.is_some_and(|e| e.router) {
+            return None;
+        }
+        self.names.insert("gate".into());
+        self.s.lora.as_ref().map(|l| l.rank)
+    }
+
+    /// The weight of a router computing in fp32 (`F.linear(x.float(), weight.float())`):
+    /// wrapped by peft, W' in the weights' dtype cast to fp32.
+    fn router_weight(&mut self, experts: u64, h: u64) -> X {
+        match self.router_rank() {
+            Some(r) => {
+                let w = self.wrapped_param(1, h, experts, Some(r));
+                self.t.to(w, DType::F32)
+            }
+            None => self
+                .t
+                .param(experts.saturating_mul(h), DType::F32, self.full),
         }
     }
 

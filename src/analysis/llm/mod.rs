@@ -937,10 +937,11 @@ pub fn training_step(
                     ""
                 }
             ));
-            if a.moe.as_ref().is_some_and(|m| m.peft_wraps_experts)
-                && l.targets == Targets::AllLinear
-            {
-                unknown.push("all-linear on an MoE model: peft also wraps the experts' fused parameters and keeps W + BA for every expert; nnlint counts adapters on linear layers only".into());
+            if a.moe.as_ref().is_some_and(|m| m.peft_wraps_experts) && run.wraps_experts {
+                notes.push("LoRA on the experts: peft wraps the fused expert parameters (ParamWrapper) and keeps W + BA, the size of every expert's weights, for backward in each MoE block, and backward makes a gradient of that size".into());
+                if nm.autocast.is_some() {
+                    unknown.push("LoRA on the fused experts under autocast (baddbmm runs in half precision there) is not measured: the saved W + BA is counted in the weights' dtype".into());
+                }
             }
             // peft keeps adapters in fp32 (autocast_adapter_dtype) with fp32 gradients
             let per = training::StateBytes {
