@@ -789,9 +789,23 @@ pub fn lookup(domain: &str, op_type: &str) -> Option<&'static OpDef> {
     } else {
         domain
     };
-    OPS.binary_search_by(|d| (d.domain, d.name).cmp(&(domain, op_type)))
-        .ok()
-        .map(|i| &OPS[i])
+    // hashed by op type, then the domain among the few that share it: a binary search by
+    // string compared names byte by byte, a fifth of the run on graphs of 100,000 nodes
+    static BY_TYPE: std::sync::OnceLock<
+        std::collections::HashMap<&'static str, Vec<&'static OpDef>, foldhash::fast::FixedState>,
+    > = std::sync::OnceLock::new();
+    BY_TYPE
+        .get_or_init(|| {
+            let mut m: std::collections::HashMap<_, Vec<_>, _> = Default::default();
+            for d in OPS {
+                m.entry(d.name).or_default().push(d);
+            }
+            m
+        })
+        .get(op_type)?
+        .iter()
+        .find(|d| d.domain == domain)
+        .copied()
 }
 
 impl Op {
