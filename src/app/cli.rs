@@ -105,8 +105,9 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// An ONNX model, a `.safetensors` file, a sharded checkpoint's `*.safetensors.index.json`, or
-    /// a checkpoint folder holding one of those.
+    /// An ONNX model, a `.safetensors` file, a sharded checkpoint's `*.safetensors.index.json`, a
+    /// checkpoint folder holding one of those, or a Hub ID in the local Hugging Face cache
+    /// (org/name[@revision], org/name/file.gguf).
     pub model: PathBuf,
     /// Where to write the page, `-` for standard output [default: MODEL-report.html beside the
     /// input].
@@ -133,6 +134,22 @@ pub struct ReportArgs {
     pub plan: TrainArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+/// How a MODEL that is a Hugging Face Hub ID is read (`mem`, `fit`, `report`). A path that
+/// exists always wins over an ID.
+#[derive(Debug, Args, Clone, Default)]
+pub struct HubArgs {
+    /// The revision of a Hub ID: a branch, a tag or a commit, as `@REV` after the ID gives it
+    /// [default: main].
+    #[arg(long, value_name = "REV", help_heading = "Hugging Face Hub")]
+    pub revision: Option<String>,
+    /// Never ask the Hub (as HF_HUB_OFFLINE=1). nnlint reads IDs from the local Hugging Face
+    /// cache only for now, so this changes no more than what a missing model's message says.
+    #[arg(long, help_heading = "Hugging Face Hub")]
+    pub offline: bool,
 }
 
 /// Where rule thresholds come from, for the commands that run the rules.
@@ -149,7 +166,8 @@ pub struct ConfigArgs {
 
 #[derive(Debug, Args)]
 pub struct LintArgs {
-    /// ONNX models to lint (in parallel; one report).
+    /// ONNX models to lint (in parallel; one report). A Hub ID (org/name[@revision]) is looked up
+    /// in the local Hugging Face cache, and a checkpoint found there has no graph to lint.
     #[arg(required = true)]
     pub models: Vec<PathBuf>,
     #[command(flatten)]
@@ -308,7 +326,8 @@ crate::named_enum! {
     mut_arg("shard", |a| a.hide(true))
 )]
 pub struct FitArgs {
-    /// An ONNX model, a Hugging Face checkpoint folder or a GGUF file.
+    /// An ONNX model, a Hugging Face checkpoint folder, a GGUF file, or a Hub ID in the local
+    /// Hugging Face cache (org/name[@revision], org/name/file.gguf).
     pub model: PathBuf,
     /// The GPU: a memory size (16GiB) or a card (T4, V100-16GB, V100-32GB, A10, L4, RTX-3090,
     /// RTX-4090, A100-40GB, L40S, A100-80GB, H100-80GB, H200).
@@ -343,6 +362,8 @@ pub struct FitArgs {
     pub format: FitFormat,
     #[command(flatten)]
     pub plan: TrainArgs,
+    #[command(flatten)]
+    pub hub: HubArgs,
 }
 
 /// Dimensions to bind, shared by every command that analyses a graph.
@@ -432,8 +453,9 @@ fn parse_dim(s: &str) -> Result<(String, i64), String> {
 
 #[derive(Debug, Args)]
 pub struct MemArgs {
-    /// An ONNX model (`-` reads standard input), a `.safetensors` file, or a sharded checkpoint's
-    /// `*.safetensors.index.json`.
+    /// An ONNX model (`-` reads standard input), a `.safetensors` file, a sharded checkpoint's
+    /// `*.safetensors.index.json`, a checkpoint folder, a GGUF file, or a Hub ID in the local
+    /// Hugging Face cache (org/name[@revision], org/name/file.gguf).
     pub model: PathBuf,
     #[command(flatten)]
     pub dims: DimArgs,
@@ -456,6 +478,8 @@ pub struct MemArgs {
     pub plan: TrainArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
+    #[command(flatten)]
+    pub hub: HubArgs,
 }
 
 /// Options of language-model checkpoints (Hugging Face folders, GGUF files).

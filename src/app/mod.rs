@@ -7,6 +7,7 @@ pub mod cli;
 mod commands;
 pub mod config;
 mod exit;
+mod model;
 mod progress;
 mod settings;
 mod terminal;

@@ -31,6 +31,13 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 
 /// Loads a checkpoint folder's config and weight headers.
 pub fn load(dir: &Path) -> Result<Checkpoint> {
+    load_within(dir, None)
+}
+
+/// [`load`] for a folder whose files are links into another folder that `links_within` holds (a
+/// Hugging Face cache snapshot, whose files link into its repo's `blobs/`): a sharded index's
+/// shards may resolve anywhere inside it, and nowhere else. `None`: the folder itself.
+pub fn load_within(dir: &Path, links_within: Option<&Path>) -> Result<Checkpoint> {
     let config_path = dir.join("config.json");
     if !config_path.is_file() {
         return Err(Error::refused(
@@ -51,7 +58,7 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
         p.is_file().then(|| read_json(&p)).transpose()?
     };
     let weights_path = weights_file(dir)?;
-    let weights = safetensors::load(&weights_path)?;
+    let weights = safetensors::load_within(&weights_path, links_within)?;
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         config_path,

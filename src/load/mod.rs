@@ -2,6 +2,7 @@
 
 pub mod gguf;
 pub mod hf;
+pub mod hub;
 pub mod onnx;
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 #[rustfmt::skip]
@@ -134,6 +135,16 @@ pub fn load(path: &Path) -> Result<Loaded> {
         safetensors::load(path).map(Loaded::Weights)
     } else {
         onnx::load(path).map(Loaded::Onnx)
+    }
+}
+
+/// Loads a Hugging Face cache snapshot ([`hub::find`]) as a local folder or file: a checkpoint's
+/// sharded index may name shards that resolve anywhere inside the repo's cache folder (its
+/// `blobs/`), never outside it.
+pub fn load_snapshot(s: &hub::Snapshot) -> Result<Loaded> {
+    match s.id.file {
+        Some(_) => load(&s.path),
+        None => hf::load_within(&s.dir, Some(&s.repo_dir)).map(Loaded::Checkpoint),
     }
 }
 

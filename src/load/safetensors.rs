@@ -48,8 +48,15 @@ pub fn is_index(path: &Path) -> bool {
 
 /// Loads a `.safetensors` file or a `*.safetensors.index.json` index with its shards.
 pub fn load(path: &Path) -> Result<Weights> {
+    load_within(path, None)
+}
+
+/// [`load`], with the folder a sharded index's shards may resolve into through links: `None` for
+/// the index's own folder; a Hugging Face cache snapshot's repo folder, whose snapshot files are
+/// links into its `blobs/` (`load::hub`).
+pub fn load_within(path: &Path, links_within: Option<&Path>) -> Result<Weights> {
     if is_index(path) {
-        load_sharded(path)
+        load_sharded(path, links_within)
     } else {
         let mut warnings = Vec::new();
         let tensors = read_header(path, 0, &mut warnings)?;
@@ -307,7 +314,23 @@ struct Checked {
     unlisted: Vec<String>,
 }
 
-fn load_sharded(path: &Path) -> Result<Weights> {
+/// The shard files an index names, each once, sorted (for `load::hub` to see which a cache
+/// snapshot lacks before the index is loaded).
+pub fn shard_names(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let index: Index = serde_json::from_str(&text)
+        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
+    let mut names: Vec<String> = index
+        .weight_map
+        .iter()
+        .map(|(_, f)| f.0.to_string())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
+}
+
+fn load_sharded(path: &Path, links_within: Option<&Path>) -> Result<Weights> {
     // mapped, not read: an index of 75,000 tensors is 7 MB that a read copies into fresh pages
     let map = super::onnx::map_whole(path)?;
     // validated as UTF-8 in one pass: parsing from bytes validates string by string, slower
@@ -371,7 +394,8 @@ fn load_sharded(path: &Path) -> Result<Weights> {
         }
         shards.push(dir.join(rel));
     }
-    let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
+    let within = links_within.unwrap_or(dir);
+    let root = within.canonicalize().map_err(|e| Error::io(within, e))?;
     for (i, shard) in shards.iter().enumerate() {
         if !shard.exists() {
             return Err(Error::malformed(
@@ -382,15 +406,23 @@ fn load_sharded(path: &Path) -> Result<Weights> {
                 ),
             ));
         }
-        // the same guard as ONNX external data: a link may not lead out of the directory
+        // the same guard as ONNX external data: a link may not lead out of the directory (out
+        // of the repo's folder, for a cache snapshot)
         let canonical = shard.canonicalize().map_err(|e| Error::io(shard, e))?;
         if !canonical.starts_with(&root) {
             return Err(Error::refused(
                 path,
-                format!(
-                    "shard '{}' resolves outside the index's directory (through a link)",
-                    shard_names[i]
-                ),
+                match links_within {
+                    None => format!(
+                        "shard '{}' resolves outside the index's directory (through a link)",
+                        shard_names[i]
+                    ),
+                    Some(_) => format!(
+                        "shard '{}' resolves outside its repo's folder in the Hugging Face cache ({}) through a link",
+                        shard_names[i],
+                        root.display()
+                    ),
+                },
             ));
         }
     }

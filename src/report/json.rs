@@ -13,10 +13,38 @@ use crate::ir::Dim;
 /// Version of the JSON layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 2;
 
+/// Where a Hub ID's model was read from: the repo, the revision asked for, the commit it names,
+/// the cache and the snapshot folder.
+#[derive(Serialize)]
+pub(crate) struct Source<'a> {
+    hub_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<&'a str>,
+    revision: &'a str,
+    commit: &'a str,
+    cache_dir: String,
+    snapshot: String,
+}
+
+impl<'a> Source<'a> {
+    pub(crate) fn of(s: &'a crate::load::hub::Snapshot) -> Self {
+        Source {
+            hub_id: s.id.repo(),
+            file: s.id.file.as_deref(),
+            revision: &s.revision,
+            commit: &s.commit,
+            cache_dir: s.cache.dir.display().to_string(),
+            snapshot: s.dir.display().to_string(),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Report<'a> {
     schema_version: u32,
     model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<Source<'a>>,
     format: Format,
     batch: Option<u64>,
     dims: &'a BTreeMap<String, i64>,
@@ -242,6 +270,7 @@ pub fn render(view: &MemView) -> String {
     let report = Report {
         schema_version: SCHEMA_VERSION,
         model: &r.model,
+        source: view.source.map(Source::of),
         format: r.format,
         batch: r.batch,
         dims: &r.dims,

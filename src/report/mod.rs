@@ -40,16 +40,17 @@ crate::named_enum! {
     }
 }
 
-/// Renders a fit report.
+/// Renders a fit report; `source` is the Hub ID's cache snapshot the model was read from.
 pub fn render_fit(
     r: &crate::analysis::fit::FitReport,
     kind: &str,
     format: FitFormat,
     width: Option<usize>,
+    source: Option<&crate::load::hub::Snapshot>,
 ) -> String {
     match format {
         FitFormat::Table => fit::render(r, width),
-        FitFormat::Json => fit_json(kind, r),
+        FitFormat::Json => fit_json(kind, r, source),
     }
 }
 
@@ -58,19 +59,27 @@ pub const FIT_SCHEMA_VERSION: u32 = 2;
 
 /// `fit --format json` for either kind of model, in one documented envelope: `schema_version`,
 /// `kind` (`graph`: an ONNX model's micro-batch plans; `language_model`: a checkpoint's serving
-/// and fine-tuning plans at a sequence length), then the report's own fields.
-pub fn fit_json<T: serde::Serialize>(kind: &str, report: &T) -> String {
+/// and fine-tuning plans at a sequence length), then the report's own fields, and `source` for a
+/// model read from a Hub ID's cache snapshot.
+pub fn fit_json<T: serde::Serialize>(
+    kind: &str,
+    report: &T,
+    source: Option<&crate::load::hub::Snapshot>,
+) -> String {
     #[derive(serde::Serialize)]
     struct Doc<'a, T> {
         schema_version: u32,
         kind: &'a str,
         #[serde(flatten)]
         report: &'a T,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source: Option<json::Source<'a>>,
     }
     let mut s = serde_json::to_string_pretty(&Doc {
         schema_version: FIT_SCHEMA_VERSION,
         kind,
         report,
+        source: source.map(json::Source::of),
     })
     .expect("the report serialises");
     s.push('\n');
@@ -142,6 +151,8 @@ pub struct MemView<'a> {
     pub folded_hidden: usize,
     /// The width the table must fit in, if any.
     pub width: Option<usize>,
+    /// Where a Hub ID's model was read from (the JSON's `source`).
+    pub source: Option<&'a crate::load::hub::Snapshot>,
 }
 
 impl<'a> MemView<'a> {
@@ -194,6 +205,7 @@ impl<'a> MemView<'a> {
             hidden,
             folded_hidden,
             width: opts.width,
+            source: None,
         }
     }
 
@@ -219,13 +231,27 @@ pub fn shapes_text(shapes: &[Option<Vec<Dim>>]) -> String {
 
 /// Renders a report in the chosen format.
 pub fn render_mem(report: &MemReport, format: MemFormat, opts: ViewOptions) -> String {
+    render_mem_from(report, format, opts, None)
+}
+
+/// [`render_mem`] for a model read from a Hub ID's cache snapshot: the JSON says where
+/// (`source`); the other formats show the ID as the model's name.
+pub fn render_mem_from(
+    report: &MemReport,
+    format: MemFormat,
+    opts: ViewOptions,
+    source: Option<&crate::load::hub::Snapshot>,
+) -> String {
     match format {
         MemFormat::Table => table::render(&MemView::new(report, opts)),
         MemFormat::Markdown => table::render_markdown(&MemView::new(report, opts)),
         MemFormat::Csv => {
             table::render_csv(&MemView::new(report, ViewOptions { all: true, ..opts }))
         }
-        MemFormat::Json => json::render(&MemView::new(report, ViewOptions { all: true, ..opts })),
+        MemFormat::Json => json::render(&MemView {
+            source,
+            ..MemView::new(report, ViewOptions { all: true, ..opts })
+        }),
         MemFormat::Html => html::render(&html::Page {
             mem: report,
             training_missing: Some("add --train for the memory of a training step".into()),

@@ -1,6 +1,7 @@
 //! `nnlint fit`: which plans make a model fit a GPU, ranked.
 
 use super::super::cli::FitArgs;
+use super::super::model::{locate, Model};
 use super::super::settings::{Inputs, Settings};
 use super::super::Outcome;
 use crate::error::{Error, Result};
@@ -28,10 +29,11 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
             given.join(" ")
         )));
     }
-    let chosen = load::resolve(&args.model)?.chosen;
-    let loaded = load::load(&args.model)?;
+    let located = locate(&args.model, &args.hub)?;
+    let chosen = located.chosen()?;
+    let loaded = located.load()?;
     if matches!(loaded, load::Loaded::Checkpoint(_) | load::Loaded::Gguf(_)) {
-        return fit_llm(args, loaded, &s.train).map(|o| o.chosen(chosen));
+        return fit_llm(args, &located, loaded, &s.train).map(|o| o.chosen(chosen));
     }
     for (flag, given) in [
         ("--seq", args.seq.is_some()),
@@ -72,6 +74,7 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
         "graph",
         args.format,
         super::super::terminal::width(),
+        located.snapshot(),
     ))
     .warn(&args.model, &model.warnings)
     .chosen(chosen))
@@ -80,6 +83,7 @@ pub fn run(args: &FitArgs) -> Result<Outcome> {
 /// `fit` for a language-model checkpoint: serving and fine-tuning plans at `--seq`.
 fn fit_llm(
     args: &FitArgs,
+    located: &Model,
     loaded: load::Loaded,
     train: &analysis::training::TrainConfig,
 ) -> Result<Outcome> {
@@ -110,7 +114,7 @@ fn fit_llm(
         load::Loaded::Gguf(g) => analysis::llm::analyze_gguf(g, &o, None)?,
         _ => unreachable!("fit_llm is called for checkpoints only"),
     };
-    let f = llm_plans(
+    let mut f = llm_plans(
         &args.model,
         &r,
         args.gpu,
@@ -123,12 +127,14 @@ fn fit_llm(
             inference: args.inference,
         },
     )?;
+    located.rename(&mut f.model);
     let warnings = r.warnings.clone();
     Ok(Outcome::clean(report::render_fit(
         &f,
         "language_model",
         args.format,
         super::super::terminal::width(),
+        located.snapshot(),
     ))
     .warn(&args.model, &warnings))
 }

@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 
 use rayon::prelude::*;
 
-use super::super::cli::LintArgs;
+use super::super::cli::{HubArgs, LintArgs};
+use super::super::model::{locate, Model};
 use super::super::progress::progress;
 use super::super::settings::{Inputs, Settings};
 use super::super::{Outcome, Verdict};
@@ -49,8 +50,7 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
         .par_iter()
         .map(|path| {
             let model = path.display().to_string();
-            let result = load::load_graph(path, "lint")
-                .and_then(|m| rules::lint(&m, &analysis, &s.selection));
+            let result = graph(path).and_then(|m| rules::lint(&m, &analysis, &s.selection));
             let out = match result {
                 Ok(outcome) => {
                     let mut findings = outcome.findings;
@@ -157,6 +157,18 @@ pub fn run(args: &LintArgs) -> Result<Outcome> {
         outcome = outcome.chosen(load::resolve(p).ok().and_then(|r| r.chosen));
     }
     Ok(outcome)
+}
+
+/// The graph of one MODEL argument: a path, or a Hub ID from the local Hugging Face cache (whose
+/// checkpoint has no graph, which the loader says naming the ID).
+fn graph(arg: &std::path::Path) -> Result<crate::ir::Model> {
+    match locate(arg, &HubArgs::default())? {
+        Model::Path(p) => load::load_graph(&p, "lint"),
+        Model::Hub(s) => {
+            let name = std::path::PathBuf::from(s.display());
+            load::into_graph(&name, load::load_snapshot(&s)?, "lint")
+        }
+    }
 }
 
 /// An error message that names its file once: most already start with the path.

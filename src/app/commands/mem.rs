@@ -2,6 +2,7 @@
 //! `--train` the memory of a training step.
 
 use super::super::cli::MemArgs;
+use super::super::model::locate;
 use super::super::settings::{Inputs, Settings};
 use super::super::Outcome;
 use crate::error::Result;
@@ -34,11 +35,13 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         ));
     }
     let train = (args.train || lora).then_some(&s.train);
-    let chosen = crate::load::resolve(&args.model)?.chosen;
+    let model = locate(&args.model, &args.hub)?;
+    let chosen = model.chosen()?;
     let llm = args.llm.options();
-    let loaded = crate::load::load(&args.model)?;
-    let report =
+    let loaded = model.load()?;
+    let mut report =
         analysis::analyze_loaded_with(&args.model, &loaded, &s.bindings, train, Some(&llm))?;
+    model.rename(&mut report.model);
     // the process ends after the output: freeing a checkpoint's tensor list one name at a time
     // (150,000 allocations for 75,000 tensors) would only delay the exit
     std::mem::forget(loaded);
@@ -84,7 +87,12 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         all: args.all,
         width: super::super::terminal::width(),
     };
-    let outcome = Outcome::clean(report::render_mem(&report, args.format, view));
+    let outcome = Outcome::clean(report::render_mem_from(
+        &report,
+        args.format,
+        view,
+        model.snapshot(),
+    ));
     // the table shows its warnings; the other formats keep them in the data (JSON) or not at all
     Ok(if args.format == report::MemFormat::Table {
         outcome

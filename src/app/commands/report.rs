@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::super::cli::ReportArgs;
+use super::super::model::{locate, Model};
 use super::super::settings::{Inputs, Settings};
 use super::super::Outcome;
 use crate::analysis::fit::{parse_gpu, FitRequest};
@@ -24,9 +25,20 @@ const NO_GRAPH: &str =
 
 pub fn run(args: &ReportArgs) -> Result<Outcome> {
     args.llm.layout.check()?;
-    let resolved = load::resolve(&args.model)?;
-    let model_path = resolved.path;
-    let out = output_path(args)?;
+    let located = locate(&args.model, &args.hub)?;
+    let (model_path, chosen) = match &located {
+        Model::Path(p) => {
+            let r = load::resolve(p)?;
+            (r.path, r.chosen)
+        }
+        Model::Hub(s) => (s.path.clone(), None),
+    };
+    // what warnings name: the path read, or the ID
+    let label = match &located {
+        Model::Path(_) => model_path.clone(),
+        Model::Hub(s) => PathBuf::from(s.display()),
+    };
+    let out = output_path(args, located.snapshot())?;
     for input in std::iter::once(&model_path).chain(&args.rewritten) {
         if let Some(o) = &out {
             if same_file(o, input) {
@@ -47,8 +59,11 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
         budget: args.budget,
         ..Inputs::default()
     })?;
-    let loaded = load::load(&model_path)?;
-    let (mem, training_missing) = match &loaded {
+    let loaded = match &located {
+        Model::Path(_) => load::load(&model_path)?,
+        Model::Hub(_) => located.load()?,
+    };
+    let (mut mem, training_missing) = match &loaded {
         Loaded::Onnx(_) => {
             match analysis::analyze_loaded(&model_path, &loaded, &s.bindings, Some(&s.train)) {
                 Ok(r) => (r, None),
@@ -75,6 +90,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
             }
         }
     };
+    located.rename(&mut mem.model);
     if matches!(loaded, Loaded::Onnx(_) | Loaded::Weights(_)) {
         if let Some(e) = args.llm.refused_for_graphs() {
             return Err(e);
@@ -109,7 +125,11 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
                     effective_batch: args.effective_batch,
                     inference: false,
                 },
-            );
+            )
+            .map(|mut f| {
+                located.rename(&mut f.model);
+                f
+            });
             (
                 Err("the rules read ONNX graphs; a checkpoint has no graph to lint".to_string()),
                 llm_fit.as_ref().map_err(|e| e.to_string()),
@@ -138,8 +158,8 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
     });
     match out {
         None => Ok(Outcome::clean(page)
-            .warn(&model_path, &mem.warnings)
-            .chosen(resolved.chosen)),
+            .warn(&label, &mem.warnings)
+            .chosen(chosen)),
         Some(path) => {
             crate::util::fs::write_atomically(&path, page.as_bytes())
                 .map_err(|e| Error::io(&path, e))?;
@@ -149,9 +169,7 @@ pub fn run(args: &ReportArgs) -> Result<Outcome> {
                 path.display(),
                 bytes(page.len() as u64)
             ));
-            Ok(outcome
-                .warn(&model_path, &mem.warnings)
-                .chosen(resolved.chosen))
+            Ok(outcome.warn(&label, &mem.warnings).chosen(chosen))
         }
     }
 }
@@ -203,12 +221,26 @@ fn fit(
     )
 }
 
-/// `-o`, `None` for standard output, or `MODEL-report.html` beside the input.
-fn output_path(args: &ReportArgs) -> Result<Option<PathBuf>> {
+/// `-o`, `None` for standard output, or `MODEL-report.html` beside the input (for a Hub ID, in
+/// the working directory: `name-report.html`, or the GGUF file's name).
+fn output_path(
+    args: &ReportArgs,
+    snapshot: Option<&crate::load::hub::Snapshot>,
+) -> Result<Option<PathBuf>> {
     match &args.output {
         Some(p) if p == Path::new("-") => return Ok(None),
         Some(p) => return Ok(Some(p.clone())),
         None => {}
+    }
+    if let Some(s) = snapshot {
+        let stem = match &s.id.file {
+            Some(_) => s
+                .path
+                .file_stem()
+                .map_or(s.id.name.clone(), |n| n.to_string_lossy().into_owned()),
+            None => s.id.name.clone(),
+        };
+        return Ok(Some(PathBuf::from(format!("{stem}-report.html"))));
     }
     if args.model == Path::new("-") {
         return Err(Error::Usage(

@@ -1,0 +1,596 @@
+//! Issue 21, first part: a MODEL may be a Hugging Face Hub ID, read from the local Hugging Face
+//! cache. Each test builds a cache in a temporary folder the way huggingface_hub lays one out
+//! (`models--{org}--{name}/blobs/{etag}`, `snapshots/{sha}/{file}` as relative links into
+//! `blobs/`, `refs/{revision}` holding the sha) from a bundled checkpoint, and runs the real
+//! binary against it with `HF_HUB_CACHE` (or `HF_HOME`, `XDG_CACHE_HOME`, `HOME`) set.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+const SHA2: &str = "89abcdef0123456789abcdef0123456789abcdef";
+
+/// The variables that choose the cache or the network, cleared in every run so that the
+/// machine's own settings never leak in.
+const HF_VARS: &[&str] = &[
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_HOME",
+    "XDG_CACHE_HOME",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+];
+
+/// A content address for a blob (huggingface_hub names blobs by their etag: a sha256 for LFS
+/// files, a git sha1 for small ones); any stable 64-hex name will do here.
+fn etag(bytes: &[u8]) -> String {
+    let mut h: [u64; 4] = [
+        0xcbf29ce484222325,
+        0x100000001b3,
+        0x9e3779b97f4a7c15,
+        bytes.len() as u64,
+    ];
+    for (i, &b) in bytes.iter().enumerate() {
+        let k = i % 4;
+        h[k] = (h[k] ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    h.iter().map(|x| format!("{x:016x}")).collect()
+}
+
+/// A Hugging Face cache in a temporary folder.
+struct Cache {
+    dir: tempfile::TempDir,
+}
+
+impl Cache {
+    fn new() -> Cache {
+        Cache {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn repo_dir(&self, repo: &str) -> PathBuf {
+        self.root()
+            .join(format!("models--{}", repo.replace('/', "--")))
+    }
+
+    /// Adds the files of `fixture` (a folder under testdata/, or the files named) as snapshot
+    /// `sha` of `repo`: each file a blob, each snapshot entry a relative link to it.
+    fn add(&self, repo: &str, sha: &str, fixture: &str, only: Option<&[&str]>) -> PathBuf {
+        let src = common::testdata().join(fixture);
+        let repo_dir = self.repo_dir(repo);
+        let blobs = repo_dir.join("blobs");
+        let snap = repo_dir.join("snapshots").join(sha);
+        std::fs::create_dir_all(&blobs).unwrap();
+        std::fs::create_dir_all(&snap).unwrap();
+        let names: Vec<String> = match only {
+            Some(o) => o.iter().map(|s| s.to_string()).collect(),
+            None => std::fs::read_dir(&src)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "expected.json")
+                .collect(),
+        };
+        for name in names {
+            let bytes = std::fs::read(src.join(&name)).unwrap();
+            let blob = etag(&bytes);
+            std::fs::write(blobs.join(&blob), &bytes).unwrap();
+            let link = snap.join(&name);
+            std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+            let up = "../".repeat(name.matches('/').count() + 2);
+            std::os::unix::fs::symlink(format!("{up}blobs/{blob}"), &link).unwrap();
+        }
+        snap
+    }
+
+    /// Points `refs/{name}` at `sha`, as huggingface_hub writes it (no newline).
+    fn set_ref(&self, repo: &str, name: &str, sha: &str) {
+        let path = self.repo_dir(repo).join("refs").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, sha).unwrap();
+    }
+}
+
+/// Runs the binary with only `vars` among the Hugging Face variables, a `HOME` that holds no
+/// cache, from `cwd` (the repository root by default).
+fn run_in(cwd: Option<&Path>, vars: &[(&str, &Path)], args: &[&str]) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nnlint"));
+    cmd.args(args).env("NO_COLOR", "1").env("HOME", home.path());
+    for v in HF_VARS {
+        cmd.env_remove(v);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.current_dir(cwd.unwrap_or(Path::new(env!("CARGO_MANIFEST_DIR"))));
+    cmd.output().expect("the nnlint binary runs")
+}
+
+fn run(cache: &Cache, args: &[&str]) -> Output {
+    run_in(None, &[("HF_HUB_CACHE", cache.root())], args)
+}
+
+fn json_of(out: &Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        common::stderr(out)
+    );
+    serde_json::from_str(&common::stdout(out)).expect("JSON on standard output")
+}
+
+/// The JSON without the fields that name where the model came from.
+fn numbers(mut v: Value) -> Value {
+    let o = v.as_object_mut().unwrap();
+    o.remove("model");
+    o.remove("source");
+    v
+}
+
+/// The one line of standard error of a run that must fail with exit status 2.
+fn error_line(out: &Output) -> String {
+    let err = common::stderr(out);
+    assert!(!err.contains("panicked"), "nnlint panicked:\n{err}");
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(lines[0].starts_with("nnlint: error: "), "{err}");
+    lines[0].to_string()
+}
+
+fn mem_json(cache: &Cache, model: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["mem", model, "-f", "json"];
+    args.extend(extra);
+    json_of(&run(cache, &args))
+}
+
+fn folder_json(fixture: &str) -> Value {
+    common::run_json(&["mem", &common::fixture(fixture), "-f", "json"])
+}
+
+#[test]
+fn an_id_reads_the_snapshot_as_its_folder() {
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    let want = numbers(folder_json("llm/llama"));
+    let v = mem_json(&c, "org/llama", &[]);
+    assert_eq!(numbers(v.clone()), want);
+    assert_eq!(v["model"], "org/llama@main (snapshot 01234567)");
+    let src = &v["source"];
+    assert_eq!(src["hub_id"], "org/llama");
+    assert_eq!(src["revision"], "main");
+    assert_eq!(src["commit"], SHA);
+    assert_eq!(src["cache_dir"], c.root().display().to_string());
+    assert_eq!(
+        src["snapshot"],
+        c.repo_dir("org/llama")
+            .join("snapshots")
+            .join(SHA)
+            .display()
+            .to_string()
+    );
+    let errors = common::schema_errors("mem.schema.json", &v);
+    assert!(errors.is_empty(), "{errors:?}");
+    // the table names the ID
+    let table = common::stdout(&run(&c, &["mem", "org/llama"]));
+    assert!(
+        table.starts_with("org/llama@main (snapshot 01234567) · batch 1"),
+        "{table}"
+    );
+}
+
+#[test]
+fn revisions_by_at_by_flag_by_sha_and_with_slashes() {
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    c.set_ref("org/llama", "refs/pr/1", SHA);
+    c.set_ref("org/llama", "v1.0", SHA);
+    let want = numbers(folder_json("llm/llama"));
+    for (model, extra) in [
+        ("org/llama@main", &[][..]),
+        ("org/llama@v1.0", &[][..]),
+        ("org/llama@refs/pr/1", &[][..]),
+        ("org/llama", &["--revision", "refs/pr/1"][..]),
+        ("org/llama@v1.0", &["--revision", "v1.0"][..]),
+    ] {
+        let v = mem_json(&c, model, extra);
+        assert_eq!(numbers(v.clone()), want, "{model} {extra:?}");
+        assert_eq!(v["source"]["commit"], SHA, "{model} {extra:?}");
+    }
+    // a commit sha needs no ref
+    let at = format!("org/llama@{SHA}");
+    let v = mem_json(&c, &at, &[]);
+    assert_eq!(numbers(v.clone()), want);
+    assert_eq!(v["model"], at.as_str());
+    let v = mem_json(&c, "org/llama", &["--revision", SHA]);
+    assert_eq!(v["source"]["revision"], SHA);
+    // @ and --revision must agree
+    let e = error_line(&run(&c, &["mem", "org/llama@main", "--revision", "v1.0"]));
+    assert!(
+        e.contains("names revision 'main' and --revision names 'v1.0'"),
+        "{e}"
+    );
+    // a revision the cache lacks names the refs it has
+    let e = error_line(&run(&c, &["mem", "org/llama@v2"]));
+    assert!(e.contains(&format!("org/llama@v2: the Hugging Face cache ({}, from HF_HUB_CACHE) has org/llama but no revision 'v2' (no refs/v2; it has main, refs/pr/1, v1.0)", c.root().display())), "{e}");
+    // a ref to a commit whose snapshot is gone
+    c.set_ref("org/llama", "old", SHA2);
+    let e = error_line(&run(&c, &["mem", "org/llama@old"]));
+    assert!(
+        e.contains(&format!(
+            "refs/old names commit {SHA2}, whose snapshot is not in the Hugging Face cache"
+        )),
+        "{e}"
+    );
+    let e = error_line(&run(&c, &["mem", &format!("org/llama@{SHA2}")]));
+    assert!(
+        e.contains(&format!("has no snapshot {SHA2} of org/llama")),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_cache_root_comes_from_hf_home_xdg_and_home() {
+    let want = numbers(folder_json("llm/llama"));
+    for (var, top, hub) in [
+        ("HF_HOME", "hf", "hf/hub"),
+        ("XDG_CACHE_HOME", "xdg", "xdg/huggingface/hub"),
+        ("HOME", "home", "home/.cache/huggingface/hub"),
+    ] {
+        let base = tempfile::tempdir().unwrap();
+        let c = Cache::new();
+        c.add("org/llama", SHA, "llm/llama", None);
+        c.set_ref("org/llama", "main", SHA);
+        // the same layout, moved to where the variable puts the cache (the links are relative)
+        let root = base.path().join(hub);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::rename(c.repo_dir("org/llama"), root.join("models--org--llama")).unwrap();
+        let top = base.path().join(top);
+        let v = json_of(&run_in(
+            None,
+            &[(var, &top)],
+            &["mem", "org/llama", "-f", "json"],
+        ));
+        assert_eq!(numbers(v.clone()), want, "{var}");
+        assert_eq!(
+            v["source"]["cache_dir"],
+            root.display().to_string(),
+            "{var}"
+        );
+        // and HF_HUB_CACHE wins over it
+        let elsewhere = tempfile::tempdir().unwrap();
+        let e = error_line(&run_in(
+            None,
+            &[(var, &top), ("HF_HUB_CACHE", elsewhere.path())],
+            &["mem", "org/llama"],
+        ));
+        assert!(
+            e.contains(&format!(
+                "not in the Hugging Face cache ({}, from HF_HUB_CACHE)",
+                elsewhere.path().display()
+            )),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_sharded_snapshot_links_into_blobs_and_names_a_missing_shard() {
+    let c = Cache::new();
+    let snap = c.add("org/sharded", SHA, "llm/llama-sharded", None);
+    c.set_ref("org/sharded", "main", SHA);
+    assert_eq!(
+        numbers(mem_json(&c, "org/sharded", &[])),
+        numbers(folder_json("llm/llama-sharded"))
+    );
+    // fit reads the same snapshot, and its JSON says where from
+    let out = run(&c, &["fit", "org/sharded", "--gpu", "T4", "-f", "json"]);
+    let v = json_of(&out);
+    assert_eq!(v["model"], "org/sharded@main (snapshot 01234567)");
+    assert_eq!(v["source"]["commit"], SHA);
+    let errors = common::schema_errors("fit.schema.json", &v);
+    assert!(errors.is_empty(), "{errors:?}");
+    // a snapshot someone stopped downloading
+    std::fs::remove_file(snap.join("model-00003-of-00007.safetensors")).unwrap();
+    let e = error_line(&run(&c, &["mem", "org/sharded"]));
+    assert_eq!(
+        e,
+        format!(
+            "nnlint: error: org/sharded@main: snapshot 01234567 in the Hugging Face cache ({}, from HF_HUB_CACHE) lacks model-00003-of-00007.safetensors; nnlint does not download from the Hub yet (`hf download org/sharded` does)",
+            c.root().display()
+        )
+    );
+    // offline says so instead, from the variable or the flag
+    for (vars, flag) in [
+        (
+            vec![
+                ("HF_HUB_CACHE", c.root()),
+                ("HF_HUB_OFFLINE", Path::new("1")),
+            ],
+            None,
+        ),
+        (vec![("HF_HUB_CACHE", c.root())], Some("--offline")),
+    ] {
+        let mut args = vec!["mem", "org/sharded"];
+        args.extend(flag);
+        let e = error_line(&run_in(None, &vars, &args));
+        assert!(
+            e.ends_with("lacks model-00003-of-00007.safetensors; offline (--offline or HF_HUB_OFFLINE), so the Hub is not asked"),
+            "{e}"
+        );
+    }
+    // a broken link (its blob deleted) is missing too
+    std::fs::remove_dir_all(c.repo_dir("org/sharded").join("blobs")).unwrap();
+    let e = error_line(&run(&c, &["mem", "org/sharded"]));
+    assert!(
+        e.contains("lacks config.json, model.safetensors.index.json"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_link_out_of_the_repo_is_refused() {
+    let c = Cache::new();
+    let snap = c.add(
+        "org/llama",
+        SHA,
+        "llm/llama",
+        Some(&["config.json", "generation_config.json"]),
+    );
+    c.set_ref("org/llama", "main", SHA);
+    let outside = common::testdata().join("llm/llama/model.safetensors");
+    std::os::unix::fs::symlink(&outside, snap.join("model.safetensors")).unwrap();
+    let e = error_line(&run(&c, &["mem", "org/llama"]));
+    assert!(
+        e.contains(
+            "model.safetensors: resolves outside its repo's folder in the Hugging Face cache"
+        ),
+        "{e}"
+    );
+    // a link to another repo's blob leaves the repo too
+    let other = c.add("org/other", SHA, "llm/llama", None);
+    std::fs::remove_file(snap.join("model.safetensors")).unwrap();
+    let target = std::fs::read_link(other.join("model.safetensors")).unwrap();
+    std::os::unix::fs::symlink(
+        Path::new("../../../models--org--other/snapshots")
+            .join(SHA)
+            .join(target),
+        snap.join("model.safetensors"),
+    )
+    .unwrap();
+    let e = error_line(&run(&c, &["mem", "org/llama"]));
+    assert!(e.contains("resolves outside its repo's folder"), "{e}");
+}
+
+#[test]
+fn the_shard_guard_allows_the_repo_folder_only_for_a_snapshot() {
+    let c = Cache::new();
+    let snap = c.add("org/sharded", SHA, "llm/llama-sharded", None);
+    let repo = c.repo_dir("org/sharded");
+    // a plain folder's shards may not leave it, even into blobs/
+    let e = nnlint::load::hf::load(&snap).unwrap_err().to_string();
+    assert!(
+        e.contains("resolves outside the index's directory (through a link)"),
+        "{e}"
+    );
+    let ck = nnlint::load::hf::load_within(&snap, Some(&repo)).unwrap();
+    assert_eq!(ck.weights.shards.len(), 7);
+    // a snapshot's shards may not leave the repo's folder
+    let shard = snap.join("model-00002-of-00007.safetensors");
+    std::fs::remove_file(&shard).unwrap();
+    std::os::unix::fs::symlink(
+        common::testdata().join("llm/llama-sharded/model-00002-of-00007.safetensors"),
+        &shard,
+    )
+    .unwrap();
+    let e = nnlint::load::hf::load_within(&snap, Some(&repo))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("shard 'model-00002-of-00007.safetensors' resolves outside its repo's folder in the Hugging Face cache"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_gguf_file_of_a_repo() {
+    let c = Cache::new();
+    c.add(
+        "org/tiny-GGUF",
+        SHA,
+        "llm/gguf",
+        Some(&["tiny-llama-q4_k_m.gguf"]),
+    );
+    c.set_ref("org/tiny-GGUF", "main", SHA);
+    let want = numbers(common::run_json(&[
+        "mem",
+        &common::fixture("llm/gguf/tiny-llama-q4_k_m.gguf"),
+        "-f",
+        "json",
+    ]));
+    let v = mem_json(&c, "org/tiny-GGUF/tiny-llama-q4_k_m.gguf", &[]);
+    assert_eq!(numbers(v.clone()), want);
+    assert_eq!(
+        v["model"],
+        "org/tiny-GGUF/tiny-llama-q4_k_m.gguf@main (snapshot 01234567)"
+    );
+    assert_eq!(v["source"]["file"], "tiny-llama-q4_k_m.gguf");
+    let v = mem_json(&c, "org/tiny-GGUF/tiny-llama-q4_k_m.gguf@main", &[]);
+    assert_eq!(numbers(v), want);
+    // the repo alone has no config.json, and its GGUF files are named one at a time
+    let e = error_line(&run(&c, &["mem", "org/tiny-GGUF"]));
+    assert!(
+        e.contains("lacks config.json, model.safetensors (or model.safetensors.index.json and its shards); it holds GGUF files: name one, as org/tiny-GGUF/tiny-llama-q4_k_m.gguf"),
+        "{e}"
+    );
+    assert!(!e.contains("hf download"), "{e}");
+    let e = error_line(&run(&c, &["mem", "org/tiny-GGUF/q8_0.gguf"]));
+    assert!(
+        e.contains("lacks q8_0.gguf; nnlint does not download from the Hub yet (`hf download org/tiny-GGUF q8_0.gguf` does)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_path_on_disk_wins_over_an_id() {
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    // a folder ./org/llama holding another checkpoint
+    let cwd = tempfile::tempdir().unwrap();
+    let local = cwd.path().join("org/llama");
+    std::fs::create_dir_all(&local).unwrap();
+    let qwen = common::testdata().join("llm/qwen2");
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(qwen.join(f), local.join(f)).unwrap();
+    }
+    let vars = [("HF_HUB_CACHE", c.root())];
+    let v = json_of(&run_in(
+        Some(cwd.path()),
+        &vars,
+        &["mem", "org/llama", "-f", "json"],
+    ));
+    assert_eq!(v["model"], "org/llama");
+    assert!(v.get("source").is_none());
+    let qwen_params = folder_json("llm/qwen2")["totals"]["params"].clone();
+    assert_eq!(v["totals"]["params"], qwen_params);
+    assert_ne!(
+        qwen_params,
+        folder_json("llm/llama")["totals"]["params"],
+        "the two fixtures differ"
+    );
+    // --revision on a path is refused rather than ignored
+    let e = error_line(&run_in(
+        Some(cwd.path()),
+        &vars,
+        &["mem", "org/llama", "--revision", "main"],
+    ));
+    assert!(e.contains("is a path on disk"), "{e}");
+}
+
+#[test]
+fn malformed_and_hostile_ids_are_one_line() {
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    for (arg, why) in [
+        ("x/y/z", "'z' is not a .gguf file"),
+        ("a--b/c", "holds '--' or '..'"),
+        ("org/-llama", "starts or ends with '-' or '.'"),
+        ("org/llama@", "the revision after '@' is empty"),
+        ("org/llama@../../../etc", "starting with '.'"),
+        ("org/llama@refs/../../x", "starting with '.'"),
+        ("org/llama/../../x.gguf", "'..' part"),
+        ("org/llama@a b", "holds ' '"),
+        ("org/lla ma", "holds ' '"),
+        ("org/llama.git", "cannot end in '.git'"),
+    ] {
+        let e = error_line(&run(&c, &["mem", arg]));
+        assert!(
+            e.starts_with(&format!("nnlint: error: {arg}: is neither a file nor a directory, nor a Hub ID (org/name[@revision], org/name/file.gguf): ")),
+            "{arg}: {e}"
+        );
+        assert!(e.contains(why), "{arg}: {e}");
+    }
+    let long = format!("org/{}", "a".repeat(97));
+    let e = error_line(&run(&c, &["mem", &long]));
+    assert!(e.contains("97 characters long"), "{e}");
+    let e = error_line(&run(&c, &["mem", "org/llama", "--revision", "../main"]));
+    assert!(e.contains("--revision: "), "{e}");
+    // a ref that holds a path is an error, never followed
+    c.set_ref("org/llama", "evil", "../../../../etc");
+    let e = error_line(&run(&c, &["mem", "org/llama@evil"]));
+    assert!(
+        e.contains("refs/evil: holds '../../../../etc', not a commit sha"),
+        "{e}"
+    );
+    // a missing file stays a missing file
+    let e = error_line(&run(&c, &["mem", "testdata/missing.onnx"]));
+    assert!(e.contains("testdata/missing.onnx: No such file"), "{e}");
+    // a typo beside a folder of that name is said as a path first
+    let e = error_line(&run(&c, &["mem", "testdata/nothere"]));
+    assert!(
+        e.starts_with("nnlint: error: testdata/nothere: no such file or directory; as a Hub ID, testdata/nothere@main: not in the Hugging Face cache"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_id_not_in_the_cache_names_the_cache() {
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    let e = error_line(&run(&c, &["mem", "Qwen/Qwen3-32B"]));
+    assert_eq!(
+        e,
+        format!(
+            "nnlint: error: Qwen/Qwen3-32B@main: not in the Hugging Face cache ({}, from HF_HUB_CACHE); nnlint does not download from the Hub yet (`hf download Qwen/Qwen3-32B` does)",
+            c.root().display()
+        )
+    );
+    // a different case or a close spelling is a typo
+    for typo in ["Org/llama", "org/lama"] {
+        let e = error_line(&run(&c, &["mem", typo]));
+        assert!(e.ends_with(": did you mean 'org/llama'?"), "{e}");
+    }
+    // the default cache, under HOME
+    let home = tempfile::tempdir().unwrap();
+    let e = error_line(&run_in(
+        None,
+        &[("HOME", home.path())],
+        &["fit", "a/b@v1", "--gpu", "T4"],
+    ));
+    assert!(
+        e.contains(&format!(
+            "a/b@v1: not in the Hugging Face cache ({}); nnlint does not download from the Hub yet (`hf download a/b --revision v1` does)",
+            home.path().join(".cache/huggingface/hub").display()
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn fit_report_and_lint_take_ids() {
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    let out = run(&c, &["fit", "org/llama", "--gpu", "T4"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(
+        common::stdout(&out).starts_with("org/llama@main (snapshot 01234567) on T4"),
+        "{}",
+        common::stdout(&out)
+    );
+    // the page is written to the working directory, named after the repo
+    let cwd = tempfile::tempdir().unwrap();
+    let out = run_in(
+        Some(cwd.path()),
+        &[("HF_HUB_CACHE", c.root())],
+        &["report", "org/llama"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let page = std::fs::read_to_string(cwd.path().join("llama-report.html")).unwrap();
+    assert!(page.contains("org/llama@main (snapshot 01234567)"));
+    // lint needs a graph, and says so naming the ID
+    let out = run(&c, &["lint", "org/llama"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("nnlint: error: org/llama@main (snapshot 01234567): is a language-model checkpoint: lint needs an ONNX graph"),
+        "{err}"
+    );
+}
