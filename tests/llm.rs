@@ -55,6 +55,7 @@ const FAMILIES: &[&str] = &[
     "gpt_oss",
     "ernie4_5_moe",
     "glm4_moe",
+    "olmoe",
 ];
 
 /// Hybrids whose token mixers are on the tape (LFM2's short convolution, Mamba-2's scan): their
@@ -312,6 +313,7 @@ fn moe_active_parameters_match_the_hand_count() {
 
 /// The MoE / MLA families whose parameters and cache are checked.
 const MOE_FAMILIES: &[&str] = &[
+    "olmoe",
     "deepseek_v3",
     "deepseek_v3_noqlora",
     "glm4_moe",
@@ -2579,4 +2581,29 @@ fn the_backward_peak_at_full_size() {
             "dropout {dropout} B={b} S={s}: nnlint {got}, PyTorch {want}"
         );
     }
+}
+
+/// OLMoE's `clip_qkv` clamps q, k and v in place, and autograd keeps one tensor of each: measured
+/// with PyTorch on `OlmoeConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+/// num_key_value_heads=4, vocab_size=128, intermediate_size=32, num_experts=4,
+/// num_experts_per_tok=2)`, batch 2 × 24, sdpa, fp32, full training: 617,700 saved bytes without
+/// it, 691,428 with `clip_qkv=8.0` (unique storages under saved-tensor hooks, parameters left
+/// out): 73,728 = 2 layers × 3 × 48 tokens × 64 × 4 bytes.
+#[test]
+fn olmoe_clip_qkv_keeps_q_k_and_v() {
+    let cfg = |clip: Value| {
+        serde_json::json!({
+            "model_type": "olmoe", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 128,
+            "intermediate_size": 32, "num_experts": 4, "num_experts_per_tok": 2,
+            "clip_qkv": clip
+        })
+    };
+    let saved = |c: Value| {
+        let a = arch::from_config(&c).unwrap().unwrap();
+        let st = step(&serde_json::json!({"prec": "fp32", "attn": "sdpa"}), 2, 24);
+        forward::training_forward(&a, &st).saved.activation
+    };
+    let (without, with) = (saved(cfg(Value::Null)), saved(cfg(serde_json::json!(8.0))));
+    assert_eq!(with - without, 691_428 - 617_700);
 }

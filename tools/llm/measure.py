@@ -351,6 +351,13 @@ NEW_FAMILIES: dict[str, dict] = {
                                             "moe_num_experts", "moe_k", "moe_num_shared_experts"],
                          why="ERNIE-4.5 MoE: block 0 dense, blocks 1-2 MoE (4 experts top-2, softmax router, "
                              "e_score_correction_bias, 1 shared expert of moe_intermediate*1), tied"),
+    "olmoe": dict(model_type="olmoe", head="causal", dtype="bfloat16",
+                  config=dict(DEC, num_hidden_layers=2, num_key_value_heads=4, intermediate_size=32, num_experts=4,
+                              num_experts_per_tok=2, norm_topk_prob=False, pad_token_id=0, eos_token_id=1,
+                              tie_word_embeddings=False),
+                  layer_kind_fields=["num_experts", "num_experts_per_tok", "norm_topk_prob", "clip_qkv"],
+                  why="OLMoE: q_norm/k_norm over the whole projection, 4 experts top-2 in every block, softmax "
+                      "router not renormalised (norm_topk_prob False), experts of intermediate_size"),
     "llama4_text": dict(model_type="llama4_text", head="causal", dtype="bfloat16",
                         config=dict(DEC, num_hidden_layers=4, head_dim=8, intermediate_size=32,
                                     intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,

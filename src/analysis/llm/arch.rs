@@ -357,6 +357,8 @@ pub struct Arch {
     pub fused_gate_up: bool,
     /// The norm on q and k (Qwen3 and Gemma 3: per head).
     pub qk_norm: QkNorm,
+    /// q, k and v clamped in place after their norms (OLMoE's `clip_qkv`).
+    pub clip_qkv: bool,
     /// Where the blocks' norms sit (Llama: before each mixer).
     pub norms: NormPlace,
     /// Embeddings scaled by sqrt(hidden) (Gemma).
@@ -1022,6 +1024,7 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
         },
         fused_qkv: mt == "phi3",
         fused_gate_up: mt == "phi3",
+        clip_qkv: false,
         qk_norm: if matches!(mt, "qwen3" | "qwen3_moe" | "gemma3_text" | "gemma3") {
             QkNorm::Head
         } else {

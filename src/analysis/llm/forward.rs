@@ -870,6 +870,17 @@ impl Run<'_> {
         };
         let q = self.qk_norm(q, q_dim);
         let k = self.qk_norm(k, kv_dim);
+        // OLMoE's clip_qkv: clamp_ in place keeps what it clamps (measured: one q-, k- and
+        // v-sized tensor a layer)
+        let (q, k, v) = if a.clip_qkv {
+            (
+                self.t.keeps_input(q),
+                self.t.keeps_input(k),
+                self.t.keeps_input(v),
+            )
+        } else {
+            (q, k, v)
+        };
         let (mut q, mut k) = match cs {
             Some(cs) => (self.rope(q, at.heads, cs), self.rope(k, at.kv_heads, cs)),
             None => (q, k),

@@ -21,6 +21,7 @@ mod llama4;
 mod mamba2;
 mod nemotron_h;
 mod olmo2;
+mod olmoe;
 mod qwen3_5;
 mod qwen3_next;
 mod qwen_vl;
@@ -58,6 +59,7 @@ pub const FAMILIES: &[(&str, Build)] = &[
     ("glm4_moe", glm4_moe::build),
     ("gpt_oss", gpt_oss::build),
     ("ernie4_5_moe", ernie4_5_moe::build),
+    ("olmoe", olmoe::build),
 ];
 
 /// A GGUF file's metadata and tensors, as a family's [`GgufFill`] reads them: llama.cpp's keys
