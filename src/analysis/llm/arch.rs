@@ -834,11 +834,16 @@ pub fn decoder(outer: &Value, c: &Value, model_type: &str) -> Result<Arch, Confi
     let sliding_window = uint(c, &["sliding_window"])?.filter(|&w| w > 0);
     let sliding = sliding_layers(c, mt, layers, sliding_window)?;
     let moe = match mt {
-        "mixtral" => Some(Moe::new(
-            need(c, &["num_local_experts"])?,
-            need(c, &["num_experts_per_tok"])?,
-            intermediate,
-        )),
+        "mixtral" => {
+            let mut m = Moe::new(
+                need(c, &["num_local_experts"])?,
+                need(c, &["num_experts_per_tok"])?,
+                intermediate,
+            );
+            // transformers 5's MixtralTopKRouter holds a bare weight, not an nn.Linear
+            m.router_linear = false;
+            Some(m)
+        }
         "qwen2_moe" | "qwen3_moe" => {
             // transformers 5 saves `num_experts` as `num_local_experts` (its attribute map)
             let mut m = Moe::new(

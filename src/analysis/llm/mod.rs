@@ -747,6 +747,31 @@ fn numerics(c: &TrainConfig, qlora: bool) -> Numerics {
     }
 }
 
+/// Block parameters QLoRA leaves unquantized: transformers 5 keeps a mixture of experts' routed
+/// experts as 3-D parameters of one module (`gate_up_proj`, `down_proj`) and its router's weight
+/// as a bare parameter where the router is not an `nn.Linear`, and bitsandbytes converts
+/// `nn.Linear` (and GPT-2's `Conv1D`) modules only.
+fn bnb_skips(a: &Arch) -> u64 {
+    let Some(m) = a.moe.as_ref() else {
+        return 0;
+    };
+    let per_expert = if a.gated {
+        m.params_per_expert(a.hidden)
+    } else {
+        2u64.saturating_mul(a.hidden)
+            .saturating_mul(m.expert_intermediate)
+    };
+    let router = if m.router_linear {
+        0
+    } else {
+        m.experts
+            .saturating_mul(a.hidden)
+            .saturating_add(if m.router_bias { m.experts } else { 0 })
+    };
+    m.moe_layers
+        .saturating_mul(m.experts.saturating_mul(per_expert).saturating_add(router))
+}
+
 /// Bytes of the NF4 base of QLoRA per parameter of a quantized linear layer: 4 bits, an 8-bit
 /// absmax per block of 64 and an fp32 scale per 256 blocks (double quantization).
 fn nf4_bytes(params: u64) -> u64 {
@@ -919,8 +944,17 @@ pub fn training_step(
                 ));
             }
             let base = if o.qlora {
-                nf4_bytes(linear_params)
-                    .saturating_add((params - linear_params.min(params)).saturating_mul(2))
+                // bitsandbytes replaces nn.Linear modules only (transformers 5's
+                // `replace_with_bnb_linear`): the fused expert stacks and bare router weights
+                // stay in bf16 (measured on the MoE fixtures)
+                let nf4 = linear_params.saturating_sub(bnb_skips(a));
+                if a.moe.is_some() {
+                    notes.push(format!(
+                        "QLoRA: bitsandbytes quantizes the nn.Linear layers ({nf4} parameters); the fused expert stacks and the router weights ({} parameters) stay in bf16, as transformers 5 loads them",
+                        linear_params.min(bnb_skips(a))
+                    ));
+                }
+                nf4_bytes(nf4).saturating_add((params - nf4.min(params)).saturating_mul(2))
             } else {
                 params.saturating_mul(elem)
             };
