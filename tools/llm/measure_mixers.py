@@ -20,7 +20,12 @@ sequences (S <= chunk) with B = 1 and B > 1; and on variant configs per family (
 chunk, groups, conv kernel all distinct; Mamba-2 also with one group, DeltaNet also with key heads = value heads),
 random-init and saved to a temporary folder, never to testdata. Scenarios: measure.py's (sdpa_* as eager_* where
 the model has no SDPA) and sdpa_fp32_frozen_but_embeddings (every parameter frozen but the input embedding: a frozen
-mixer whose input requires grad, the case of a mixer downstream of a LoRA adapter).
+mixer whose input requires grad, the case of a mixer downstream of a LoRA adapter); the same three (LoRA q/v,
+all-linear, frozen but embeddings) on a bf16 base (sdpa_bf16_*) and under bf16 autocast (sdpa_autocast_*).
+
+--expected adds EXPECTED_SCENARIOS (LoRA on a bf16 base and under bf16 autocast) to testdata/llm/<family>/expected.json
+as measure.py would record them (measure.measure_scenario at measure.TRAIN_POINTS), leaving the rest of the file as is:
+    python tools/llm/measure_mixers.py --expected [--only qwen3_next] [--scenarios sdpa_bf16_lora_qv]
 
 The closed forms, per mixer kind and scenario as functions of B, S and the config, exist twice: mixer_terms (the
 list of tensors, with shapes and dtypes) and FORMULA_EXPR (the sums in symbols); both are evaluated at every
@@ -62,10 +67,30 @@ MIXER_CLASSES = {
 FAMILY_NAMES = ["mamba2", "granitemoehybrid", "nemotron_h", "falcon_h1", "lfm2", "qwen3_next", "qwen3_5_text"]
 SCENARIO_NAMES = ["sdpa_fp32", "eager_fp32", "sdpa_autocast_bf16", "sdpa_bf16_weights", "sdpa_fp32_padded",
                   "sdpa_fp32_gc", "sdpa_fp32_gc_reentrant", "sdpa_fp32_lora_qv", "sdpa_fp32_lora_all_linear",
-                  "sdpa_fp32_frozen_but_embeddings"]
+                  "sdpa_fp32_frozen_but_embeddings", "sdpa_bf16_lora_qv", "sdpa_bf16_lora_all_linear",
+                  "sdpa_bf16_frozen_but_embeddings", "sdpa_autocast_lora_qv", "sdpa_autocast_lora_all_linear",
+                  "sdpa_autocast_frozen_but_embeddings"]
 # not a measure.py scenario: every parameter frozen but the input embedding, so every mixer is frozen while its
 # input requires grad (the case of a mixer downstream of a LoRA adapter that has none itself)
-EXTRA_SCENARIOS = {"sdpa_fp32_frozen_but_embeddings": dict(attn="sdpa", prec="fp32", freeze="except_embeddings")}
+EXTRA_SCENARIOS = {"sdpa_fp32_frozen_but_embeddings": dict(attn="sdpa", prec="fp32", freeze="except_embeddings"),
+                   # LoRA on a bf16 base (model loaded in bf16; peft keeps the adapters fp32)
+                   "sdpa_bf16_lora_qv": dict(attn="sdpa", prec="bf16_weights", lora="qv"),
+                   "sdpa_bf16_lora_all_linear": dict(attn="sdpa", prec="bf16_weights", lora="all-linear"),
+                   "sdpa_bf16_frozen_but_embeddings": dict(attn="sdpa", prec="bf16_weights",
+                                                           freeze="except_embeddings"),
+                   # LoRA on an fp32 base under bf16 autocast
+                   "sdpa_autocast_lora_qv": dict(attn="sdpa", prec="autocast_bf16", lora="qv"),
+                   "sdpa_autocast_lora_all_linear": dict(attn="sdpa", prec="autocast_bf16", lora="all-linear"),
+                   "sdpa_autocast_frozen_but_embeddings": dict(attn="sdpa", prec="autocast_bf16",
+                                                               freeze="except_embeddings"),
+                   # DeltaNet: an adapter on one in-projection only (Qwen3-Next's in_proj_qkvz, Qwen3.5's
+                   # in_proj_qkv), the first mixer's input without a gradient. Measured on request (--scenarios),
+                   # not by default: no closed form yet (the gates and z then need no gradient, so the scan keeps
+                   # less), nnlint reports that mixer's count as a lower bound
+                   "sdpa_fp32_lora_in_proj_part": dict(attn="sdpa", prec="fp32", lora="qv",
+                                                       lora_targets=["in_proj_qkvz", "in_proj_qkv"]),
+                   "sdpa_bf16_lora_in_proj_part": dict(attn="sdpa", prec="bf16_weights", lora="qv",
+                                                       lora_targets=["in_proj_qkvz", "in_proj_qkv"])}
 # extra (B, S) beyond measure.TRAIN_POINTS (Mamba-2 fixtures: chunk 16; DeltaNet: torch_chunk_gated_delta_rule's
 # default chunk 64): S not a multiple of the chunk and longer than one chunk, exact multiples, one chunk only
 EXTRA_POINTS = {
@@ -146,8 +171,17 @@ def measure_point(folder, spec, cfg, sc, B, S, want_detail=True):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
     lora = wrapped = None
     if sc.get("lora"):
-        model, targets, wrapped = MI.apply_lora(model, spec, sc["lora"])
+        model, targets, wrapped = MI.apply_lora(model, dict(spec, lora_qv_targets=sc["lora_targets"])
+                                                if sc.get("lora_targets") else spec, sc["lora"])
         lora = {"target_modules": targets, "wrapped_modules": len(wrapped)}
+        if sc["prec"] == "autocast_bf16":
+            # peft zero-initialises lora_B: its bf16 autocast copy would equal, value for value, any zero activation
+            # of its size (DeltaNet's zero initial state cast to bf16) and take it for a weight copy below. The
+            # values change no saved tensor's size: make them non-zero so the classification is unambiguous
+            with torch.no_grad():
+                for n, p in model.named_parameters():
+                    if "lora_B" in n:
+                        p.uniform_(0.5, 1.0)
     if sc.get("freeze") == "except_embeddings":
         for p in model.parameters():
             p.requires_grad_(False)
@@ -328,10 +362,12 @@ def scenario_key(sc):
     """Which formula a measure.py scenario takes."""
     if sc.get("gc"):
         return "gc"
+    # LoRA / frozen on a bf16 base or under bf16 autocast
+    half = {"bf16_weights": "bf16_", "autocast_bf16": "autocast_"}.get(sc["prec"], "")
     if sc.get("lora"):
-        return "lora"
+        return half + "lora"
     if sc.get("freeze"):
-        return "frozen"
+        return half + "frozen"
     return {"fp32": "fp32", "autocast_bf16": "autocast_bf16", "bf16_weights": "bf16_weights"}[sc["prec"]]
 
 
@@ -377,6 +413,8 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
             sn, sc["attn"] = sn.replace("sdpa_", "eager_"), "eager"
         if sn in res["scenarios"]:
             continue
+        if kind and FORMULA_EXPR[kind].get(symbolic_key(scenario_key(sc))) == "None":
+            continue  # not measured for this mixer kind (LFM2's short convolution under LoRA in half precision)
         entry = res["scenarios"][sn] = {"config": sc, "formula_key": scenario_key(sc), "runs": []}
         for which, fol, c in sets:
             if kind is None:
@@ -429,17 +467,18 @@ def run_family(name, tmp, scenarios, variant=True, log=print):
         summary[sn] = ({"points": sum(1 for r in entry["runs"] if "check" in r), "mixer_layers_checked": len(ratios),
                         "symbolic_equals_terms": all("symbolic_formula_differs" not in c for r in entry["runs"]
                                                      if "check" in r for c in r["check"]),
-                        "min_ratio": min(ratios),
-                        "max_ratio": max(ratios)} if ratios else {}) | ({"error": errors[0]} if errors else {})
+                        "min_ratio": min(ratios, key=lambda x: -1 if x is None else x),
+                        "max_ratio": max(ratios, key=lambda x: math.inf if x is None else x)}
+                       if ratios else {}) | ({"error": errors[0]} if errors else {})
         first = next((r for r in entry["runs"] if r["config"] == "fixture" and "check" in r), None)
         if first:
             j = next((k for k, m in enumerate(first["mixer_bytes"]) if m), 0)
             i = first["mixer_layers"][j]
             pm = first.get("lora", {}).get("per_mixer_layer", {})
             key = entry["formula_key"]
-            regime = key if key in ("autocast_bf16", "bf16_weights") else "fp32"
+            regime, base = split_key(key)
             terms = [] if key == "gc" else mixer_terms(kind, res["dims"]["fixture"], regime,
-                                                       formula_context(key, pm.get(i)), first["batch"], first["seq"])
+                                                       formula_context(base, pm.get(i)), first["batch"], first["seq"])
             entry["formula_terms"] = {"point": {"batch": first["batch"], "seq": first["seq"], "layer": i},
                                       "columns": ["what", "shape", "dtype", "bytes"], "terms": [list(t) for t in terms],
                                       "total": sum(t[3] for t in terms)}
@@ -491,15 +530,21 @@ def mamba2_terms(dm, regime, ctx, B, S):
     lin = "f32" if regime == "fp32" else "bf16"  # linear/conv outputs
     mm = "bf16" if regime == "autocast_bf16" else "f32"  # the scan's einsum (bmm) operands and outputs
     tr, lora = ctx["trainable"], set(ctx["lora"])
+    # LoRA on a bf16 base: the frozen base linear keeps nothing; peft's fp32 adapter keeps an fp32 copy of its input
+    half = regime == "bf16_weights" and not tr
+    la = "bf16" if regime == "autocast_bf16" else "f32"  # lora_A's output (its fp32 weight under autocast: bf16)
     out = []
     body = ctx["input_grad"] or "in_proj" in lora
     if not body:  # nothing upstream requires grad: only an adapter on out_proj would keep something
-        _t(out, "out_proj input (gated-norm output)", (B, S, I), lin, "out_proj" in lora)
-        _t(out, "out_proj lora_A output (saved by lora_B)", (B, S, r), "f32", "out_proj" in lora)
+        _t(out, "out_proj input (gated-norm output" + (", fp32 copy for lora_A)" if half else ")"), (B, S, I),
+           "f32" if half else lin, "out_proj" in lora)
+        _t(out, "out_proj lora_A output (saved by lora_B)", (B, S, r), la, "out_proj" in lora)
         return out
     _t(out, "in_proj input x" + (" (x * ssm_in_multiplier)" if falcon else " (the mixer's input)")
-       + (", bf16 autocast copy" if regime == "autocast_bf16" else ""), (B, S, d), lin, tr or "in_proj" in lora)
-    _t(out, "in_proj lora_A output (saved by lora_B)", (B, S, r), "f32", "in_proj" in lora)
+       + (", bf16 autocast copy" if regime == "autocast_bf16" else ""), (B, S, d), lin,
+       tr or ("in_proj" in lora and not half))
+    _t(out, "in_proj input x, fp32 copy for lora_A (bf16 base)", (B, S, d), "f32", half and "in_proj" in lora)
+    _t(out, "in_proj lora_A output (saved by lora_B)", (B, S, r), la, "in_proj" in lora)
     zx = "in_proj output zxbcdt" + (" * mup_vector" if falcon else "")
     if regime == "fp32":
         _t(out, zx + " (conv1d input view + gate view for silu)", (B, S, W), "f32")
@@ -527,7 +572,7 @@ def mamba2_terms(dm, regime, ctx, B, S):
         _t(out, "dt + dt_bias (softplus input)", (B, S, H), "bf16")
         _t(out, "softplus(dt) (clamp input)", (B, S, H), "bf16")
         _t(out, "dt[...,None].float() (saved by x*dt)", (B, S, H), "f32")
-        _t(out, "dt.float() (saved by A*dt)", (B, S, H), "f32")
+        _t(out, "dt.float() (saved by A*dt; not when A_log is frozen)", (B, S, H), "f32", tr)
     _t(out, "A = -exp(A_log) (saved by A*dt)", (H,), "f32")
     _t(out, "exp(A_log) result", (H,), "f32", tr)
     _t(out, "pad(x) (saved by D*pad(x), D_residual)", (B, T, H, P), "f32", tr)
@@ -569,8 +614,9 @@ def mamba2_terms(dm, regime, ctx, B, S):
         _t(out, "rsqrt(var + eps)", (B, S, G), "f32")
         _t(out, "normalized (saved by weight*...)", (B, S, I), "f32", tr)
     _t(out, "out_proj input (gated-norm output" + (", cast to the weights' dtype)" if regime != "fp32" else ")"),
-       (B, S, I), lin, tr or "out_proj" in lora)
-    _t(out, "out_proj lora_A output (saved by lora_B)", (B, S, r), "f32", "out_proj" in lora)
+       (B, S, I), lin, tr or ("out_proj" in lora and not half))
+    _t(out, "out_proj input, fp32 copy for lora_A (bf16 base)", (B, S, I), "f32", half and "out_proj" in lora)
+    _t(out, "out_proj lora_A output (saved by lora_B)", (B, S, r), la, "out_proj" in lora)
     _t(out, "segment_sum masks ~tril (masked_fill, x2)", (2, Q, Q), "bool")
     _t(out, "segment_sum masks over chunks (x2)", (2, C + 1, C + 1), "bool")
     return out
@@ -587,21 +633,28 @@ def deltanet_terms(dm, regime, ctx, B, S):
     ac = regime == "autocast_bf16"
     tr, lora = ctx["trainable"], set(ctx["lora"])
     ins = ["in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"] if split else ["in_proj_qkvz", "in_proj_ba"]
+    # LoRA on a bf16 base: the frozen base linears keep nothing; each fp32 adapter keeps its own fp32 input copy
+    half = regime == "bf16_weights" and not tr
+    la = "bf16" if ac else "f32"  # lora_A's output (its fp32 weight under autocast: bf16)
     out = []
     body = ctx["input_grad"] or set(ins) <= lora
     if not body:
-        _t(out, "out_proj input (gated-norm output)", (B, S, Hv * Dv), lin, "out_proj" in lora)
-        _t(out, "out_proj lora_A output", (B, S, r), "f32", "out_proj" in lora)
+        _t(out, "out_proj input (gated-norm output" + (", fp32 copy for lora_A)" if half else ")"),
+           (B, S, Hv * Dv), "f32" if half else lin, "out_proj" in lora)
+        _t(out, "out_proj lora_A output", (B, S, r), la, "out_proj" in lora)
         return out
     keep_x = [n for n in ins if tr or n in lora]
     if ac:  # autocast casts x once per linear
         for n in keep_x:
             _t(out, f"{n} input x, bf16 autocast copy", (B, S, d), "bf16")
+    elif half:
+        for n in keep_x:
+            _t(out, f"{n} input x, fp32 copy for lora_A (bf16 base)", (B, S, d), "f32")
     else:
         _t(out, "in-projections' input x (the mixer's input, one storage for all of them)", (B, S, d), lin,
            bool(keep_x))
     for n in ins:
-        _t(out, f"{n} lora_A output", (B, S, r), "f32", n in lora)
+        _t(out, f"{n} lora_A output", (B, S, r), la, n in lora)
     _t(out, "conv1d input: cat(q,k,v)" + (", autocast bf16 copy" if ac else ""), (B, CD, S), lin)
     _t(out, "conv1d output, padded by K-1 (silu input)", (B, CD, S + K - 1), lin)
     _t(out, "beta = sigmoid(b) result", (B, S, Hv), lin)
@@ -671,8 +724,9 @@ def deltanet_terms(dm, regime, ctx, B, S):
         _t(out, "z.reshape(-1, Dv) copy (silu input)", (B, S, Hv, Dv), "f32")
     _t(out, "weight * normalized (saved by *silu(z))", (B, S, Hv, Dv), "f32" if regime != "bf16_weights" else "bf16")
     _t(out, "silu(z)", (B, S, Hv, Dv), "f32")
-    _t(out, "out_proj input (gated-norm output)", (B, S, Hv * Dv), lin, tr or "out_proj" in lora)
-    _t(out, "out_proj lora_A output", (B, S, r), "f32", "out_proj" in lora)
+    _t(out, "out_proj input (gated-norm output)", (B, S, Hv * Dv), lin, tr or ("out_proj" in lora and not half))
+    _t(out, "out_proj input, fp32 copy for lora_A (bf16 base)", (B, S, Hv * Dv), "f32", half and "out_proj" in lora)
+    _t(out, "out_proj lora_A output", (B, S, r), la, "out_proj" in lora)
     return out
 
 
@@ -711,8 +765,19 @@ def mixer_formula(kind, dims, key, B, S, ctx):
     padded scenario; gc is 0: a checkpointed layer keeps only its input, packed outside the mixer)."""
     if key == "gc":
         return 0
-    regime = key if key in ("autocast_bf16", "bf16_weights") else "fp32"
-    return sum(t[3] for t in mixer_terms(kind, dims, regime, formula_context(key, ctx), B, S))
+    regime, base = split_key(key)
+    return sum(t[3] for t in mixer_terms(kind, dims, regime, formula_context(base, ctx), B, S))
+
+
+def split_key(key):
+    """(regime, context key) of a formula key: bf16_lora / bf16_frozen are LoRA / frozen on a bf16 base."""
+    if key in ("bf16_lora", "bf16_frozen"):
+        return "bf16_weights", key[len("bf16_"):]
+    if key in ("autocast_lora", "autocast_frozen"):
+        return "autocast_bf16", key[len("autocast_"):]
+    if key in ("autocast_bf16", "bf16_weights"):
+        return key, key
+    return "fp32", key
 
 
 METHOD = {
@@ -742,8 +807,11 @@ METHOD = {
     "scenarios": "measure.py's (sdpa_* run as eager_* where the model has no SDPA: mamba2) and "
                  "sdpa_fp32_frozen_but_embeddings (not in measure.py: every parameter frozen but the input "
                  "embedding, so every mixer is frozen while its input requires grad: the case of a mixer downstream "
-                 "of a LoRA adapter that has none itself). LoRA runs record, per mixer layer, the mixer's wrapped "
-                 "linears and whether an adapter lies upstream (input_requires_grad).",
+                 "of a LoRA adapter that has none itself); sdpa_bf16_* and sdpa_autocast_*: LoRA q/v, all-linear "
+                 "and frozen-but-embeddings on a bf16 base (peft's adapters fp32) and on an fp32 base under bf16 "
+                 "autocast (lora_B made non-zero there: a zero lora_B's bf16 copy would equal any zero activation "
+                 "of its size and be classified as a weight copy). LoRA runs record, per mixer layer, the mixer's "
+                 "wrapped linears and whether an adapter lies upstream (input_requires_grad).",
 }
 
 
@@ -773,40 +841,65 @@ _D_Z = "(B*S*(2*Hk*Dk + 2*V) if (fused and Hk == Hv) else B*S*V)"
 _D_FP32 = (f"4*(B*S*d + B*CD*S + B*CD*(S+K-1) + 3*B*S*Hv + 2*Hv + {_D_QK} + 2*B*Hv*S + 4*B*Hv*T*Dk + 3*B*Hv*T*Dv "
            f"+ B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv + {_D_STRIDED} + 4*B*S*V + {_D_Z} + B*S*Hv "
            f"+ B*S*V) + Q**2")
+_M_BF16 = (f"2*B*S*d + 2*B*S*W + 4*B*S*I + 2*B*CD*(S+K-1) + 4*B*S*I + 12*B*S*H + 8*H + "
+           f"4*({_M_SCAN} + 3*B*S*I + B*S*G) + 2*B*S*I + 2*Q**2 + 2*(C+1)**2 + {_M_ONE_CHUNK}")
+_D_BF16 = ("2*B*S*d + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S "
+           "+ 4*(4*B*Hv*T*Dk + 3*B*Hv*T*Dv + B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv "
+           "+ iv(C > 1)*2*B*Hv*T*Dk) + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 4*B*S*V + 2*B*S*V + 4*B*S*V "
+           "+ 2*B*S*V + Q**2")
+_M_AC = ("2*B*S*d + 2*B*CD*S + 8*B*S*I + 2*B*CD*(S+K-1) + 12*B*S*H + 8*H + 4*B*T*I + 4*B*H*T*Q "
+         "+ 2*B*H*T*Q + 8*B*H*T + 4*B*T*H*N + 2*B*T*I + 6*B*H*(C+1)**2 + 2*(4*B*T*H*N + 2*B*T*H*P "
+         "+ B*H*T*Q + B*H*(C+1)*P*N + B*C*H*P*N) + 4*B*T*I + 4*(3*B*S*I + B*S*G) + 2*B*S*I "
+         "+ 2*Q**2 + 2*(C+1)**2 + iv(C == 1)*2*B*H*P*N + iv(falcon)*(4*B*S*W + 4*B*S*CD - 8*B*S*I)")
+_D_AC = ("2*B*S*d*n_in + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk "
+         "+ 8*B*Hv*S + 4*(3*B*Hv*T*Dk + B*Hv*T*Dv + B*Hv*T) + 8*B*Hv*T*Q + 6*B*Hv*T*Q "
+         "+ 4*(3*B*Hv*T + B*Hv*C) + 4*(B*Hv*T*Dv + B*Hv*T*Dk) + 8*B*Hv*T*Dk + 4*C*B*Hv*Dk*Dv "
+         "+ 2*(2*C-1)*B*Hv*Q*Dv + 6*(C-1)*B*Hv*Q*Dk + 4*(C-1)*B*Hv*Dk*Dv + 4*B*S*V + 4*B*S*Hv "
+         "+ 2*B*S*V + 12*B*S*V + 2*B*S*V + Q**2")
 FORMULA_EXPR = {
     "mamba2": {
         "fp32": _M_FP32,
-        "bf16_weights": (f"2*B*S*d + 2*B*S*W + 4*B*S*I + 2*B*CD*(S+K-1) + 4*B*S*I + 12*B*S*H + 8*H + "
-                         f"4*({_M_SCAN} + 3*B*S*I + B*S*G) + 2*B*S*I + 2*Q**2 + 2*(C+1)**2 + {_M_ONE_CHUNK}"),
-        "autocast_bf16": ("2*B*S*d + 2*B*CD*S + 8*B*S*I + 2*B*CD*(S+K-1) + 12*B*S*H + 8*H + 4*B*T*I + 4*B*H*T*Q "
-                          "+ 2*B*H*T*Q + 8*B*H*T + 4*B*T*H*N + 2*B*T*I + 6*B*H*(C+1)**2 + 2*(4*B*T*H*N + 2*B*T*H*P "
-                          "+ B*H*T*Q + B*H*(C+1)*P*N + B*C*H*P*N) + 4*B*T*I + 4*(3*B*S*I + B*S*G) + 2*B*S*I "
-                          "+ 2*Q**2 + 2*(C+1)**2 + iv(C == 1)*2*B*H*P*N + iv(falcon)*(4*B*S*W + 4*B*S*CD - 8*B*S*I)"),
+        "bf16_weights": _M_BF16,
+        "autocast_bf16": _M_AC,
         "lora_or_frozen": (f"iv(input_grad or in_wrapped)*({_M_FP32} - iv(not in_wrapped)*4*B*S*d - 4*H - 4*B*T*I "
                            f"- 4*B*S*I - iv(not out_wrapped)*4*B*S*I + 4*B*S*r*wrapped) "
                            f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*I + 4*B*S*r)"),
+        "lora_or_frozen_bf16": (f"iv(input_grad or in_wrapped)*({_M_BF16} - 2*B*S*d - 2*B*S*I - 4*H - 4*B*T*I "
+                                f"- 4*B*S*I - 4*B*S*H + iv(in_wrapped)*4*B*S*d + iv(out_wrapped)*4*B*S*I "
+                                f"+ 4*B*S*r*wrapped) "
+                                f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*I + 4*B*S*r)"),
+        # LoRA under bf16 autocast: the autocast kernel less the projections' bf16 input copies, exp(A_log), pad(x),
+        # the normalized input and (not Falcon-H1, whose dt stays fp32) dt.float() of A*dt; plus each adapter's bf16
+        # input copy and bf16 lora_A output
+        "lora_or_frozen_autocast": (f"iv(input_grad or in_wrapped)*({_M_AC} - 2*B*S*d - 2*B*S*I - 4*H - 4*B*T*I "
+                                    f"- 4*B*S*I - iv(not falcon)*4*B*S*H + iv(in_wrapped)*2*B*S*d "
+                                    f"+ iv(out_wrapped)*2*B*S*I + 2*B*S*r*wrapped) "
+                                    f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(2*B*S*I + 2*B*S*r)"),
         "gc": "0",
     },
     "gated_deltanet": {
         "fp32": _D_FP32,
-        "bf16_weights": ("2*B*S*d + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk + 8*B*Hv*S "
-                         "+ 4*(4*B*Hv*T*Dk + 3*B*Hv*T*Dv + B*Hv*T + 5*B*Hv*T*Q + 3*B*Hv*T + B*Hv*C + C*B*Hv*Dk*Dv "
-                         "+ iv(C > 1)*2*B*Hv*T*Dk) + 4*B*S*V + 4*B*S*Hv + 2*B*S*V + 4*B*S*V + 2*B*S*V + 4*B*S*V "
-                         "+ 2*B*S*V + Q**2"),
-        "autocast_bf16": ("2*B*S*d*n_in + 2*B*CD*S + 2*B*CD*(S+K-1) + 2*B*S*Hv + 8*B*S*Hv + 8*Hv + 8*B*Hv*S*Dk "
-                          "+ 8*B*Hv*S + 4*(3*B*Hv*T*Dk + B*Hv*T*Dv + B*Hv*T) + 8*B*Hv*T*Q + 6*B*Hv*T*Q "
-                          "+ 4*(3*B*Hv*T + B*Hv*C) + 4*(B*Hv*T*Dv + B*Hv*T*Dk) + 8*B*Hv*T*Dk + 4*C*B*Hv*Dk*Dv "
-                          "+ 2*(2*C-1)*B*Hv*Q*Dv + 6*(C-1)*B*Hv*Q*Dk + 4*(C-1)*B*Hv*Dk*Dv + 4*B*S*V + 4*B*S*Hv "
-                          "+ 2*B*S*V + 12*B*S*V + 2*B*S*V + Q**2"),
+        "bf16_weights": _D_BF16,
+        "autocast_bf16": _D_AC,
         "lora_or_frozen": (f"iv(input_grad or in_wrapped)*({_D_FP32} - iv(not in_wrapped)*4*B*S*d - 4*Hv - 4*B*S*Hv "
                            f"- 4*B*S*V - iv(not out_wrapped)*4*B*S*V + 4*B*S*r*wrapped) "
                            f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*V + 4*B*S*r)"),
+        "lora_or_frozen_bf16": (f"iv(input_grad or in_wrapped)*({_D_BF16} - 2*B*S*d - 2*B*S*V - 4*Hv - 4*B*S*Hv "
+                                f"- 2*B*S*V + (wrapped - iv(out_wrapped))*4*B*S*d + iv(out_wrapped)*4*B*S*V "
+                                f"+ 4*B*S*r*wrapped) "
+                                f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*V + 4*B*S*r)"),
+        "lora_or_frozen_autocast": (f"iv(input_grad or in_wrapped)*({_D_AC} - 2*B*S*d*n_in - 2*B*S*V - 4*Hv "
+                                    f"- 4*B*S*Hv - 2*B*S*V + (wrapped - iv(out_wrapped))*2*B*S*d "
+                                    f"+ iv(out_wrapped)*2*B*S*V + 2*B*S*r*wrapped) "
+                                    f"+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(2*B*S*V + 2*B*S*r)"),
         "gc": "0",
     },
     "short_conv": {
         "fp32": "4*B*d*(7*S + K - 1)",
         "bf16_weights": "2*B*d*(7*S + K - 1)",
         "autocast_bf16": "2*B*d*(7*S + K - 1)",
+        "lora_or_frozen_bf16": "None",  # not measured
+        "lora_or_frozen_autocast": "None",  # not measured
         "lora_or_frozen": ("iv(input_grad or in_wrapped)*(4*B*d*(5*S + K - 1) + iv(in_wrapped)*4*B*S*d "
                            "+ iv(out_wrapped)*4*B*S*d + 4*B*S*r*wrapped) "
                            "+ iv(not (input_grad or in_wrapped))*iv(out_wrapped)*(4*B*S*d + 4*B*S*r)"),
@@ -822,7 +915,10 @@ FORMULA_NOTES = {
               "in_wrapped / out_wrapped = peft wrapped in_proj / out_proj, wrapped = how many of the mixer's "
               "linears it wrapped, input_grad = something trainable lies upstream (measure.py's lora_qv of "
               "mamba2 wraps in_proj; granite's all-linear wraps in_proj and out_proj; peft refuses all-linear "
-              "for model types mamba2, nemotron_h, falcon_h1).",
+              "for model types mamba2, nemotron_h, falcon_h1). lora_or_frozen_bf16 / _autocast: the same on a bf16 "
+              "base / under bf16 autocast: exp(A_log), pad(x), the normalized input and (but Falcon-H1 under "
+              "autocast) dt.float() of A*dt are not kept; the frozen base linears keep nothing, each adapter an fp32 "
+              "(bf16 base) / bf16 (autocast) copy of its input and its lora_A output.",
     "gated_deltanet": "Qwen3NextGatedDeltaNet (fused = 1: in_proj_qkvz + in_proj_ba, n_in = 2) and "
                       "Qwen3_5GatedDeltaNet (fused = 0: in_proj_qkv, _z, _b, _a, n_in = 4), torch_chunk_gated_delta_rule "
                       "with chunk 64. in_wrapped = every in-projection wrapped (all-linear). The fp32 chunk scan keeps "
@@ -830,7 +926,11 @@ FORMULA_NOTES = {
                       "indicator terms). Two exp results of the last chunk's state update (k decay [B,Hv,T], "
                       "chunk_decay [B,Hv,C]) are dead when C = 1 but stay alive under saved_tensors_hooks (a result "
                       "saved by its own node keeps its node through the hook's reference); measure.py counts them, "
-                      "so the formula does.",
+                      "so the formula does. lora_or_frozen_bf16 / _autocast: on a bf16 base / under bf16 autocast "
+                      "exp(A_log), the softplus output and the normalized input are not kept; the frozen base "
+                      "linears keep nothing, each adapter an fp32 (bf16 base) / bf16 (autocast) copy of its input "
+                      "and its lora_A output. An adapter on some in-projections only, the input without a gradient "
+                      "(scenario *_lora_in_proj_part, on request): no closed form yet.",
     "short_conv": "Lfm2ShortConv (conv_bias False): in_proj [3d] -> B*x -> depthwise conv(K) -> C*conv -> out_proj.",
 }
 
@@ -849,26 +949,99 @@ def symbol_values(kind, dims, B, S, key, ctx):
         ins = ["in_proj"]
     if "T" in v:
         v["C"] = v["T"] // dims["Q"]
-    fc = formula_context(key, ctx)
+    fc = formula_context(split_key(key)[1], ctx)
     v.update(input_grad=fc["input_grad"], in_wrapped=set(ins) <= set(fc["lora"]), out_wrapped="out_proj" in fc["lora"],
              wrapped=len(fc["lora"]))
     return v
 
 
 def symbolic_formula(kind, dims, key, B, S, ctx):
-    k = {"lora": "lora_or_frozen", "frozen": "lora_or_frozen"}.get(key, key)
-    return eval(FORMULA_EXPR[kind][k], {}, symbol_values(kind, dims, B, S, key, ctx))  # noqa: S307 (our own text)
+    return eval(FORMULA_EXPR[kind][symbolic_key(key)], {},  # noqa: S307 (our own text)
+                symbol_values(kind, dims, B, S, key, ctx))
+
+
+def symbolic_key(key):
+    """The FORMULA_EXPR entry of a formula key."""
+    return {"lora": "lora_or_frozen", "frozen": "lora_or_frozen", "bf16_lora": "lora_or_frozen_bf16",
+            "bf16_frozen": "lora_or_frozen_bf16", "autocast_lora": "lora_or_frozen_autocast",
+            "autocast_frozen": "lora_or_frozen_autocast"}.get(key, key)
+
+
+# whole-model scenarios this script adds to testdata/llm/<family>/expected.json (--expected): measure.py's
+# measure_scenario at measure.TRAIN_POINTS, as measure.py would record them were they in its SCENARIOS
+EXPECTED_SCENARIOS = ["sdpa_bf16_lora_qv", "sdpa_bf16_lora_all_linear", "sdpa_autocast_lora_qv",
+                      "sdpa_autocast_lora_all_linear"]
+
+
+@contextlib.contextmanager
+def nonzero_lora_b(on):
+    """measure.measure_scenario with peft's lora_B made non-zero (as measure_point does under autocast): a zero
+    lora_B's bf16 autocast copy equals any zero activation of its size (DeltaNet's zero initial state cast to bf16),
+    which measure.py's value-based classification would then take for a weight copy."""
+    import peft
+    orig = peft.get_peft_model
+
+    def patched(model, *a, **k):
+        model = orig(model, *a, **k)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.uniform_(0.5, 1.0)
+        return model
+    if on:
+        peft.get_peft_model = patched
+    try:
+        yield
+    finally:
+        peft.get_peft_model = orig
+
+
+def add_to_expected(name, scenarios, log=print):
+    """Measures `scenarios` (EXTRA_SCENARIOS names) with measure.measure_scenario at measure.TRAIN_POINTS and
+    writes them into the family's expected.json (training.scenarios and summary_activation_bytes); the rest of
+    the file is left as measure.py wrote it."""
+    spec = M.FAMILIES[name]
+    folder = M.DEFAULT_OUT / name
+    cfg = AutoConfig.from_pretrained(folder, local_files_only=True)
+    path = folder / "expected.json"
+    exp = json.loads(path.read_text())
+    tr = exp["training"]
+    sdpa = exp.get("sdpa_supported", True)
+    spec = dict(spec, default_attn="sdpa" if sdpa else "eager")
+    for sn in scenarios:
+        sc = dict(EXTRA_SCENARIOS[sn])
+        if not sdpa and sc["attn"] == "sdpa":
+            sn, sc["attn"] = sn.replace("sdpa_", "eager_"), "eager"
+        runs = []
+        for B, S in M.TRAIN_POINTS:
+            try:
+                with nonzero_lora_b(sc["prec"] == "autocast_bf16"):
+                    r = M.measure_scenario(folder, spec, cfg, sn, sc, B, S)
+            except Exception as exc:  # peft refuses out_proj / conv1d of Mamba models: record, as measure.py does
+                r = {"batch": B, "seq": S, "error": f"{type(exc).__name__}: {exc}"}
+            runs.append(r)
+        tr["scenarios"][sn] = {"config": sc, "runs": runs, "measured_by": "tools/llm/measure_mixers.py --expected"}
+        tr.setdefault("summary_activation_bytes", {})[sn] = [r["saved"]["activation_bytes"] if "saved" in r else None
+                                                             for r in runs]
+        log(f"  {name} {sn}: {tr['summary_activation_bytes'][sn]}", flush=True)
+    M.write_json(path, exp)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="comma-separated families")
+    ap.add_argument("--expected", action="store_true",
+                    help="only add EXPECTED_SCENARIOS (LoRA on a bf16 base) to the families' expected.json")
     ap.add_argument("--scenarios", help="comma-separated scenarios (measure.py names)")
     ap.add_argument("--no-variant", action="store_true")
     ap.add_argument("--dump", type=Path, help="also write the results here (one JSON per family)")
     args = ap.parse_args()
     names = args.only.split(",") if args.only else FAMILY_NAMES
     scen = args.scenarios.split(",") if args.scenarios else SCENARIO_NAMES
+    if args.expected:
+        for name in names:
+            add_to_expected(name, args.scenarios.split(",") if args.scenarios else EXPECTED_SCENARIOS)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             res = run_family(name, Path(tmp), scen, variant=not args.no_variant)

@@ -3,7 +3,8 @@
 //! are linear layers as everywhere (their weights, their LoRA adapters, the inputs they keep);
 //! what each kernel between them keeps is the closed form measured per layer by
 //! `tools/llm/measure_mixers.py` (`testdata/llm/*/mixers.json`). A setting it was not measured in
-//! (LoRA on a half-precision base, a GGUF file's Mamba-2 without its chunk size) is recorded by
+//! (LoRA on an fp16 base or under fp16 autocast, an adapter on only some of Gated DeltaNet's
+//! in-projections, a GGUF file's Mamba-2 without its chunk size) is recorded by
 //! [`Run::unmodelled`]: the saved bytes are then a lower bound and say so.
 
 use super::super::layers::{DeltaNet, Mamba2, Mixer};
@@ -93,8 +94,8 @@ impl Run<'_> {
     /// are linear layers as everywhere (their inputs, their adapters); what the kernel between
     /// them keeps is a closed form measured per layer by `tools/llm/measure_mixers.py`
     /// (`testdata/llm/<family>/mixers.json`: every tensor named there, exact at 1,536 points):
-    /// fp32, bf16 weights and bf16 autocast when the mixer trains, fp32 when it is frozen (LoRA).
-    /// LoRA on a half-precision base is not measured: recorded as unmodelled.
+    /// fp32, bf16 weights and bf16 autocast, the mixer trained or frozen (LoRA). LoRA on an fp16
+    /// base or under fp16 autocast is not measured: recorded as unmodelled.
     fn mamba2(&mut self, xn: X, s: &Mamba2, m: &Mixer) -> X {
         let h = self.a.hidden;
         let tok = self.tokens;
@@ -167,45 +168,53 @@ impl Run<'_> {
                 + b * sq * g)
             + masks
             + one;
+        let bf16 = 2 * b * sq * w
+            + 8 * b * sq * i
+            + 2 * b * cd * (sq + k - 1)
+            + 12 * b * sq * hh
+            + 8 * hh
+            + 4 * (scan + 3 * b * sq * i + b * sq * g)
+            + masks
+            + one;
+        let ac = 2 * b * cd * sq
+            + 8 * b * sq * i
+            + 2 * b * cd * (sq + k - 1)
+            + 12 * b * sq * hh
+            + 8 * hh
+            + 4 * b * t * i
+            + 4 * b * hh * t * q
+            + 2 * b * hh * t * q
+            + 8 * b * hh * t
+            + 4 * b * t * hh * n
+            + 2 * b * t * i
+            + 6 * b * hh * (c + 1) * (c + 1)
+            + 2 * (4 * b * t * hh * n
+                + 2 * b * t * hh * p
+                + b * hh * t * q
+                + b * hh * (c + 1) * p * n
+                + b * c * hh * p * n)
+            + 4 * b * t * i
+            + 4 * (3 * b * sq * i + b * sq * g)
+            + masks
+            + iv(c == 1) * 2 * b * hh * p * n
+            + iv(s.falcon) * (4 * b * sq * w + 4 * b * sq * cd - 8 * b * sq * i);
         let total = match (nm.weights, nm.autocast, frozen) {
             (DType::F32, None, false) => fp32 - 4 * b * sq * d - 4 * b * sq * i,
             // frozen (LoRA): exp(A_log), D·pad(x) and the norm's normalized input are not kept
             (DType::F32, None, true) => {
                 fp32 - 4 * b * sq * d - 4 * hh - 4 * b * t * i - 4 * b * sq * i - 4 * b * sq * i
             }
-            (DType::BF16, None, false) => {
-                2 * b * sq * w
-                    + 8 * b * sq * i
-                    + 2 * b * cd * (sq + k - 1)
-                    + 12 * b * sq * hh
-                    + 8 * hh
-                    + 4 * (scan + 3 * b * sq * i + b * sq * g)
-                    + masks
-                    + one
+            (DType::BF16, None, false) => bf16,
+            // LoRA on a bf16 base: exp(A_log), dt.float() of A*dt, D·pad(x) and the norm's
+            // normalized input are not kept (the adapters' fp32 input copies are the linears')
+            (DType::BF16, None, true) => {
+                bf16 - 4 * hh - 4 * b * sq * hh - 4 * b * t * i - 4 * b * sq * i
             }
-            (DType::F32, Some(DType::BF16), false) => {
-                2 * b * cd * sq
-                    + 8 * b * sq * i
-                    + 2 * b * cd * (sq + k - 1)
-                    + 12 * b * sq * hh
-                    + 8 * hh
-                    + 4 * b * t * i
-                    + 4 * b * hh * t * q
-                    + 2 * b * hh * t * q
-                    + 8 * b * hh * t
-                    + 4 * b * t * hh * n
-                    + 2 * b * t * i
-                    + 6 * b * hh * (c + 1) * (c + 1)
-                    + 2 * (4 * b * t * hh * n
-                        + 2 * b * t * hh * p
-                        + b * hh * t * q
-                        + b * hh * (c + 1) * p * n
-                        + b * c * hh * p * n)
-                    + 4 * b * t * i
-                    + 4 * (3 * b * sq * i + b * sq * g)
-                    + masks
-                    + iv(c == 1) * 2 * b * hh * p * n
-                    + iv(s.falcon) * (4 * b * sq * w + 4 * b * sq * cd - 8 * b * sq * i)
+            (DType::F32, Some(DType::BF16), false) => ac,
+            // LoRA under bf16 autocast: as on a bf16 base (Falcon-H1's dt stays fp32, kept by
+            // x·dt); the adapters' bf16 input copies and outputs are the linears'
+            (DType::F32, Some(DType::BF16), true) => {
+                ac - 4 * hh - iv(!s.falcon) * 4 * b * sq * hh - 4 * b * t * i - 4 * b * sq * i
             }
             _ => return None,
         };
@@ -219,8 +228,10 @@ impl Run<'_> {
     /// l2-normed q and k, the gates, the chunked scan's matrices and states, the gated norm) is
     /// the closed form measured per layer by `tools/llm/measure_mixers.py`
     /// (`testdata/llm/<family>/mixers.json`, exact at every point, including sequences that are
-    /// not a multiple of the chunk). LoRA on a half-precision base is not measured: recorded as
-    /// unmodelled.
+    /// not a multiple of the chunk): fp32, bf16 weights and bf16 autocast, trained or frozen
+    /// (LoRA). LoRA on an fp16 base or under fp16 autocast, and adapters on only some of the
+    /// in-projections of a mixer whose input needs no gradient (the gates then need none and
+    /// the scan keeps less; measured, no closed form yet), are recorded as unmodelled.
     fn delta_net(&mut self, xn: X, d: &DeltaNet, m: &Mixer) -> X {
         let h = self.a.hidden;
         let tok = self.tokens;
@@ -248,7 +259,8 @@ impl Run<'_> {
         let grads = outs.iter().filter(|x| x.grad).count();
         let grad = grads > 0;
         if grad {
-            // measured: the input needs a gradient, or every in-projection trains
+            // measured: the input needs a gradient, or every in-projection trains (an adapter on
+            // some only keeps less: `*_lora_in_proj_part` in measure_mixers.py, no closed form)
             let known = xn.grad || grads == outs.len();
             let bytes = self.delta_net_kernel(d).filter(|_| known);
             self.keep_kernel(bytes, xn, m);
@@ -313,6 +325,44 @@ impl Run<'_> {
                 + b * s * hv
                 + b * s * v)
             + q * q;
+        let bf16 = 2 * b * cd * s
+            + 2 * b * cd * (s + k - 1)
+            + 2 * b * s * hv
+            + 8 * b * s * hv
+            + 8 * hv
+            + 8 * b * hv * s * dk
+            + 8 * b * hv * s
+            + 4 * (scan + iv(c > 1) * 2 * b * hv * t * dk)
+            + 4 * b * s * v
+            + 4 * b * s * hv
+            + 2 * b * s * v
+            + 4 * b * s * v
+            + 4 * b * s * v
+            + 2 * b * s * v
+            + q * q;
+        let ac = // the input's bf16 copies are the in-projections' own (one each)
+            2 * b * cd * s
+                + 2 * b * cd * (s + k - 1)
+                + 2 * b * s * hv
+                + 8 * b * s * hv
+                + 8 * hv
+                + 8 * b * hv * s * dk
+                + 8 * b * hv * s
+                + 4 * (3 * b * hv * t * dk + b * hv * t * dv + b * hv * t)
+                + 8 * b * hv * t * q
+                + 6 * b * hv * t * q
+                + 4 * (3 * b * hv * t + b * hv * c)
+                + 4 * (b * hv * t * dv + b * hv * t * dk)
+                + 8 * b * hv * t * dk
+                + 4 * c * b * hv * dk * dv
+                + 2 * (2 * c - 1) * b * hv * q * dv
+                + 6 * (c - 1) * b * hv * q * dk
+                + 4 * (c - 1) * b * hv * dk * dv
+                + 4 * b * s * v
+                + 4 * b * s * hv
+                + 12 * b * s * v
+                + 2 * b * s * v
+                + q * q;
         let total = match (nm.weights, nm.autocast, frozen) {
             (DType::F32, None, false) => fp32 - 4 * b * s * d - 4 * b * s * v,
             // frozen (LoRA): exp(A_log), the softplus output and the norm's normalized input
@@ -320,48 +370,14 @@ impl Run<'_> {
             (DType::F32, None, true) => {
                 fp32 - 4 * b * s * d - 4 * hv - 4 * b * s * hv - 4 * b * s * v - 4 * b * s * v
             }
-            (DType::BF16, None, false) => {
-                2 * b * cd * s
-                    + 2 * b * cd * (s + k - 1)
-                    + 2 * b * s * hv
-                    + 8 * b * s * hv
-                    + 8 * hv
-                    + 8 * b * hv * s * dk
-                    + 8 * b * hv * s
-                    + 4 * (scan + iv(c > 1) * 2 * b * hv * t * dk)
-                    + 4 * b * s * v
-                    + 4 * b * s * hv
-                    + 2 * b * s * v
-                    + 4 * b * s * v
-                    + 4 * b * s * v
-                    + 2 * b * s * v
-                    + q * q
-            }
-            (DType::F32, Some(DType::BF16), false) => {
-                // the input's bf16 copies are the in-projections' own (one each)
-                2 * b * cd * s
-                    + 2 * b * cd * (s + k - 1)
-                    + 2 * b * s * hv
-                    + 8 * b * s * hv
-                    + 8 * hv
-                    + 8 * b * hv * s * dk
-                    + 8 * b * hv * s
-                    + 4 * (3 * b * hv * t * dk + b * hv * t * dv + b * hv * t)
-                    + 8 * b * hv * t * q
-                    + 6 * b * hv * t * q
-                    + 4 * (3 * b * hv * t + b * hv * c)
-                    + 4 * (b * hv * t * dv + b * hv * t * dk)
-                    + 8 * b * hv * t * dk
-                    + 4 * c * b * hv * dk * dv
-                    + 2 * (2 * c - 1) * b * hv * q * dv
-                    + 6 * (c - 1) * b * hv * q * dk
-                    + 4 * (c - 1) * b * hv * dk * dv
-                    + 4 * b * s * v
-                    + 4 * b * s * hv
-                    + 12 * b * s * v
-                    + 2 * b * s * v
-                    + q * q
-            }
+            (DType::BF16, None, false) => bf16,
+            // LoRA on a bf16 base: exp(A_log), the softplus output and the norm's normalized input
+            // (bf16) are not kept (the adapters' fp32 input copies are the linears')
+            (DType::BF16, None, true) => bf16 - 4 * hv - 4 * b * s * hv - 2 * b * s * v,
+            (DType::F32, Some(DType::BF16), false) => ac,
+            // LoRA under bf16 autocast: as on a bf16 base; the adapters' bf16 input copies and
+            // outputs are the linears'
+            (DType::F32, Some(DType::BF16), true) => ac - 4 * hv - 4 * b * s * hv - 2 * b * s * v,
             _ => return None,
         };
         u64::try_from(total).ok()
