@@ -146,10 +146,13 @@ pub struct HubArgs {
     /// [default: main].
     #[arg(long, value_name = "REV", help_heading = "Hugging Face Hub")]
     pub revision: Option<String>,
-    /// Never ask the Hub (as HF_HUB_OFFLINE=1). nnlint reads IDs from the local Hugging Face
-    /// cache only for now, so this changes no more than what a missing model's message says.
+    /// Never ask the Hub (as HF_HUB_OFFLINE=1): read IDs from the Hugging Face cache and
+    /// nnlint's own cache only.
     #[arg(long, help_heading = "Hugging Face Hub")]
     pub offline: bool,
+    /// Fetch a Hub ID's headers again even when nnlint's cache holds them (a branch that moved).
+    #[arg(long, help_heading = "Hugging Face Hub", conflicts_with = "offline")]
+    pub refresh: bool,
 }
 
 /// Where rule thresholds come from, for the commands that run the rules.

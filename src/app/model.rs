@@ -1,19 +1,22 @@
 //! What a MODEL argument names: a path on disk, which always wins, or a Hugging Face Hub ID
 //! (`org/name[@revision]`, `org/name/file.gguf`) read from the local Hugging Face cache
-//! (`load::hub`). `mem`, `fit`, `report` and `lint` locate their models here.
+//! (`load::hub`), else from nnlint's own cache of headers (`load::hub_store`), else fetched from
+//! the Hub, headers only (`load::hub_net`). `mem`, `fit`, `report` and `lint` locate their
+//! models here.
 
 use std::path::{Path, PathBuf};
 
 use super::cli::HubArgs;
+use super::progress;
 use crate::error::{Error, Result};
-use crate::load::{self, hub, Loaded};
+use crate::load::{self, hub, hub_net, hub_store, Loaded};
 
 /// A located model.
 #[derive(Debug)]
 pub(crate) enum Model {
     /// A path as given (it may not exist: the loader says so).
     Path(PathBuf),
-    /// A Hub ID's snapshot in the local cache, holding what the model needs.
+    /// A Hub ID's snapshot (the Hugging Face cache's, or nnlint's), holding what the model needs.
     Hub(Box<hub::Snapshot>),
 }
 
@@ -43,8 +46,11 @@ fn meant_as_path(arg: &str) -> bool {
 
 /// Locates a MODEL argument. A path that exists (or `-`) is read as it is; one that does not,
 /// and looks like a path, is left to the loader's "no such file". Anything else must be a Hub
-/// ID: it is looked up in the Hugging Face cache, and what is missing there is said in one line
-/// naming the cache. `--revision` and `@revision` must agree.
+/// ID, resolved in this order: a complete snapshot in the Hugging Face cache (no request);
+/// nnlint's cache for the commit the revision named when it was fetched (no request: a branch
+/// that moved since needs `--refresh`); the Hub, headers only, kept in nnlint's cache. Offline,
+/// what is missing is said in one line naming the caches. `--revision` and `@revision` must
+/// agree.
 pub(crate) fn locate(arg: &Path, opts: &HubArgs) -> Result<Model> {
     if arg == Path::new("-") || arg.symlink_metadata().is_ok() {
         if opts.revision.is_some() {
@@ -81,47 +87,90 @@ pub(crate) fn locate(arg: &Path, opts: &HubArgs) -> Result<Model> {
         (None, None) => hub::DEFAULT_REVISION.to_string(),
     };
     let label = format!("{}@{revision}", id.target());
-    let Some(cache) = hub::cache_from_env() else {
-        return Err(Error::refused(
-            label,
-            "no Hugging Face cache to look in: HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME are all unset",
-        ));
-    };
-    match hub::find(&id, &revision, &cache)? {
-        hub::Lookup::Found(s) => Ok(Model::Hub(s)),
-        hub::Lookup::Missing(m) => {
-            let mut message = m.describe(&id, &revision, &cache);
-            if Path::new(&id.org).is_dir() {
-                // `models/nothere` beside a folder `models`: most likely a path with a typo
-                return Err(Error::refused(
-                    arg,
-                    format!("no such file or directory; as a Hub ID, {label}: {message}"),
-                ));
-            }
-            if !m.points_elsewhere() {
-                if opts.offline || hub::offline(&|k| std::env::var_os(k)) {
-                    message.push_str(
-                        "; offline (--offline or HF_HUB_OFFLINE), so the Hub is not asked",
-                    );
-                } else {
-                    message.push_str(&format!(
-                        "; nnlint does not download from the Hub yet (`hf download {}{}{}` does)",
-                        id.repo(),
-                        id.file
-                            .as_ref()
-                            .map(|f| format!(" {f}"))
-                            .unwrap_or_default(),
-                        if revision == hub::DEFAULT_REVISION {
-                            String::new()
-                        } else {
-                            format!(" --revision {revision}")
-                        }
+    let env = |k: &str| std::env::var_os(k);
+    // 1. the Hugging Face cache: a complete snapshot is read with no request
+    let hf = hub::cache_from_env();
+    let mut local = Vec::new();
+    let mut similar = None;
+    match &hf {
+        Some(cache) => match hub::find(&id, &revision, cache)? {
+            hub::Lookup::Found(s) => return Ok(Model::Hub(s)),
+            hub::Lookup::Missing(m) => {
+                let message = m.describe(&id, &revision, cache);
+                if Path::new(&id.org).is_dir() {
+                    // `models/nothere` beside a folder `models`: most likely a path with a typo
+                    return Err(Error::refused(
+                        arg,
+                        format!("no such file or directory; as a Hub ID, {label}: {message}"),
                     ));
                 }
+                if let hub::Missing::Files { gguf: Some(_), .. } = m {
+                    // a repo of GGUF files named without one: the Hub would say the same
+                    return Err(Error::refused(label, message));
+                }
+                if let hub::Missing::Repo { similar: Some(s) } = &m {
+                    similar = Some(s.clone());
+                }
+                local.push(message);
             }
-            Err(Error::refused(label, message))
-        }
+        },
+        None => local.push(
+            "no Hugging Face cache (HF_HUB_CACHE, HF_HOME, XDG_CACHE_HOME and HOME are all unset)"
+                .to_string(),
+        ),
     }
+    // 2. nnlint's cache of headers fetched earlier, by the commit the revision named then
+    let store = hub_store::store(&env);
+    if let Some(st) = &store {
+        if !opts.refresh {
+            if let Some(s) = st.find(&id, &revision)? {
+                return Ok(Model::Hub(Box::new(s)));
+            }
+        }
+        local.push(format!("not in nnlint's cache ({}) either", st.describe()));
+    }
+    // 3. the Hub
+    if opts.offline || hub::offline(&env) {
+        local.push("offline (--offline or HF_HUB_OFFLINE), so the Hub is not asked".into());
+        if let Some(s) = similar {
+            local.push(format!("did you mean '{s}'?"));
+        }
+        return Err(Error::refused(label, local.join("; ")));
+    }
+    let Some(store) = store else {
+        return Err(Error::refused(
+            label,
+            "no cache to keep the Hub's headers in: NNLINT_CACHE, XDG_CACHE_HOME and HOME are all unset",
+        ));
+    };
+    let hub = hub_net::Hub::from_env(&env);
+    let fetched = hub_net::fetch(&hub, &id, &revision, &*progress::progress()).map_err(|e| {
+        let hint = similar
+            .as_ref()
+            .map(|s| format!("; the Hugging Face cache has '{s}': did you mean it?"))
+            .unwrap_or_default();
+        let unreachable = hub_net::is_unreachable(&e);
+        match e {
+            // the network is down: say first what the caches lack
+            Error::Refused { path, message } if unreachable => Error::refused(
+                &label,
+                format!("{}; {message} ({}){hint}", local.join("; "), path.display()),
+            ),
+            Error::Refused { path, message } if message.starts_with("repo ") => {
+                Error::refused(path, format!("{message}{hint}"))
+            }
+            e => e,
+        }
+    })?;
+    let snapshot = store.write(&id, &revision, &fetched)?;
+    progress::note(&format!(
+        "{label}: fetched {} in {} requests from {}, kept in {}",
+        crate::util::units::bytes(fetched.bytes),
+        fetched.requests,
+        fetched.endpoint,
+        snapshot.dir.display()
+    ));
+    Ok(Model::Hub(Box::new(snapshot)))
 }
 
 impl Model {
@@ -203,6 +252,7 @@ mod tests {
         let both = HubArgs {
             revision: Some("v2".into()),
             offline: false,
+            refresh: false,
         };
         let e = locate(Path::new("o/n@v1"), &both).unwrap_err().to_string();
         assert!(
@@ -212,6 +262,7 @@ mod tests {
         let bad = HubArgs {
             revision: Some("../x".into()),
             offline: false,
+            refresh: false,
         };
         let e = locate(Path::new("o/n"), &bad).unwrap_err().to_string();
         assert!(e.starts_with("--revision: "), "{e}");

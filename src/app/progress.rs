@@ -50,3 +50,10 @@ pub fn progress() -> Box<dyn Progress> {
     );
     Box::new(Bar(bar))
 }
+
+/// A line on standard error where a progress bar would be drawn (a terminal, no `--quiet`).
+pub fn note(line: &str) {
+    if !QUIET.load(Ordering::Relaxed) && std::io::stderr().is_terminal() {
+        eprintln!("{line}");
+    }
+}

@@ -151,6 +151,8 @@ struct Reader<'a> {
     b: &'a [u8],
     pos: usize,
     path: &'a Path,
+    /// A read ran past the bytes at hand (the header may go on in the rest of the file).
+    ran_out: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -161,6 +163,7 @@ impl<'a> Reader<'a> {
     fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8]> {
         let left = (self.b.len() - self.pos) as u64;
         if n > left {
+            self.ran_out = true;
             return Err(self.bad(format_args!(
                 "{what} needs {n} bytes at offset {} but the file has {left} left (truncated, or a length that lies)",
                 self.pos
@@ -234,17 +237,54 @@ impl<'a> Reader<'a> {
 
 /// Reads a GGUF file's header.
 pub fn load(path: &Path) -> Result<Gguf> {
+    load_declared(path, None)
+}
+
+/// [`load`] for a file that may be a header-only copy of a file of `declared` bytes (nnlint's Hub
+/// cache keeps the header of a remote GGUF file and its real size): the tensors are checked
+/// against that size. `None`: the file is whole.
+pub fn load_declared(path: &Path, declared: Option<u64>) -> Result<Gguf> {
     let map = super::onnx::map_file(path)?;
-    parse(path, &map)
+    let len = declared.unwrap_or(map.len() as u64);
+    parse_prefix(path, &map, len)?.ok_or_else(|| {
+        Error::malformed(
+            path,
+            "the header-only copy ends inside the GGUF header (remove the cache entry, or run with --refresh)",
+        )
+    })
 }
 
 /// Parses the header from the file's bytes (`bytes` is the whole file, mapped).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Gguf> {
-    let mut r = Reader {
+    parse_inner(&mut reader(path, bytes), bytes, bytes.len() as u64)
+}
+
+/// Parses the header from the first `bytes` of a file of `file_len` bytes (a ranged read of a
+/// remote file). `Ok(None)`: the bytes end inside the header, read more; an error: the header is
+/// wrong whatever follows.
+pub fn parse_prefix(path: &Path, bytes: &[u8], file_len: u64) -> Result<Option<Gguf>> {
+    let mut r = reader(path, bytes);
+    match parse_inner(&mut r, bytes, file_len) {
+        Ok(g) => Ok(Some(g)),
+        Err(_) if r.ran_out && (bytes.len() as u64) < file_len => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn reader<'a>(path: &'a Path, bytes: &'a [u8]) -> Reader<'a> {
+    Reader {
         b: bytes,
         pos: 0,
         path,
-    };
+        ran_out: false,
+    }
+}
+
+fn parse_inner(r: &mut Reader, bytes: &[u8], file_len: u64) -> Result<Gguf> {
+    let path = r.path;
+    if bytes.len() < 4 && (bytes.len() as u64) < file_len {
+        r.ran_out = true;
+    }
     if !is_gguf(bytes) {
         return Err(Error::malformed(path, "not a GGUF file (no 'GGUF' magic)"));
     }
@@ -258,11 +298,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Gguf> {
     let tensor_count = r.u64("the tensor count")?;
     let kv_count = r.u64("the metadata count")?;
     // every key/value takes at least 12 bytes and every tensor info at least 24
-    let left = (bytes.len() - r.pos) as u64;
+    let left = file_len.saturating_sub(r.pos as u64);
     if kv_count > left / 12 || tensor_count > left / 24 {
         return Err(r.bad(format_args!(
-            "it claims {kv_count} metadata entries and {tensor_count} tensors, more than its {} bytes can hold",
-            bytes.len()
+            "it claims {kv_count} metadata entries and {tensor_count} tensors, more than its {file_len} bytes can hold"
         )));
     }
     let mut metadata = BTreeMap::new();
@@ -272,7 +311,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Gguf> {
         let v = r.value(ty, &key, 0)?;
         metadata.insert(key, v);
     }
-    let mut tensors = Vec::with_capacity(tensor_count as usize);
+    // bounded by the bytes at hand: a header-only copy declares a far larger file
+    let at_hand = (bytes.len() - r.pos.min(bytes.len())) as u64 / 24;
+    let mut tensors = Vec::with_capacity(tensor_count.min(at_hand) as usize);
     for _ in 0..tensor_count {
         let name = r.string("a tensor name")?;
         let n_dims = r.u32("a tensor's rank")?;
@@ -321,7 +362,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Gguf> {
         Some(a) => return Err(r.bad(format_args!("general.alignment is {a}, not a power of two"))),
     };
     let data_start = (r.pos as u64).div_ceil(alignment) * alignment;
-    let file_len = bytes.len() as u64;
     let mut warnings = Vec::new();
     for t in &tensors {
         let end = data_start
@@ -413,5 +453,25 @@ mod tests {
         let b = header(&[], &[("w", &[3], 12, 0)]);
         let e = parse(Path::new("m.gguf"), &b).unwrap_err().to_string();
         assert!(e.contains("block"), "{e}");
+    }
+
+    #[test]
+    fn a_prefix_says_when_it_needs_more_and_a_declared_size_covers_the_data() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/llm/gguf/tiny-llama-q4_k_m.gguf");
+        let whole = std::fs::read(&path).unwrap();
+        let len = whole.len() as u64;
+        assert!(parse_prefix(&path, &whole[..100], len).unwrap().is_none());
+        assert!(parse_prefix(&path, &whole[..2], len).unwrap().is_none());
+        let g = parse_prefix(&path, &whole, len).unwrap().unwrap();
+        let head = &whole[..g.data_start as usize];
+        let h = parse_prefix(&path, head, len).unwrap().unwrap();
+        assert_eq!(h.tensors.len(), g.tensors.len());
+        // the header alone, read as a whole file, is truncated
+        assert!(parse(&path, head).is_err());
+        // a declared size the tensors do not fit in is an error, not "read more"
+        assert!(parse_prefix(&path, head, g.data_start + 1).is_err());
+        // bytes that are not GGUF are an error at once
+        assert!(parse_prefix(&path, b"NOTGGUF!", len).is_err());
     }
 }

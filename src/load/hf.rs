@@ -38,6 +38,16 @@ pub fn load(dir: &Path) -> Result<Checkpoint> {
 /// Hugging Face cache snapshot, whose files link into its repo's `blobs/`): a sharded index's
 /// shards may resolve anywhere inside it, and nowhere else. `None`: the folder itself.
 pub fn load_within(dir: &Path, links_within: Option<&Path>) -> Result<Checkpoint> {
+    load_declared(dir, links_within, None)
+}
+
+/// [`load_within`] for a folder whose weight files may be header-only copies of the sizes
+/// `declared` gives (nnlint's Hub cache, `load::hub_store`).
+pub fn load_declared(
+    dir: &Path,
+    links_within: Option<&Path>,
+    declared: Option<&safetensors::Declared>,
+) -> Result<Checkpoint> {
     let config_path = dir.join("config.json");
     if !config_path.is_file() {
         return Err(Error::refused(
@@ -58,7 +68,7 @@ pub fn load_within(dir: &Path, links_within: Option<&Path>) -> Result<Checkpoint
         p.is_file().then(|| read_json(&p)).transpose()?
     };
     let weights_path = weights_file(dir)?;
-    let weights = safetensors::load_within(&weights_path, links_within)?;
+    let weights = safetensors::load_declared(&weights_path, links_within, declared)?;
     Ok(Checkpoint {
         dir: dir.to_path_buf(),
         config_path,

@@ -3,7 +3,8 @@
 //! `file_download.py`): the cache root from `HF_HUB_CACHE`, `HF_HOME` or `XDG_CACHE_HOME`; per repo
 //! `models--{org}--{name}/` with `refs/{revision}` (a file holding the commit sha),
 //! `snapshots/{sha}/` (relative links) and `blobs/` (the content). A snapshot that holds what the
-//! checkpoint needs is read as a local folder; nothing here touches the network.
+//! checkpoint needs is read as a local folder; nothing here touches the network (`hub_net` does,
+//! and `hub_store` keeps what it fetched).
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -254,6 +255,26 @@ pub struct Snapshot {
     pub dir: PathBuf,
     /// What the loaders read: `dir` for a checkpoint, `dir/{file}` for a GGUF file.
     pub path: PathBuf,
+    /// Which cache holds it, and what fetching it cost.
+    pub origin: Origin,
+    /// The real sizes of the header-only weight files in nnlint's cache (`hub_store`); `None` in
+    /// the Hugging Face cache, whose files are whole.
+    pub declared: Option<super::safetensors::Declared>,
+}
+
+/// Where a snapshot was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The Hugging Face cache: whole files, no request made.
+    HfCache,
+    /// nnlint's own cache of headers, filled by an earlier run: no request made.
+    Stored,
+    /// Fetched from the Hub by this run (and kept in nnlint's cache).
+    Fetched {
+        endpoint: String,
+        requests: u64,
+        bytes: u64,
+    },
 }
 
 impl Snapshot {
@@ -273,7 +294,7 @@ impl Snapshot {
     }
 }
 
-fn short(commit: &str) -> &str {
+pub(crate) fn short(commit: &str) -> &str {
     &commit[..commit.len().min(8)]
 }
 
@@ -456,6 +477,8 @@ pub fn find(id: &HubId, revision: &str, cache: &Cache) -> Result<Lookup> {
         repo_dir,
         dir,
         path,
+        origin: Origin::HfCache,
+        declared: None,
     })))
 }
 
@@ -527,7 +550,7 @@ fn first_gguf(dir: &Path) -> Option<String> {
 /// The commit a ref file holds, `None` when there is no such ref. Read as huggingface_hub writes
 /// it (the sha, no newline; surrounding whitespace is forgiven), and at most a few bytes of it:
 /// a ref that is not a sha is an error, never a path.
-fn read_ref(path: &Path) -> Result<Option<String>> {
+pub(crate) fn read_ref(path: &Path) -> Result<Option<String>> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => {}
         _ => return Ok(None),

@@ -3,6 +3,8 @@
 pub mod gguf;
 pub mod hf;
 pub mod hub;
+pub mod hub_net;
+pub mod hub_store;
 pub mod onnx;
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 #[rustfmt::skip]
@@ -141,10 +143,19 @@ pub fn load(path: &Path) -> Result<Loaded> {
 /// Loads a Hugging Face cache snapshot ([`hub::find`]) as a local folder or file: a checkpoint's
 /// sharded index may name shards that resolve anywhere inside the repo's cache folder (its
 /// `blobs/`), never outside it.
+/// A snapshot of nnlint's own cache holds header-only weight files whose real sizes it declares.
 pub fn load_snapshot(s: &hub::Snapshot) -> Result<Loaded> {
-    match s.id.file {
-        Some(_) => load(&s.path),
-        None => hf::load_within(&s.dir, Some(&s.repo_dir)).map(Loaded::Checkpoint),
+    match (&s.id.file, &s.declared) {
+        (Some(_), None) => load(&s.path),
+        (Some(_), Some(d)) => {
+            let len = d.get(&s.path).copied().ok_or_else(|| {
+                Error::malformed(&s.path, "is not in its cache manifest (run with --refresh)")
+            })?;
+            gguf::load_declared(&s.path, Some(len)).map(Loaded::Gguf)
+        }
+        (None, d) => {
+            hf::load_declared(&s.dir, Some(&s.repo_dir), d.as_ref()).map(Loaded::Checkpoint)
+        }
     }
 }
 

@@ -55,11 +55,26 @@ pub fn load(path: &Path) -> Result<Weights> {
 /// the index's own folder; a Hugging Face cache snapshot's repo folder, whose snapshot files are
 /// links into its `blobs/` (`load::hub`).
 pub fn load_within(path: &Path, links_within: Option<&Path>) -> Result<Weights> {
+    load_declared(path, links_within, None)
+}
+
+/// The real sizes of header-only copies, by path: nnlint's Hub cache (`load::hub_store`) keeps
+/// each weight file's first `8 + n` bytes and records the whole file's size in its manifest.
+pub type Declared = std::collections::HashMap<PathBuf, u64>;
+
+/// [`load_within`] for files that may be header-only copies: a file `declared` lists is checked
+/// against that size (the tensor data must cover it exactly, as for a whole file), not its own
+/// length. `None`: every file is whole.
+pub fn load_declared(
+    path: &Path,
+    links_within: Option<&Path>,
+    declared: Option<&Declared>,
+) -> Result<Weights> {
     if is_index(path) {
-        load_sharded(path, links_within)
+        load_sharded(path, links_within, declared)
     } else {
         let mut warnings = Vec::new();
-        let tensors = read_header(path, 0, &mut warnings)?;
+        let tensors = read_header(path, 0, &mut warnings, real_len(path, declared)?)?;
         Ok(Weights {
             path: path.to_path_buf(),
             shards: vec![path.to_path_buf()],
@@ -98,11 +113,32 @@ fn convert_dtype(d: safetensors::Dtype) -> Option<DType> {
     })
 }
 
+/// The size a header-only copy declares, `None` for a whole file; a file missing from a
+/// declaration is an error (a header-only copy read as whole would fail obscurely).
+fn real_len(path: &Path, declared: Option<&Declared>) -> Result<Option<u64>> {
+    match declared {
+        None => Ok(None),
+        Some(d) => d.get(path).copied().map(Some).ok_or_else(|| {
+            Error::malformed(
+                path,
+                "is not in its cache manifest's list of header-only files (remove the cache entry, or run with --refresh)",
+            )
+        }),
+    }
+}
+
 /// Parses one file's header into tensors, in offset order. The header is read, not mapped: it is
 /// all that is touched, and reading it costs one copy where a mapping costs a page fault per
 /// 4 KiB (a quarter of the run on a checkpoint of 41 shards and 16 MB of headers).
-fn read_header(path: &Path, shard: usize, warnings: &mut Vec<String>) -> Result<Vec<WeightTensor>> {
-    let (mut file, len) = super::open_file(path)?;
+/// `declared`: the whole file's size when `path` is a header-only copy.
+fn read_header(
+    path: &Path,
+    shard: usize,
+    warnings: &mut Vec<String>,
+    declared: Option<u64>,
+) -> Result<Vec<WeightTensor>> {
+    let (mut file, stored) = super::open_file(path)?;
+    let len = declared.unwrap_or(stored);
     if len == 0 {
         return Err(Error::malformed(path, "the file is empty"));
     }
@@ -126,6 +162,15 @@ fn read_header(path: &Path, shard: usize, warnings: &mut Vec<String>) -> Result<
             path,
             format!(
                 "safetensors header length {n} runs past the end of the file ({len} bytes): truncated or not a safetensors file"
+            ),
+        ));
+    }
+    if 8 + n > stored {
+        return Err(Error::malformed(
+            path,
+            format!(
+                "the header-only copy holds {stored} bytes, fewer than its {} header bytes (remove the cache entry, or run with --refresh)",
+                8 + n
             ),
         ));
     }
@@ -330,7 +375,11 @@ pub fn shard_names(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-fn load_sharded(path: &Path, links_within: Option<&Path>) -> Result<Weights> {
+fn load_sharded(
+    path: &Path,
+    links_within: Option<&Path>,
+    declared: Option<&Declared>,
+) -> Result<Weights> {
     // mapped, not read: an index of 75,000 tensors is 7 MB that a read copies into fresh pages
     let map = super::onnx::map_whole(path)?;
     // validated as UTF-8 in one pass: parsing from bytes validates string by string, slower
@@ -448,7 +497,9 @@ fn load_sharded(path: &Path, links_within: Option<&Path>) -> Result<Weights> {
                 .enumerate()
                 .map(|(i, shard)| {
                     let mut w = Vec::new();
-                    read_header(shard, i, &mut w).map(|t| (t, w))
+                    real_len(shard, declared)
+                        .and_then(|len| read_header(shard, i, &mut w, len))
+                        .map(|t| (t, w))
                 })
                 .collect::<Vec<Result<(Vec<WeightTensor>, Vec<String>)>>>()
         },
@@ -590,5 +641,34 @@ mod tests {
             .unwrap_err()
             .contains("UTF-8"));
         assert!(parse("{}", 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_header_only_copy_is_read_against_its_declared_size() {
+        let h = br#"{"w":{"dtype":"F32","shape":[1000],"data_offsets":[0,4000]}}"#;
+        let mut head = (h.len() as u64).to_le_bytes().to_vec();
+        head.extend(h);
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("model.safetensors");
+        std::fs::write(&p, &head).unwrap();
+        // as a whole file it is truncated; with its real size declared it is whole
+        let e = super::load(&p).unwrap_err().to_string();
+        assert!(e.contains("does not match the file size"), "{e}");
+        let real = head.len() as u64 + 4000;
+        let d: super::Declared = [(p.clone(), real)].into_iter().collect();
+        let w = super::load_declared(&p, None, Some(&d)).unwrap();
+        assert_eq!(w.tensors[0].shape, vec![1000]);
+        // a wrong size, or a copy shorter than its header, is an error
+        let d: super::Declared = [(p.clone(), real + 1)].into_iter().collect();
+        assert!(super::load_declared(&p, None, Some(&d)).is_err());
+        std::fs::write(&p, &head[..head.len() - 1]).unwrap();
+        let d: super::Declared = [(p.clone(), real)].into_iter().collect();
+        let e = super::load_declared(&p, None, Some(&d))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("header-only copy holds"), "{e}");
+        // a file the declaration does not list
+        let d = super::Declared::new();
+        assert!(super::load_declared(&p, None, Some(&d)).is_err());
     }
 }

@@ -14,7 +14,7 @@ use crate::ir::Dim;
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where a Hub ID's model was read from: the repo, the revision asked for, the commit it names,
-/// the cache and the snapshot folder.
+/// the cache and the snapshot folder, and for a fetch what it cost.
 #[derive(Serialize)]
 pub(crate) struct Source<'a> {
     hub_id: String,
@@ -24,7 +24,17 @@ pub(crate) struct Source<'a> {
     commit: &'a str,
     cache_dir: String,
     snapshot: String,
+    /// `huggingface-cache`, `nnlint-cache` or `hub`.
+    origin: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fetched_bytes: Option<u64>,
 }
+
+use crate::load::hub::Origin;
 
 impl<'a> Source<'a> {
     pub(crate) fn of(s: &'a crate::load::hub::Snapshot) -> Self {
@@ -35,6 +45,23 @@ impl<'a> Source<'a> {
             commit: &s.commit,
             cache_dir: s.cache.dir.display().to_string(),
             snapshot: s.dir.display().to_string(),
+            origin: match s.origin {
+                Origin::HfCache => "huggingface-cache",
+                Origin::Stored => "nnlint-cache",
+                Origin::Fetched { .. } => "hub",
+            },
+            endpoint: match &s.origin {
+                Origin::Fetched { endpoint, .. } => Some(endpoint),
+                _ => None,
+            },
+            requests: match s.origin {
+                Origin::Fetched { requests, .. } => Some(requests),
+                _ => None,
+            },
+            fetched_bytes: match s.origin {
+                Origin::Fetched { bytes, .. } => Some(bytes),
+                _ => None,
+            },
         }
     }
 }
