@@ -399,13 +399,24 @@ fn the_shard_guard_allows_the_repo_folder_only_for_a_snapshot() {
     let c = Cache::new();
     let snap = c.add("org/sharded", SHA, "llm/llama-sharded", None);
     let repo = c.repo_dir("org/sharded");
-    // a plain folder's shards may not leave it, even into blobs/
-    let e = nnlint::load::hf::load(&snap).unwrap_err().to_string();
+    // a plain folder's shards may not leave it, even into a cache's blobs/
+    let plain = c.root().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    for e in std::fs::read_dir(&snap).unwrap() {
+        let e = e.unwrap();
+        std::os::unix::fs::symlink(e.path().canonicalize().unwrap(), plain.join(e.file_name()))
+            .unwrap();
+    }
+    let e = nnlint::load::hf::load(&plain).unwrap_err().to_string();
     assert!(
         e.contains("resolves outside the index's directory (through a link)"),
         "{e}"
     );
     let ck = nnlint::load::hf::load_within(&snap, Some(&repo)).unwrap();
+    assert_eq!(ck.weights.shards.len(), 7);
+    // a snapshot folder given as a path (models--org--name/snapshots/<sha>) is bounded by its
+    // repo's folder as an ID is
+    let ck = nnlint::load::hf::load(&snap).unwrap();
     assert_eq!(ck.weights.shards.len(), 7);
     // a snapshot's shards may not leave the repo's folder
     let shard = snap.join("model-00002-of-00007.safetensors");
@@ -415,13 +426,16 @@ fn the_shard_guard_allows_the_repo_folder_only_for_a_snapshot() {
         &shard,
     )
     .unwrap();
-    let e = nnlint::load::hf::load_within(&snap, Some(&repo))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("shard 'model-00002-of-00007.safetensors' resolves outside its repo's folder in the Hugging Face cache"),
-        "{e}"
-    );
+    for e in [
+        nnlint::load::hf::load_within(&snap, Some(&repo)).unwrap_err(),
+        nnlint::load::hf::load(&snap).unwrap_err(),
+    ] {
+        let e = e.to_string();
+        assert!(
+            e.contains("shard 'model-00002-of-00007.safetensors' resolves outside its repo's folder in the Hugging Face cache"),
+            "{e}"
+        );
+    }
 }
 
 #[test]

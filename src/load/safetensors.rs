@@ -443,7 +443,18 @@ fn load_sharded(
         }
         shards.push(dir.join(rel));
     }
-    let within = links_within.unwrap_or(dir);
+    // a Hugging Face cache snapshot given as a path (`models--org--name/snapshots/<sha>/`) links
+    // its shards into the repo's `blobs/`: the repo's folder bounds them, as for a Hub ID
+    let cache_repo = dir
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "snapshots"))
+        .and_then(Path::parent)
+        .filter(|r| {
+            r.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("models--"))
+        });
+    let within = links_within.or(cache_repo).unwrap_or(dir);
     let root = within.canonicalize().map_err(|e| Error::io(within, e))?;
     for (i, shard) in shards.iter().enumerate() {
         if !shard.exists() {
@@ -461,7 +472,7 @@ fn load_sharded(
         if !canonical.starts_with(&root) {
             return Err(Error::refused(
                 path,
-                match links_within {
+                match links_within.or(cache_repo) {
                     None => format!(
                         "shard '{}' resolves outside the index's directory (through a link)",
                         shard_names[i]
