@@ -2687,3 +2687,19 @@ fn lora_on_fused_experts_at_full_size() {
         );
     }
 }
+
+/// Nemotron-H's experts are not gated (up, relu², down): a token skips 2 of the fixture's 4
+/// experts in its one MoE block, each 2 × 32 × 32 parameters, so 33,740 − 2 × 2,048 = 29,644
+/// parameters are active (PyTorch's count of the fixture, 33,740, less what routing skips; the
+/// gated count, 3 × 32 × 32 an expert, gave 27,596).
+#[test]
+fn nemotron_h_active_parameters_count_ungated_experts() {
+    let (_, expected) = load("nemotron_h");
+    let j = mem_json(&testdata("nemotron_h"), &[]);
+    let total = expected["params"]["count"].as_u64().unwrap();
+    assert_eq!(j["totals"]["params"].as_u64(), Some(total));
+    assert_eq!(
+        j["llm"]["active_params"].as_u64(),
+        Some(total - 2 * 2 * 32 * 32)
+    );
+}

@@ -307,10 +307,13 @@ impl Moe {
         self.sparse.get(layer).copied().unwrap_or(true)
     }
 
-    /// Parameters of one routed expert (gpt-oss: with its biases).
-    pub fn params_per_expert(&self, hidden: u64) -> u64 {
+    /// Parameters of one routed expert: gate, up and down, or up and down where the experts are
+    /// not gated (Nemotron-H's relu²); gpt-oss's with their biases.
+    pub fn params_per_expert(&self, hidden: u64, gated: bool) -> u64 {
         let i = self.expert_intermediate;
-        let w = 3u64.saturating_mul(hidden).saturating_mul(i);
+        let w = if gated { 3u64 } else { 2 }
+            .saturating_mul(hidden)
+            .saturating_mul(i);
         if self.clamped_glu {
             w.saturating_add(2 * i + hidden)
         } else {

@@ -679,7 +679,7 @@ fn macs_per_token(a: &Arch, active_linear: u64, seq: u64) -> u64 {
 /// dense blocks, routers and attention are always active).
 fn active_params(a: &Arch, total: u64) -> Option<u64> {
     let m = a.moe.as_ref()?;
-    let per_expert = m.params_per_expert(a.hidden);
+    let per_expert = m.params_per_expert(a.hidden, a.gated);
     let unrouted = m
         .moe_layers
         .saturating_mul(m.experts - m.top_k)
@@ -755,12 +755,7 @@ fn bnb_skips(a: &Arch) -> u64 {
     let Some(m) = a.moe.as_ref() else {
         return 0;
     };
-    let per_expert = if a.gated {
-        m.params_per_expert(a.hidden)
-    } else {
-        2u64.saturating_mul(a.hidden)
-            .saturating_mul(m.expert_intermediate)
-    };
+    let per_expert = m.params_per_expert(a.hidden, a.gated);
     let router = if m.router_linear {
         0
     } else {

@@ -70,7 +70,7 @@ mod tests {
         assert!(a.blocks.iter().all(|b| b.mixer.attention().unwrap().sinks));
         let m = a.moe.as_ref().unwrap();
         // gate_up [2I, H] + its bias 2I, down [H, I] + its bias H
-        assert_eq!(m.params_per_expert(32), 3 * 32 * 64 + 2 * 64 + 32);
+        assert_eq!(m.params_per_expert(32, true), 3 * 32 * 64 + 2 * 64 + 32);
         assert_eq!(m.moe_layers, 2);
         assert_eq!(a.norm, super::super::super::arch::Norm::RmsWeightFp32);
         assert!(a.rotary_half_tables);
