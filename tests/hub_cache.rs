@@ -107,6 +107,29 @@ impl Cache {
         snap
     }
 
+    /// Adds `files` (relative paths, maybe in subfolders) as snapshot `sha` of `repo`, the same
+    /// way as [`Cache::add`].
+    fn add_files(
+        &self,
+        repo: &str,
+        sha: &str,
+        files: &std::collections::BTreeMap<String, Vec<u8>>,
+    ) -> PathBuf {
+        let repo_dir = self.repo_dir(repo);
+        let blobs = repo_dir.join("blobs");
+        let snap = repo_dir.join("snapshots").join(sha);
+        std::fs::create_dir_all(&blobs).unwrap();
+        for (name, bytes) in files {
+            let blob = etag(bytes);
+            std::fs::write(blobs.join(&blob), bytes).unwrap();
+            let link = snap.join(name);
+            std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+            let up = "../".repeat(name.matches('/').count() + 2);
+            std::os::unix::fs::symlink(format!("{up}blobs/{blob}"), &link).unwrap();
+        }
+        snap
+    }
+
     /// Points `refs/{name}` at `sha`, as huggingface_hub writes it (no newline).
     fn set_ref(&self, repo: &str, name: &str, sha: &str) {
         let path = self.repo_dir(repo).join("refs").join(name);
@@ -630,4 +653,189 @@ fn fit_report_and_lint_take_ids() {
         err.contains("nnlint: error: org/llama@main (snapshot 01234567): is a language-model checkpoint: lint needs an ONNX graph"),
         "{err}"
     );
+}
+
+/// The interpreter of the Python interop tests (tests/interop/run.sh): `NNLINT_INTEROP_PY`, else
+/// the venv run.sh makes in `target/interop-venv`; `None` when neither is there.
+fn interop_python() -> Option<PathBuf> {
+    if let Some(py) = std::env::var_os("NNLINT_INTEROP_PY") {
+        return Some(PathBuf::from(py));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let py = target.join("interop-venv/bin/python");
+    py.is_file().then_some(py)
+}
+
+/// The layout `Cache` writes, and so the one nnlint reads, is the one huggingface_hub itself
+/// recognises: `scan_cache_dir` finds every repo, revision, ref and file, each file's blob, and
+/// reports no corrupted entry. Needs huggingface_hub (tests/interop/requirements.txt): run.sh runs
+/// this test with its venv and `NNLINT_INTEROP_REQUIRED=1`; elsewhere it is skipped, said on
+/// standard error, when the venv or the package is absent.
+#[test]
+fn the_cache_layout_is_the_one_huggingface_hub_scans() {
+    let required = std::env::var_os("NNLINT_INTEROP_REQUIRED").is_some_and(|v| v == "1");
+    let skip = |why: String| {
+        assert!(!required, "NNLINT_INTEROP_REQUIRED=1 but {why}");
+        eprintln!("skipped: {why} (bash tests/interop/run.sh installs it and runs this test)");
+    };
+    let Some(py) = interop_python() else {
+        return skip("no interop venv (target/interop-venv) and no NNLINT_INTEROP_PY".into());
+    };
+    let probe = Command::new(&py)
+        .args(["-c", "import huggingface_hub"])
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        return skip(format!("{} cannot import huggingface_hub", py.display()));
+    }
+
+    let c = Cache::new();
+    c.add("org/llama", SHA, "llm/llama", None);
+    c.set_ref("org/llama", "main", SHA);
+    c.set_ref("org/llama", "v1.0", SHA);
+    c.set_ref("org/llama", "refs/pr/1", SHA);
+    c.add("org/llama", SHA2, "llm/llama", Some(&["config.json"]));
+    c.set_ref("org/llama", "old", SHA2);
+    c.add("org/sharded", SHA, "llm/llama-sharded", None);
+    c.set_ref("org/sharded", "main", SHA);
+    c.add(
+        "org/gguf",
+        SHA2,
+        "llm/gguf",
+        Some(&["tiny-llama-q4_k_m.gguf"]),
+    );
+    c.set_ref("org/gguf", "main", SHA2);
+    // a file in a subfolder of the snapshot links two levels further up
+    let snap = c.repo_dir("org/gguf").join("snapshots").join(SHA2);
+    let bytes = std::fs::read(common::testdata().join("llm/llama/config.json")).unwrap();
+    let blob = etag(&bytes);
+    std::fs::write(c.repo_dir("org/gguf").join("blobs").join(&blob), &bytes).unwrap();
+    std::fs::create_dir_all(snap.join("sub")).unwrap();
+    std::os::unix::fs::symlink(
+        format!("../../../blobs/{blob}"),
+        snap.join("sub/config.json"),
+    )
+    .unwrap();
+    // nnlint reads what it wrote (the test's premise)
+    assert_eq!(
+        numbers(mem_json(&c, "org/sharded", &[])),
+        numbers(folder_json("llm/llama-sharded"))
+    );
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/scan_cache.py");
+    let out = Command::new(&py)
+        .arg(&script)
+        .arg(c.root())
+        .env_remove("HF_HUB_CACHE")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_HUB_DISABLE_TELEMETRY", "1")
+        .output()
+        .expect("the interop python runs");
+    assert!(
+        out.status.success(),
+        "scan_cache.py failed: {}",
+        common::stderr(&out)
+    );
+    let scan: Value =
+        serde_json::from_str(&common::stdout(&out)).expect("scan_cache.py prints JSON");
+    assert_eq!(scan["warnings"], serde_json::json!([]), "{scan:#}");
+
+    // what huggingface_hub should see: repo → [(sha, refs, files)]
+    let listing = |fixture: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(common::testdata().join(fixture))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "expected.json")
+            .collect();
+        v.sort();
+        v
+    };
+    /// A revision: its commit, its refs, its files.
+    type Revision<'a> = (&'a str, Vec<&'a str>, Vec<String>);
+    let expected: Vec<(&str, Vec<Revision>)> = vec![
+        (
+            "org/gguf",
+            vec![(
+                SHA2,
+                vec!["main"],
+                vec!["sub/config.json".into(), "tiny-llama-q4_k_m.gguf".into()],
+            )],
+        ),
+        (
+            "org/llama",
+            vec![
+                (SHA, vec!["main", "refs/pr/1", "v1.0"], listing("llm/llama")),
+                (SHA2, vec!["old"], vec!["config.json".into()]),
+            ],
+        ),
+        (
+            "org/sharded",
+            vec![(SHA, vec!["main"], listing("llm/llama-sharded"))],
+        ),
+    ];
+    let repos = scan["repos"].as_array().expect("repos");
+    assert_eq!(repos.len(), expected.len(), "{scan:#}");
+    for (repo, (id, revisions)) in repos.iter().zip(&expected) {
+        assert_eq!(repo["repo_id"], *id, "{scan:#}");
+        assert_eq!(repo["repo_type"], "model");
+        let revs = repo["revisions"].as_array().unwrap();
+        assert_eq!(revs.len(), revisions.len(), "{id}: {scan:#}");
+        let mut blobs = std::collections::BTreeSet::new();
+        for (rev, (sha, refs, files)) in revs.iter().zip(revisions) {
+            assert_eq!(rev["commit_hash"], *sha, "{id}");
+            assert_eq!(rev["refs"], serde_json::json!(refs), "{id}@{sha}");
+            let repo_dir = format!("models--{}", id.replace('/', "--"));
+            assert_eq!(rev["snapshot"], format!("{repo_dir}/snapshots/{sha}"));
+            let got: Vec<&String> = rev["files"].as_object().unwrap().keys().collect();
+            let want: Vec<&String> = files.iter().collect();
+            assert_eq!(got, want, "{id}@{sha}");
+            for (name, f) in rev["files"].as_object().unwrap() {
+                let blob = f["blob"].as_str().unwrap();
+                assert!(
+                    blob.starts_with(&format!("{repo_dir}/blobs/")),
+                    "{name}: {blob}"
+                );
+                let on_disk = std::fs::metadata(c.root().join(blob)).unwrap().len();
+                assert_eq!(f["size"], on_disk, "{id}@{sha}/{name}");
+                blobs.insert(blob.to_string());
+            }
+        }
+        // the same blob in two revisions is one file of the repo
+        assert_eq!(repo["nb_files"], blobs.len(), "{id}");
+    }
+}
+
+/// A diffusers pipeline and a sentence-transformers model in the Hugging Face cache read as their
+/// folders do, their component files linked into `blobs/` from subfolders of the snapshot.
+#[test]
+fn pipelines_in_the_cache_read_as_their_folders() {
+    let c = Cache::new();
+    for (repo, files) in [
+        ("org/pipe", common::diffusers_files()),
+        ("org/st", common::sentence_transformers_files()),
+    ] {
+        c.add_files(repo, SHA, &files);
+        c.set_ref(repo, "main", SHA);
+        let dir = tempfile::tempdir().unwrap();
+        common::write_files(dir.path(), &files);
+        let want = numbers(common::run_json(&[
+            "mem",
+            &dir.path().display().to_string(),
+            "-f",
+            "json",
+        ]));
+        let got = mem_json(&c, repo, &[]);
+        assert_eq!(got["source"]["origin"], "huggingface-cache", "{got:#}");
+        assert_eq!(numbers(got), want, "{repo}");
+    }
+    // a component's weight file linked out of the repo's folder
+    let outside = tempfile::tempdir().unwrap();
+    let snap = c.repo_dir("org/pipe").join("snapshots").join(SHA);
+    let w = snap.join("vae/diffusion_pytorch_model.safetensors");
+    std::fs::copy(&w, outside.path().join("w.safetensors")).unwrap();
+    std::fs::remove_file(&w).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("w.safetensors"), &w).unwrap();
+    let e = error_line(&run(&c, &["mem", "org/pipe"]));
+    assert!(e.contains("outside"), "{e}");
 }

@@ -929,3 +929,101 @@ fn the_proxy_variables_are_honoured() {
     proxy.unblock();
     t.join().unwrap();
 }
+
+#[test]
+fn diffusers_and_sentence_transformers_repos_over_the_network_equal_their_folders() {
+    let hub = FakeHub::start("");
+    let env = Env::new();
+    let tok = [("HF_TOKEN", TOKEN)];
+    for (repo, files, weights) in [
+        (
+            "org/pipe",
+            common::diffusers_files(),
+            &[
+                "text_encoder/model.safetensors",
+                "unet/diffusion_pytorch_model-00001-of-00002.safetensors",
+                "unet/diffusion_pytorch_model-00002-of-00002.safetensors",
+                "vae/diffusion_pytorch_model.safetensors",
+            ][..],
+        ),
+        (
+            "org/st",
+            common::sentence_transformers_files(),
+            &["model.safetensors", "2_Dense/model.safetensors"][..],
+        ),
+    ] {
+        hub.add(repo, files.clone());
+        let dir = tempfile::tempdir().unwrap();
+        common::write_files(dir.path(), &files);
+        let want = numbers(folder_json(dir.path()));
+        assert!(
+            want["notes"].to_string().contains("are out of scope"),
+            "{want:#}"
+        );
+        hub.clear();
+        let v = json_of(&env.run(&hub.endpoint(), &tok, &["mem", repo, "-f", "json"]));
+        assert_eq!(numbers(v.clone()), want, "{repo}");
+        assert_eq!(v["source"]["origin"], "hub");
+        let errors = common::schema_errors("mem.schema.json", &v);
+        assert!(errors.is_empty(), "{errors:?}");
+        // headers only: each weight file by one Range request to the CDN, without the token
+        let seen = hub.seen();
+        for w in weights {
+            let c: Vec<&Seen> = seen
+                .iter()
+                .filter(|s| s.cdn && s.path.ends_with(&format!("/{SHA}/{w}")))
+                .collect();
+            assert_eq!(c.len(), 1, "{w}: {seen:?}");
+            assert!(c[0].range.is_some() && c[0].auth.is_none(), "{w}: {c:?}");
+        }
+        // files of no use are not fetched
+        assert!(
+            !seen
+                .iter()
+                .any(|s| s.path.contains("tokenizer/") || s.path.contains("scheduler_config")),
+            "{seen:?}"
+        );
+    }
+    // a second run comes from nnlint's cache, the server gone
+    let endpoint = hub.endpoint();
+    drop(hub);
+    for repo in ["org/pipe", "org/st"] {
+        let v = json_of(&env.run(&endpoint, &[], &["mem", repo, "-f", "json"]));
+        assert_eq!(v["source"]["origin"], "nnlint-cache", "{repo}");
+        assert!(v["notes"].to_string().contains("are out of scope"));
+    }
+}
+
+#[test]
+fn a_pipeline_listing_that_leaves_the_repo_is_refused() {
+    let hub = FakeHub::start("");
+    let env = Env::new();
+    for (repo, file, body) in [
+        (
+            "org/bad1",
+            "model_index.json",
+            r#"{"../x": ["diffusers", "UNet"]}"#,
+        ),
+        (
+            "org/bad2",
+            "modules.json",
+            r#"[{"path": "/etc", "type": "x"}]"#,
+        ),
+        (
+            "org/bad3",
+            "model_index.json",
+            r#"{"scheduler": ["diffusers", "S"]}"#,
+        ),
+    ] {
+        let mut files = BTreeMap::new();
+        files.insert(file.to_string(), body.as_bytes().to_vec());
+        files.insert("x/../../y.safetensors".to_string(), vec![0; 8]);
+        hub.add(repo, files);
+        let e = error_line(&env.run(&hub.endpoint(), &[], &["mem", repo]));
+        assert!(e.starts_with("nnlint: error: "), "{e}");
+        assert!(
+            e.contains(file) || e.contains("has no safetensors weights"),
+            "{repo}: {e}"
+        );
+    }
+}

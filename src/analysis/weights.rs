@@ -122,9 +122,14 @@ pub fn analyze(w: &Weights) -> MemReport {
         totals.buffer_bytes += layer.buffer_bytes;
         layers.push(layer);
     }
-    let mut notes = vec![
-        "weights only: activations, MACs and the inference peak need a graph (run nnlint on an ONNX export)".to_string(),
-    ];
+    // a pipeline's loader says what it read and what is out of scope
+    let mut notes = if w.notes.is_empty() {
+        vec![
+            "weights only: activations, MACs and the inference peak need a graph (run nnlint on an ONNX export)".to_string(),
+        ]
+    } else {
+        w.notes.clone()
+    };
     if w.shards.len() > 1 {
         notes.push(format!("{} shards", w.shards.len()));
     }
@@ -178,6 +183,7 @@ mod tests {
                 t("embed_tokens.weight", DType::F16, &[1000, 64]),
             ],
             warnings: vec![],
+            notes: vec![],
         };
         let r = analyze(&w);
         let ops: Vec<(&str, &str)> = r

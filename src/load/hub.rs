@@ -486,6 +486,9 @@ pub fn find(id: &HubId, revision: &str, cache: &Cache) -> Result<Lookup> {
 /// (the sharded index and every shard it names, or `model.safetensors`; a folder with other
 /// safetensors files or a pickle is left to the loader, which says what it makes of it).
 fn needed(dir: &Path) -> Result<Vec<String>> {
+    if super::pipeline::detect(dir).is_some() {
+        return super::pipeline::needed(dir);
+    }
     let mut needed = vec!["config.json".to_string()];
     let present = |n: &str| dir.join(n).symlink_metadata().is_ok();
     let index = "model.safetensors.index.json";

@@ -653,6 +653,87 @@ fn weights(
     Ok(shards)
 }
 
+/// The weight files of a diffusers pipeline or a sentence-transformers model
+/// (`load::pipeline`): its listing, the root's and each component's `config.json` whole, each
+/// component's sharded index whole, and the weight files (`folder/file`) whose headers to fetch.
+fn pipeline_weights(
+    hub: &Hub,
+    id: &HubId,
+    commit: &str,
+    files: &[String],
+    fetched: &mut Fetched,
+) -> Result<Vec<String>> {
+    use super::pipeline;
+    let listed = |n: &str| files.iter().any(|f| f == n);
+    let Some(kind) = pipeline::detect_by(listed) else {
+        return Err(no_weights(id, commit, files));
+    };
+    let listing = hub.whole(id, commit, kind.file())?;
+    let comps = pipeline::components(kind, &listing)
+        .map_err(|m| Error::malformed(hub.resolve_url(id, commit, kind.file()), m))?;
+    fetched.whole.push((kind.file().to_string(), listing));
+    for name in ["config.json", "config_sentence_transformers.json"] {
+        if listed(name) {
+            let bytes = hub.whole(id, commit, name)?;
+            fetched.whole.push((name.to_string(), bytes));
+        }
+    }
+    let mut weights = Vec::new();
+    for c in &comps {
+        let prefix = if c.folder.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", c.folder)
+        };
+        let here: Vec<&str> = files
+            .iter()
+            .filter_map(|f| f.strip_prefix(&prefix))
+            .filter(|n| !n.contains('/'))
+            .collect();
+        if !prefix.is_empty() && here.contains(&"config.json") {
+            let name = format!("{prefix}config.json");
+            let bytes = hub.whole(id, commit, &name)?;
+            fetched.whole.push((name, bytes));
+        }
+        let file = pipeline::weights_file(&here).map_err(|m| {
+            Error::refused(
+                format!("{}@{}/{}", id.repo(), super::hub::short(commit), c.folder),
+                m,
+            )
+        })?;
+        let Some(file) = file else { continue };
+        let name = format!("{prefix}{file}");
+        if !super::safetensors::is_index(std::path::Path::new(&file)) {
+            weights.push(name);
+            continue;
+        }
+        let bytes = hub.whole(id, commit, &name)?;
+        let tmp = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let local = tmp.path().join(&file);
+        std::fs::write(&local, &bytes).map_err(|e| Error::io(&local, e))?;
+        let shards = super::safetensors::shard_names(&local)
+            .map_err(|e| Error::malformed(hub.resolve_url(id, commit, &name), e.to_string()))?;
+        for (shard, w) in shard_windows(&bytes) {
+            fetched.windows.insert(format!("{prefix}{shard}"), w);
+        }
+        fetched.whole.push((name.clone(), bytes));
+        for shard in shards {
+            let full = format!("{prefix}{shard}");
+            if !files.contains(&full) {
+                return Err(Error::refused(
+                    format!("{}@{}", id.repo(), super::hub::short(commit)),
+                    format!("{name} names shard '{shard}', which the repo does not hold"),
+                ));
+            }
+            weights.push(full);
+        }
+    }
+    if weights.is_empty() {
+        return Err(no_weights(id, commit, files));
+    }
+    Ok(weights)
+}
+
 /// "No safetensors weights", saying what the repo holds instead.
 fn no_weights(id: &HubId, commit: &str, files: &[String]) -> Error {
     let ggufs: Vec<&String> = files
@@ -727,6 +808,9 @@ pub fn fetch(hub: &Hub, id: &HubId, revision: &str, progress: &dyn Progress) -> 
                 ));
             }
             vec![f.clone()]
+        }
+        None if super::pipeline::detect_by(|n| files.iter().any(|f| f == n)).is_some() => {
+            pipeline_weights(hub, id, &commit, &files, &mut fetched)?
         }
         None => {
             if !files.iter().any(|f| f == "config.json") {

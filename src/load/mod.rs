@@ -9,6 +9,7 @@ pub mod onnx;
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 #[rustfmt::skip]
 pub mod onnx_pb;
+pub mod pipeline;
 pub mod safetensors;
 pub(crate) mod skim;
 
@@ -37,8 +38,9 @@ pub struct Resolved {
     pub chosen: Option<String>,
 }
 
-/// The one rule for folders, shared by every command: a folder with a `config.json` is a Hugging
-/// Face checkpoint; a folder without one is read as its only model file (one `.onnx`, one `.gguf`
+/// The one rule for folders, shared by every command: a folder with a `model_index.json`
+/// (diffusers) or a `modules.json` (sentence-transformers) is a pipeline (`pipeline.rs`), read
+/// as its components' weights; a folder with a `config.json` is a Hugging Face checkpoint; a folder without one is read as its only model file (one `.onnx`, one `.gguf`
 /// besides a multimodal projector, one safetensors index, or one `.safetensors` when there is no
 /// index), said in one line; a folder with several is refused, naming them. Any other path is
 /// read as it is.
@@ -47,7 +49,11 @@ pub fn resolve(path: &Path) -> Result<Resolved> {
         path: path.to_path_buf(),
         chosen: None,
     };
-    if path == Path::new("-") || !path.is_dir() || path.join("config.json").is_file() {
+    if path == Path::new("-")
+        || !path.is_dir()
+        || path.join("config.json").is_file()
+        || pipeline::detect(path).is_some()
+    {
         return Ok(as_is());
     }
     let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)
@@ -114,11 +120,26 @@ pub fn resolve(path: &Path) -> Result<Resolved> {
 /// folder is resolved by [`resolve`]'s rule.
 pub fn load(path: &Path) -> Result<Loaded> {
     if path != Path::new("-") && path.is_dir() {
+        // a diffusers pipeline or a sentence-transformers model: its components' weights
+        if pipeline::detect(path).is_some() {
+            return pipeline::load_declared(path, None, None).map(Loaded::Weights);
+        }
         let r = resolve(path)?;
         if r.chosen.is_none() {
             return hf::load(path).map(Loaded::Checkpoint);
         }
         return load(&r.path);
+    }
+    // a pipeline's listing names its folder
+    if let (Some(file), Some(dir)) = (path.file_name(), path.parent()) {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        if pipeline::detect(dir).is_some_and(|k| file == k.file()) {
+            return pipeline::load_declared(dir, None, None).map(Loaded::Weights);
+        }
     }
     let name = path.to_string_lossy();
     if name.ends_with(".gguf") {
@@ -152,6 +173,9 @@ pub fn load_snapshot(s: &hub::Snapshot) -> Result<Loaded> {
                 Error::malformed(&s.path, "is not in its cache manifest (run with --refresh)")
             })?;
             gguf::load_declared(&s.path, Some(len)).map(Loaded::Gguf)
+        }
+        (None, d) if pipeline::detect(&s.dir).is_some() => {
+            pipeline::load_declared(&s.dir, Some(&s.repo_dir), d.as_ref()).map(Loaded::Weights)
         }
         (None, d) => {
             hf::load_declared(&s.dir, Some(&s.repo_dir), d.as_ref()).map(Loaded::Checkpoint)

@@ -19,6 +19,9 @@ pub struct Weights {
     /// Every tensor, in file order (shards in order, tensors by offset).
     pub tensors: Vec<WeightTensor>,
     pub warnings: Vec<String>,
+    /// What the report says about where the tensors come from (a pipeline's components,
+    /// `load::pipeline`); empty for a file or a sharded checkpoint.
+    pub notes: Vec<String>,
 }
 
 /// One stored tensor: its name, type and shape.
@@ -80,6 +83,7 @@ pub fn load_declared(
             shards: vec![path.to_path_buf()],
             tensors,
             warnings,
+            notes: Vec::new(),
         })
     }
 }
@@ -596,6 +600,7 @@ fn load_sharded(
         shards,
         tensors,
         warnings,
+        notes: Vec::new(),
     })
 }
 

@@ -105,3 +105,186 @@ pub fn schema_errors(schema: &str, instance: &serde_json::Value) -> Vec<String> 
         .map(|e| format!("{e} at {}", e.instance_path()))
         .collect()
 }
+
+/// A safetensors file of zero-filled tensors `(name, dtype, shape)`, laid out in the order
+/// given (the header lists them sorted, as safetensors writes it).
+pub fn safetensors_file(tensors: &[(&str, &str, &[u64])]) -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0u64;
+    for (name, dtype, shape) in tensors {
+        let size = match *dtype {
+            "F32" | "I32" => 4,
+            "F16" | "BF16" => 2,
+            "I64" | "F64" => 8,
+            _ => 1,
+        };
+        let n = shape.iter().product::<u64>() * size;
+        header.insert(
+            name.to_string(),
+            serde_json::json!({"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}),
+        );
+        offset += n;
+    }
+    let mut text = serde_json::Value::Object(header).to_string();
+    // padded with spaces to 8 bytes, as safetensors writes it, so the data is aligned
+    while !text.len().is_multiple_of(8) {
+        text.push(' ');
+    }
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(text.as_bytes());
+    out.resize(out.len() + offset as usize, 0);
+    out
+}
+
+/// The parameters (elements) and bytes of tensors as [`safetensors_file`] takes them.
+pub fn counted(tensors: &[(&str, &str, &[u64])]) -> (u64, u64) {
+    tensors.iter().fold((0, 0), |(p, b), (_, dtype, shape)| {
+        let n: u64 = shape.iter().product();
+        let size = match *dtype {
+            "F32" | "I32" => 4,
+            "F16" | "BF16" => 2,
+            "I64" | "F64" => 8,
+            _ => 1,
+        };
+        (p + n, b + n * size)
+    })
+}
+
+pub type Tensors = &'static [(&'static str, &'static str, &'static [u64])];
+
+/// The tensors of a tiny diffusers pipeline's components (the UNet in two shards).
+pub const UNET_1: Tensors = &[
+    ("conv_in.weight", "F32", &[8, 4, 3, 3]),
+    ("conv_in.bias", "F32", &[8]),
+];
+pub const UNET_2: Tensors = &[
+    ("conv_out.weight", "F32", &[4, 8, 3, 3]),
+    ("conv_out.bias", "F32", &[4]),
+];
+pub const VAE: Tensors = &[
+    ("encoder.conv_in.weight", "F32", &[8, 3, 3, 3]),
+    ("encoder.conv_in.bias", "F32", &[8]),
+    ("decoder.conv_out.weight", "F32", &[3, 8, 3, 3]),
+];
+pub const TEXT_ENCODER: Tensors = &[
+    (
+        "text_model.embeddings.token_embedding.weight",
+        "F16",
+        &[100, 16],
+    ),
+    ("text_model.final_layer_norm.weight", "F16", &[16]),
+    ("text_model.embeddings.position_ids", "I64", &[1, 8]),
+];
+
+/// The files of a tiny diffusers repo (paths relative to its root): `unet` sharded with an
+/// index, `vae` as `diffusion_pytorch_model.safetensors`, `text_encoder` as `model.safetensors`,
+/// a scheduler and a tokenizer without weights, an absent safety checker.
+pub fn diffusers_files() -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut f = std::collections::BTreeMap::new();
+    let idx = serde_json::json!({
+        "_class_name": "StableDiffusionPipeline",
+        "_diffusers_version": "0.30.0",
+        "unet": ["diffusers", "UNet2DConditionModel"],
+        "vae": ["diffusers", "AutoencoderKL"],
+        "text_encoder": ["transformers", "CLIPTextModel"],
+        "scheduler": ["diffusers", "PNDMScheduler"],
+        "tokenizer": ["transformers", "CLIPTokenizer"],
+        "safety_checker": [null, null],
+        "requires_safety_checker": false
+    });
+    f.insert("model_index.json".into(), idx.to_string().into_bytes());
+    let config = |class: &str| {
+        serde_json::json!({ "_class_name": class })
+            .to_string()
+            .into_bytes()
+    };
+    f.insert("unet/config.json".into(), config("UNet2DConditionModel"));
+    let s1 = "diffusion_pytorch_model-00001-of-00002.safetensors";
+    let s2 = "diffusion_pytorch_model-00002-of-00002.safetensors";
+    let mut map = serde_json::Map::new();
+    for (t, _, _) in UNET_1 {
+        map.insert(t.to_string(), s1.into());
+    }
+    for (t, _, _) in UNET_2 {
+        map.insert(t.to_string(), s2.into());
+    }
+    f.insert(
+        "unet/diffusion_pytorch_model.safetensors.index.json".into(),
+        serde_json::json!({"metadata": {}, "weight_map": map})
+            .to_string()
+            .into_bytes(),
+    );
+    f.insert(format!("unet/{s1}"), safetensors_file(UNET_1));
+    f.insert(format!("unet/{s2}"), safetensors_file(UNET_2));
+    f.insert("vae/config.json".into(), config("AutoencoderKL"));
+    f.insert(
+        "vae/diffusion_pytorch_model.safetensors".into(),
+        safetensors_file(VAE),
+    );
+    f.insert("text_encoder/config.json".into(), config("CLIPTextModel"));
+    f.insert(
+        "text_encoder/model.safetensors".into(),
+        safetensors_file(TEXT_ENCODER),
+    );
+    f.insert(
+        "scheduler/scheduler_config.json".into(),
+        config("PNDMScheduler"),
+    );
+    f.insert("tokenizer/vocab.json".into(), b"{}".to_vec());
+    f
+}
+
+pub const ST_TRANSFORMER: Tensors = &[
+    ("embeddings.word_embeddings.weight", "F32", &[50, 8]),
+    (
+        "encoder.layer.0.attention.self.query.weight",
+        "F32",
+        &[8, 8],
+    ),
+    ("encoder.layer.0.attention.self.query.bias", "F32", &[8]),
+];
+pub const ST_DENSE: Tensors = &[
+    ("linear.weight", "F32", &[4, 8]),
+    ("linear.bias", "F32", &[4]),
+];
+
+/// The files of a tiny sentence-transformers repo: the transformer at the root, `1_Pooling/`
+/// (no weights), `2_Dense/` with its own `model.safetensors`.
+pub fn sentence_transformers_files() -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut f = std::collections::BTreeMap::new();
+    let modules = serde_json::json!([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    ]);
+    f.insert("modules.json".into(), modules.to_string().into_bytes());
+    f.insert(
+        "config.json".into(),
+        serde_json::json!({"model_type": "bert", "architectures": ["BertModel"]})
+            .to_string()
+            .into_bytes(),
+    );
+    f.insert("model.safetensors".into(), safetensors_file(ST_TRANSFORMER));
+    f.insert(
+        "1_Pooling/config.json".into(),
+        br#"{"word_embedding_dimension": 8, "pooling_mode_mean_tokens": true}"#.to_vec(),
+    );
+    f.insert(
+        "2_Dense/config.json".into(),
+        br#"{"in_features": 8, "out_features": 4}"#.to_vec(),
+    );
+    f.insert(
+        "2_Dense/model.safetensors".into(),
+        safetensors_file(ST_DENSE),
+    );
+    f
+}
+
+/// Writes `files` (relative paths) under `dir`.
+pub fn write_files(dir: &Path, files: &std::collections::BTreeMap<String, Vec<u8>>) {
+    for (name, bytes) in files {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+}

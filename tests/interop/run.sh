@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Python interop test of `nnlint rewrite` / `nnlint verify`: bash tests/interop/run.sh [FILTER...]
+# Python interop tests: `nnlint rewrite` / `nnlint verify` against onnx and onnxruntime, and the
+# Hugging Face cache layout against huggingface_hub: bash tests/interop/run.sh [FILTER...]
 #
 # Uses $NNLINT_INTEROP_PY if set (a python that already has requirements.txt installed), otherwise
 # creates/reuses the venv target/interop-venv and installs requirements.txt there when it changed.
@@ -35,5 +36,11 @@ if [[ -z "${NNLINT:-}" ]]; then
 fi
 [[ -x "$NNLINT" ]] || { echo "interop: $NNLINT is not an executable" >&2; exit 2; }
 export NNLINT
+
+# the Hugging Face cache layout nnlint reads, as tests/hub_cache.rs builds it, scanned by
+# huggingface_hub.scan_cache_dir (tests/interop/scan_cache.py); required here, skipped elsewhere
+echo "interop: huggingface_hub.scan_cache_dir on the cache layout of tests/hub_cache.rs"
+NNLINT_INTEROP_PY="$py" NNLINT_INTEROP_REQUIRED=1 \
+    cargo test --locked --test hub_cache -- --exact the_cache_layout_is_the_one_huggingface_hub_scans
 
 exec "$py" "$here/test_rewrite.py" "$@"
