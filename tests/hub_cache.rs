@@ -16,27 +16,6 @@ use serde_json::Value;
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 const SHA2: &str = "89abcdef0123456789abcdef0123456789abcdef";
 
-/// The variables that choose the cache or the network, cleared in every run so that the
-/// machine's own settings never leak in.
-const HF_VARS: &[&str] = &[
-    "HF_HUB_CACHE",
-    "HUGGINGFACE_HUB_CACHE",
-    "HF_HOME",
-    "XDG_CACHE_HOME",
-    "HF_HUB_OFFLINE",
-    "TRANSFORMERS_OFFLINE",
-    "NNLINT_CACHE",
-    "HF_TOKEN",
-    "HUGGING_FACE_HUB_TOKEN",
-    "HF_TOKEN_PATH",
-    "ALL_PROXY",
-    "all_proxy",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-];
-
 /// The Hub these tests reach when the cache lacks a model: a closed port on the loopback, so a
 /// fetch fails at once (tests/hub_net.rs runs a real one).
 const NO_HUB: &str = "http://127.0.0.1:9";
@@ -144,7 +123,7 @@ fn run_in(cwd: Option<&Path>, vars: &[(&str, &Path)], args: &[&str]) -> Output {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nnlint"));
     cmd.args(args).env("NO_COLOR", "1").env("HOME", home.path());
-    for v in HF_VARS {
+    for v in common::HUB_ENV {
         cmd.env_remove(v);
     }
     cmd.env("HF_ENDPOINT", NO_HUB);

@@ -422,22 +422,7 @@ impl Env {
         cmd.args(args)
             .env("NO_COLOR", "1")
             .env("HOME", self.home.path());
-        for v in [
-            "HF_HOME",
-            "XDG_CACHE_HOME",
-            "HF_HUB_OFFLINE",
-            "TRANSFORMERS_OFFLINE",
-            "HF_TOKEN",
-            "HUGGING_FACE_HUB_TOKEN",
-            "HF_TOKEN_PATH",
-            "HF_HUB_DISABLE_IMPLICIT_TOKEN",
-            "ALL_PROXY",
-            "all_proxy",
-            "HTTPS_PROXY",
-            "https_proxy",
-            "HTTP_PROXY",
-            "http_proxy",
-        ] {
+        for v in common::HUB_ENV {
             cmd.env_remove(v);
         }
         cmd.env("HF_HUB_CACHE", self.hf.path())

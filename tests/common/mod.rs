@@ -8,6 +8,31 @@ pub mod onnx;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The variables that choose a Hub ID's caches, endpoint, token or proxy, cleared in every run of
+/// the Hub tests so that the machine's own settings never leak in (each test sets what it needs).
+pub const HUB_ENV: &[&str] = &[
+    "HF_HUB_CACHE",
+    "HUGGINGFACE_HUB_CACHE",
+    "HF_HOME",
+    "XDG_CACHE_HOME",
+    "HF_ENDPOINT",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "NNLINT_CACHE",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "HF_TOKEN_PATH",
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN",
+    "ALL_PROXY",
+    "all_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
 pub fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
 }
