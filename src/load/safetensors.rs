@@ -363,46 +363,10 @@ struct Checked {
     unlisted: Vec<String>,
 }
 
-/// The shard files an index names, each once, sorted (for `load::hub` to see which a cache
-/// snapshot lacks before the index is loaded).
-pub fn shard_names(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let index: Index = serde_json::from_str(&text)
-        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
-    let mut names: Vec<String> = index
-        .weight_map
-        .iter()
-        .map(|(_, f)| f.0.to_string())
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    Ok(names)
-}
-
-fn load_sharded(
-    path: &Path,
-    links_within: Option<&Path>,
-    declared: Option<&Declared>,
-) -> Result<Weights> {
-    // mapped, not read: an index of 75,000 tensors is 7 MB that a read copies into fresh pages
-    let map = super::onnx::map_whole(path)?;
-    // validated as UTF-8 in one pass: parsing from bytes validates string by string, slower
-    let text = std::str::from_utf8(&map)
-        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
-    let index: Index = serde_json::from_str(text)
-        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
-    if index.weight_map.is_empty() {
-        return Err(Error::malformed(
-            path,
-            "the index has an empty or missing weight_map",
-        ));
-    }
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // the shard of each listed tensor, numbered in first-seen order: an index lists a shard's
-    // tensors in runs, so most entries are the previous entry's shard and hash nothing
+/// The shard files an index names, each once and in name order, with the shard of each entry as
+/// a number in first-seen order and `order` mapping name order to those numbers: an index lists
+/// a shard's tensors in runs, so most entries are the previous entry's shard and hash nothing.
+fn shards_of<'a>(index: &'a Index) -> (Vec<&'a str>, Vec<usize>, Vec<usize>) {
     let mut seen: HashMap<&str, usize, Names> = HashMap::default();
     let mut first_seen: Vec<&str> = Vec::new();
     let mut last: Option<(&str, usize)> = None;
@@ -424,10 +388,52 @@ fn load_sharded(
             }
         })
         .collect();
-    // shards in name order
     let mut order: Vec<usize> = (0..first_seen.len()).collect();
     order.sort_unstable_by_key(|&i| first_seen[i]);
-    let shard_names: Vec<&str> = order.iter().map(|&i| first_seen[i]).collect();
+    let names = order.iter().map(|&i| first_seen[i]).collect();
+    (names, order, entry_shard)
+}
+
+/// Parses a mapped index (its text validated as UTF-8 once: parsing from bytes validates string
+/// by string, slower).
+fn parse_index<'a>(path: &Path, map: &'a [u8]) -> Result<Index<'a>> {
+    let text = std::str::from_utf8(map)
+        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))?;
+    serde_json::from_str(text)
+        .map_err(|e| Error::malformed(path, format!("not a safetensors index: {e}")))
+}
+
+/// The shard files an index names, each once, sorted (for `load::hub` to see which a cache
+/// snapshot lacks before the index is loaded).
+pub fn shard_names(path: &Path) -> Result<Vec<String>> {
+    // mapped, not read: an index of 75,000 tensors is 7 MB that a read copies into fresh pages
+    let map = super::onnx::map_whole(path)?;
+    let index = parse_index(path, &map)?;
+    Ok(shards_of(&index)
+        .0
+        .into_iter()
+        .map(str::to_string)
+        .collect())
+}
+
+fn load_sharded(
+    path: &Path,
+    links_within: Option<&Path>,
+    declared: Option<&Declared>,
+) -> Result<Weights> {
+    let map = super::onnx::map_whole(path)?;
+    let index = parse_index(path, &map)?;
+    if index.weight_map.is_empty() {
+        return Err(Error::malformed(
+            path,
+            "the index has an empty or missing weight_map",
+        ));
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let (shard_names, order, entry_shard) = shards_of(&index);
     let mut position = vec![0; order.len()];
     for (p, &i) in order.iter().enumerate() {
         position[i] = p;
