@@ -1,6 +1,7 @@
 //! Issue 21, item 7: diffusers pipelines (`model_index.json`) and sentence-transformers models
 //! (`modules.json`) are read as one parameter table, each component's tensors prefixed with its
-//! name, numbers exact from the safetensors headers. Component names are untrusted: nothing may
+//! name, numbers exact from the safetensors headers; a sentence-transformers model whose
+//! transformer is a checkpoint is estimated as that checkpoint, its later modules rows of their own. Component names are untrusted: nothing may
 //! lead out of the model's folder. (tests/hub_net.rs reads the same repos over the network.)
 
 mod common;
@@ -87,11 +88,6 @@ pub const DIFFUSERS: &[(&str, &[common::Tensors])] = &[
     ("unet", &[common::UNET_1, common::UNET_2]),
     ("vae", &[common::VAE]),
 ];
-pub const SENTENCE: &[(&str, &[common::Tensors])] = &[
-    ("transformer", &[common::ST_TRANSFORMER]),
-    ("2_Dense", &[common::ST_DENSE]),
-];
-
 fn folder(files: &BTreeMap<String, Vec<u8>>) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     common::write_files(dir.path(), files);
@@ -131,17 +127,104 @@ fn a_diffusers_folder_is_one_table_of_its_components() {
     assert_eq!(by_file["totals"], v["totals"]);
 }
 
+/// A sentence-transformers model is its transformer, estimated as a checkpoint (sequence,
+/// training, fit), plus the modules after it as rows of their own: a Dense layer runs once per
+/// sequence on the pooled vector (its output and MACs per sequence, its parameters trained).
 #[test]
-fn a_sentence_transformers_folder_is_one_table_of_its_modules() {
+fn a_sentence_transformers_model_is_its_transformer_and_its_modules() {
     let d = folder(&common::sentence_transformers_files());
-    let v = mem_json(d.path());
-    check(&v, SENTENCE, "1_Pooling");
+    let bert = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/llm/bert_model");
+    let args = |p: &Path, extra: &[&str]| {
+        let mut a = vec!["mem".to_string(), p.display().to_string()];
+        a.extend(["-f", "json", "--batch", "4", "--seq", "32"].map(String::from));
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |p: &Path, extra: &[&str]| {
+        let a = args(p, extra);
+        common::run_json(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (v, b) = (run(d.path(), &[]), run(&bert, &[]));
+    let errors = common::schema_errors("mem.schema.json", &v);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(v["format"], b["format"]);
+    // the Dense module: 32 -> 16 with a bias, once per sequence
+    let dense = (32 * 16 + 16, (32 * 16 + 16) * 4);
+    let rows = v["layers"].as_array().unwrap();
+    let row = rows
+        .iter()
+        .find(|l| l["name"] == "2_Dense.linear")
+        .expect("a Dense row");
+    assert_eq!(row["op"], "Dense");
+    assert_eq!(row["params"], dense.0);
+    assert_eq!(row["param_bytes"], dense.1);
+    assert_eq!(
+        row["activation_bytes"],
+        4 * 16 * 4,
+        "batch 4 x 16 outputs x fp32"
+    );
+    assert_eq!(row["macs"], 4 * 32 * 16);
+    let t = |v: &Value, k: &str| v["totals"][k].as_u64().unwrap();
+    assert_eq!(t(&v, "params"), t(&b, "params") + dense.0);
+    assert_eq!(t(&v, "param_bytes"), t(&b, "param_bytes") + dense.1);
+    assert_eq!(
+        t(&v, "activation_bytes"),
+        t(&b, "activation_bytes") + 4 * 16 * 4
+    );
+    // every other row is the transformer's, unchanged
+    let others: Vec<&Value> = rows
+        .iter()
+        .filter(|l| l["name"] != "2_Dense.linear")
+        .collect();
+    assert_eq!(others.len(), b["layers"].as_array().unwrap().len());
+    let notes = v["notes"].to_string();
     assert!(
-        v["notes"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("sentence-transformers model (modules.json): 2 components"),
-        "{v:#}"
+        notes.contains("sentence-transformers model (modules.json): its transformer (the folder's root) is estimated as a checkpoint")
+            && notes.contains("2_Dense (Dense, 528 parameters")
+            && notes.contains("without weights: 1_Pooling"),
+        "{notes}"
+    );
+    // training: the Dense trains with the transformer
+    let (v, b) = (run(d.path(), &["--train"]), run(&bert, &["--train"]));
+    assert_eq!(
+        v["llm"]["trainable_params"],
+        b["llm"]["trainable_params"].as_u64().unwrap() + dense.0,
+        "{:#}",
+        v["llm"]
+    );
+    // the listing names the folder too
+    let by_file = common::run_json(&[
+        "mem",
+        &d.path().join("modules.json").display().to_string(),
+        "-f",
+        "json",
+    ]);
+    assert_eq!(
+        by_file["totals"]["params"],
+        t(&run(d.path(), &[]), "params")
+    );
+}
+
+/// Without the transformer's config.json there is no architecture to estimate: the repo is
+/// listed by module, parameters only, as a pipeline is.
+#[test]
+fn a_sentence_transformers_repo_without_a_transformer_config_is_listed() {
+    let d = folder(&common::sentence_transformers_files_with(false));
+    let v = mem_json(d.path());
+    let errors = common::schema_errors("mem.schema.json", &v);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(v["format"], "safetensors");
+    let bert = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/llm/bert_model");
+    let b = mem_json(&bert);
+    assert_eq!(
+        v["totals"]["params"].as_u64().unwrap(),
+        b["totals"]["params"].as_u64().unwrap() + 32 * 16 + 16
+    );
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("sentence-transformers model (modules.json): 2 components")
+            && notes.contains("out of scope"),
+        "{notes}"
     );
 }
 

@@ -17,6 +17,10 @@ pub struct Checkpoint {
     /// `preprocessor_config.json`: the image processor's settings of a multimodal model.
     pub preprocessor: Option<serde_json::Value>,
     pub weights: Weights,
+    /// A sentence-transformers model's modules after its transformer (`2_Dense`), whose tensors
+    /// `weights` holds as `{module}.{tensor}`, with their class (`Dense`): they run once per
+    /// sequence, on the pooled vector.
+    pub modules: Vec<(String, String)>,
 }
 
 /// Whether `path` is a folder holding a `config.json`.
@@ -76,6 +80,7 @@ pub fn load_declared(
         generation,
         preprocessor,
         weights,
+        modules: Vec::new(),
     })
 }
 

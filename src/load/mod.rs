@@ -40,7 +40,9 @@ pub struct Resolved {
 
 /// The one rule for folders, shared by every command: a folder with a `model_index.json`
 /// (diffusers) or a `modules.json` (sentence-transformers) is a pipeline (`pipeline.rs`), read
-/// as its components' weights; a folder with a `config.json` is a Hugging Face checkpoint; a folder without one is read as its only model file (one `.onnx`, one `.gguf`
+/// as its components' weights, except a sentence-transformers model whose transformer module is
+/// a checkpoint (a `config.json`), estimated as that checkpoint with its other modules as rows
+/// of their own; a folder with a `config.json` is a Hugging Face checkpoint; a folder without one is read as its only model file (one `.onnx`, one `.gguf`
 /// besides a multimodal projector, one safetensors index, or one `.safetensors` when there is no
 /// index), said in one line; a folder with several is refused, naming them. Any other path is
 /// read as it is.
@@ -122,6 +124,9 @@ pub fn load(path: &Path) -> Result<Loaded> {
     if path != Path::new("-") && path.is_dir() {
         // a diffusers pipeline or a sentence-transformers model: its components' weights
         if pipeline::detect(path).is_some() {
+            if let Some(ck) = pipeline::transformer_checkpoint(path, None, None)? {
+                return Ok(Loaded::Checkpoint(ck));
+            }
             return pipeline::load_declared(path, None, None).map(Loaded::Weights);
         }
         let r = resolve(path)?;
@@ -138,7 +143,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
             dir
         };
         if pipeline::detect(dir).is_some_and(|k| file == k.file()) {
-            return pipeline::load_declared(dir, None, None).map(Loaded::Weights);
+            return load(dir);
         }
     }
     let name = path.to_string_lossy();
@@ -175,7 +180,11 @@ pub fn load_snapshot(s: &hub::Snapshot) -> Result<Loaded> {
             gguf::load_declared(&s.path, Some(len)).map(Loaded::Gguf)
         }
         (None, d) if pipeline::detect(&s.dir).is_some() => {
-            pipeline::load_declared(&s.dir, Some(&s.repo_dir), d.as_ref()).map(Loaded::Weights)
+            match pipeline::transformer_checkpoint(&s.dir, Some(&s.repo_dir), d.as_ref())? {
+                Some(ck) => Ok(Loaded::Checkpoint(ck)),
+                None => pipeline::load_declared(&s.dir, Some(&s.repo_dir), d.as_ref())
+                    .map(Loaded::Weights),
+            }
         }
         (None, d) => {
             hf::load_declared(&s.dir, Some(&s.repo_dir), d.as_ref()).map(Loaded::Checkpoint)

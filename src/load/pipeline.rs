@@ -2,7 +2,9 @@
 //! a subfolder with its own `config.json` and safetensors weights) and a sentence-transformers
 //! model (`modules.json` listing its modules: the transformer at the root or in a subfolder,
 //! `1_Pooling/`, maybe `2_Dense/` with weights of its own). Read as one weights-only listing: each
-//! component's tensors, their names prefixed with the component's, headers only. Component
+//! component's tensors, their names prefixed with the component's, headers only; except a
+//! sentence-transformers model whose transformer module is a checkpoint (`config.json`): that
+//! checkpoint, with the later modules' tensors added ([`transformer_checkpoint`]). Component
 //! folders come from a file in the repo and are untrusted: one plain path component each, and
 //! nothing (folder, weight file, shard) may resolve outside the model's folder.
 
@@ -222,6 +224,154 @@ fn inside(path: &Path, root: &Path, top: &Path) -> Result<()> {
     }
 }
 
+/// One component's weights and their file (relative to the repo), `None` for a component without
+/// safetensors (a scheduler, a pooling layer; pickled weights are said in `warnings`).
+fn component_weights(
+    dir: &Path,
+    c: &Component,
+    root: &Path,
+    bound: &Path,
+    declared: Option<&Declared>,
+    kind: Kind,
+    warnings: &mut Vec<String>,
+) -> Result<Option<(Weights, PathBuf)>> {
+    let folder = if c.folder.is_empty() {
+        dir.to_path_buf()
+    } else {
+        dir.join(&c.folder)
+    };
+    if !folder.is_dir() {
+        if folder.symlink_metadata().is_ok() {
+            inside(&folder, root, bound)?;
+        }
+        // what the Hub's copy holds of a weightless component (a scheduler) is not fetched
+        return Ok(None);
+    }
+    inside(&folder, root, bound)?;
+    let names = file_names(&folder)?;
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let file = weights_file(&refs).map_err(|m| Error::refused(&folder, m))?;
+    let Some(file) = file else {
+        if names.iter().any(|n| n.ends_with(".bin")) {
+            warnings.push(format!(
+                "{}: component {} holds pickled weights (.bin) and no safetensors: not counted",
+                kind.file(),
+                c.name
+            ));
+        }
+        return Ok(None);
+    };
+    let path = folder.join(&file);
+    inside(&path, root, bound)?;
+    let w = safetensors::load_declared(&path, Some(bound), declared)?;
+    Ok(Some((w, Path::new(&c.folder).join(&file))))
+}
+
+/// Whether a sentence-transformers module is its transformer (`sentence_transformers.models.Transformer`).
+fn is_transformer(c: &Component) -> bool {
+    c.class.rsplit('.').next() == Some("Transformer")
+}
+
+/// A sentence-transformers model whose transformer module is a Hugging Face checkpoint (its
+/// folder holds a `config.json`): that checkpoint, estimated as usual, with the weights of the
+/// modules after it (`2_Dense`) added as `{module}.{tensor}` and named in
+/// [`hf::Checkpoint::modules`]. `Ok(None)`: another kind of repo (read by [`load_declared`]).
+pub fn transformer_checkpoint(
+    dir: &Path,
+    links_within: Option<&Path>,
+    declared: Option<&Declared>,
+) -> Result<Option<super::hf::Checkpoint>> {
+    if detect(dir) != Some(Kind::SentenceTransformers) {
+        return Ok(None);
+    }
+    let listing = dir.join(Kind::SentenceTransformers.file());
+    let bound = links_within.unwrap_or(dir);
+    let root = bound.canonicalize().map_err(|e| Error::io(bound, e))?;
+    inside(&listing, &root, bound)?;
+    let bytes = std::fs::read(&listing).map_err(|e| Error::io(&listing, e))?;
+    let comps = components(Kind::SentenceTransformers, &bytes)
+        .map_err(|m| Error::malformed(&listing, m))?;
+    let Some(t) = comps.iter().position(is_transformer) else {
+        return Ok(None);
+    };
+    let folder = if comps[t].folder.is_empty() {
+        dir.to_path_buf()
+    } else {
+        dir.join(&comps[t].folder)
+    };
+    let config = folder.join("config.json");
+    if !config.is_file() {
+        return Ok(None);
+    }
+    inside(&folder, &root, bound)?;
+    inside(&config, &root, bound)?;
+    let mut ck = super::hf::load_declared(&folder, Some(bound), declared)?;
+    let mut rows: Vec<String> = Vec::new();
+    let mut weightless: Vec<String> = Vec::new();
+    for (i, c) in comps.iter().enumerate() {
+        if i == t {
+            continue;
+        }
+        let Some((w, rel)) = component_weights(
+            dir,
+            c,
+            &root,
+            bound,
+            declared,
+            Kind::SentenceTransformers,
+            &mut ck.weights.warnings,
+        )?
+        else {
+            weightless.push(c.name.clone());
+            continue;
+        };
+        let (mut params, offset) = (0u64, ck.weights.shards.len());
+        for x in &w.tensors {
+            params = params.saturating_add(x.numel());
+        }
+        ck.weights.shards.extend(w.shards);
+        ck.weights
+            .tensors
+            .extend(w.tensors.into_iter().map(|x| WeightTensor {
+                name: format!("{}.{}", c.name, x.name),
+                shard: x.shard + offset,
+                ..x
+            }));
+        ck.weights
+            .warnings
+            .extend(w.warnings.into_iter().map(|m| format!("{}: {m}", c.name)));
+        rows.push(format!(
+            "{} ({}, {params} parameters, {})",
+            c.name,
+            c.class.rsplit('.').next().unwrap_or(&c.class),
+            rel.display()
+        ));
+        let class = c.class.rsplit('.').next().unwrap_or("");
+        let class = if class.is_empty() { "Module" } else { class };
+        ck.modules.push((c.name.clone(), class.to_string()));
+    }
+    ck.weights.notes.push(format!(
+        "sentence-transformers model (modules.json): its transformer ({}) is estimated as a checkpoint{}{}",
+        if comps[t].folder.is_empty() { "the folder's root" } else { comps[t].folder.as_str() },
+        if rows.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} run once per sequence on the pooled vector, rows of their own (their parameters, outputs and MACs; what they keep for backward, a few values per sequence, is not on the training tape)",
+                rows.join(", ")
+            )
+        },
+        if weightless.is_empty() {
+            String::new()
+        } else {
+            format!("; without weights: {}", weightless.join(", "))
+        }
+    ));
+    ck.weights.path = dir.to_path_buf();
+    ck.dir = dir.to_path_buf();
+    Ok(Some(ck))
+}
+
 /// Loads a pipeline folder as one weights listing: every component's tensors, named
 /// `{component}.{tensor}`, with notes giving each component's parameters and bytes and saying
 /// that nothing beyond the parameters is estimated. `links_within` bounds where links may lead
@@ -254,37 +404,12 @@ pub fn load_declared(
     let mut lines: Vec<String> = Vec::new();
     let mut weightless: Vec<String> = Vec::new();
     for c in &comps {
-        let folder = if c.folder.is_empty() {
-            dir.to_path_buf()
-        } else {
-            dir.join(&c.folder)
-        };
-        if !folder.is_dir() {
-            if folder.symlink_metadata().is_ok() {
-                inside(&folder, &root, bound)?;
-            }
-            // what the Hub's copy holds of a weightless component (a scheduler) is not fetched
-            weightless.push(c.name.clone());
-            continue;
-        }
-        inside(&folder, &root, bound)?;
-        let names = file_names(&folder)?;
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let file = weights_file(&refs).map_err(|m| Error::refused(&folder, m))?;
-        let Some(file) = file else {
-            if names.iter().any(|n| n.ends_with(".bin")) {
-                all.warnings.push(format!(
-                    "{}: component {} holds pickled weights (.bin) and no safetensors: not counted",
-                    kind.file(),
-                    c.name
-                ));
-            }
+        let Some((w, rel)) =
+            component_weights(dir, c, &root, bound, declared, kind, &mut all.warnings)?
+        else {
             weightless.push(c.name.clone());
             continue;
         };
-        let path = folder.join(&file);
-        inside(&path, &root, bound)?;
-        let w = safetensors::load_declared(&path, Some(bound), declared)?;
         let offset = all.shards.len();
         let (mut params, mut bytes) = (0u64, 0u64);
         for t in &w.tensors {
@@ -300,7 +425,6 @@ pub fn load_declared(
             }));
         all.warnings
             .extend(w.warnings.into_iter().map(|m| format!("{}: {m}", c.name)));
-        let rel: PathBuf = Path::new(&c.folder).join(&file);
         lines.push(format!(
             "{}{}: {} elements, {} bytes ({})",
             c.name,

@@ -259,23 +259,19 @@ pub fn diffusers_files() -> std::collections::BTreeMap<String, Vec<u8>> {
     f
 }
 
-pub const ST_TRANSFORMER: Tensors = &[
-    ("embeddings.word_embeddings.weight", "F32", &[50, 8]),
-    (
-        "encoder.layer.0.attention.self.query.weight",
-        "F32",
-        &[8, 8],
-    ),
-    ("encoder.layer.0.attention.self.query.bias", "F32", &[8]),
-];
+/// A sentence-transformers Dense module from the transformer's width (32) to 16.
 pub const ST_DENSE: Tensors = &[
-    ("linear.weight", "F32", &[4, 8]),
-    ("linear.bias", "F32", &[4]),
+    ("linear.weight", "F32", &[16, 32]),
+    ("linear.bias", "F32", &[16]),
 ];
 
-/// The files of a tiny sentence-transformers repo: the transformer at the root, `1_Pooling/`
-/// (no weights), `2_Dense/` with its own `model.safetensors`.
-pub fn sentence_transformers_files() -> std::collections::BTreeMap<String, Vec<u8>> {
+/// The files of a tiny sentence-transformers repo: the transformer at the root (the bert_model
+/// fixture, a BertModel of width 32), `1_Pooling/` (no weights), `2_Dense/` with its own
+/// `model.safetensors`. `transformer_config`: whether the root holds the transformer's
+/// `config.json` (without it the repo is only listed).
+pub fn sentence_transformers_files_with(
+    transformer_config: bool,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut f = std::collections::BTreeMap::new();
     let modules = serde_json::json!([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -283,26 +279,35 @@ pub fn sentence_transformers_files() -> std::collections::BTreeMap<String, Vec<u
         {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
     ]);
     f.insert("modules.json".into(), modules.to_string().into_bytes());
+    let bert = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/llm/bert_model");
+    if transformer_config {
+        f.insert(
+            "config.json".into(),
+            std::fs::read(bert.join("config.json")).unwrap(),
+        );
+    }
     f.insert(
-        "config.json".into(),
-        serde_json::json!({"model_type": "bert", "architectures": ["BertModel"]})
-            .to_string()
-            .into_bytes(),
+        "model.safetensors".into(),
+        std::fs::read(bert.join("model.safetensors")).unwrap(),
     );
-    f.insert("model.safetensors".into(), safetensors_file(ST_TRANSFORMER));
     f.insert(
         "1_Pooling/config.json".into(),
-        br#"{"word_embedding_dimension": 8, "pooling_mode_mean_tokens": true}"#.to_vec(),
+        br#"{"word_embedding_dimension": 32, "pooling_mode_mean_tokens": true}"#.to_vec(),
     );
     f.insert(
         "2_Dense/config.json".into(),
-        br#"{"in_features": 8, "out_features": 4}"#.to_vec(),
+        br#"{"in_features": 32, "out_features": 16}"#.to_vec(),
     );
     f.insert(
         "2_Dense/model.safetensors".into(),
         safetensors_file(ST_DENSE),
     );
     f
+}
+
+/// [`sentence_transformers_files_with`] the transformer's `config.json`, as repos ship.
+pub fn sentence_transformers_files() -> std::collections::BTreeMap<String, Vec<u8>> {
+    sentence_transformers_files_with(true)
 }
 
 /// Writes `files` (relative paths) under `dir`.

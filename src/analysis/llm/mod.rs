@@ -1537,7 +1537,7 @@ pub fn analyze_checkpoint(
             bytes: t.bytes(),
         })
         .collect();
-    let (layers, totals, matrices) = layers_of(&tensors, bits, method.as_deref(), false);
+    let (mut layers, totals, matrices) = layers_of(&tensors, bits, method.as_deref(), false);
     let elem = arch
         .as_ref()
         .and_then(|a| a.dtype)
@@ -1550,6 +1550,33 @@ pub fn analyze_checkpoint(
         })
         .and_then(|d| d.bytes_for(1))
         .unwrap_or(2);
+    // a sentence-transformers model's modules after its transformer (a Dense layer) run once per
+    // sequence on the pooled vector: their outputs and MACs are per sequence, said here (`finish`
+    // keeps rows that arrive with their activations)
+    for l in layers.iter_mut() {
+        let Some((_, class)) = ck.modules.iter().find(|(m, _)| {
+            l.name == *m
+                || l.name
+                    .strip_prefix(m.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+        }) else {
+            continue;
+        };
+        let (mut out, mut macs) = (0u64, 0u64);
+        for t in tensors.iter().filter(|t| {
+            t.shape.len() == 2
+                && t.name
+                    .strip_prefix(l.name.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+        }) {
+            out = out.saturating_add(t.shape[0]);
+            macs = macs.saturating_add(t.numel);
+        }
+        let known = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok()).map(Dim::known);
+        l.op = class.clone();
+        l.activation_bytes = known(o.batch.checked_mul(out).and_then(|x| x.checked_mul(elem)));
+        l.macs = known(o.batch.checked_mul(macs));
+    }
     let mut warnings = ck.weights.warnings.clone();
     if ck.config.get("model_type").is_none() {
         if let Some(a) = &arch {
@@ -1585,6 +1612,8 @@ pub fn analyze_checkpoint(
     )
     .map_err(|e| e.in_file(&ck.dir))?;
     r.notes.extend(guess);
+    // what the loader says about the folder (a sentence-transformers model's modules)
+    r.notes.extend(ck.weights.notes.iter().cloned());
     Ok(r)
 }
 
@@ -2192,6 +2221,10 @@ fn finish(
     let lm = a.head.is_lm();
     let mut vision = Vec::new();
     for l in layers.iter_mut() {
+        if l.activation_bytes.is_some() {
+            // computed by the caller (a sentence-transformers module)
+            continue;
+        }
         if vision_row(&l.name).is_some() || matches!(l.op.as_str(), "Vision" | "Projector") {
             // a multimodal wrapper's vision side runs on images only: known zeros on text
             let projector = l.op == "Projector";
