@@ -56,6 +56,7 @@ const FAMILIES: &[&str] = &[
     "ernie4_5_moe",
     "glm4_moe",
     "olmoe",
+    "llama4",
 ];
 
 /// Hybrids whose token mixers are on the tape (LFM2's short convolution, Mamba-2's scan): their
@@ -1984,6 +1985,22 @@ fn images_saved_match(
     }
 }
 
+/// A run's extra arguments, with `all-linear` LoRA targets for Llama 4 named as the measurement
+/// configures peft (`exclude_modules=["router"]`): peft's own all-linear fails on its router, and
+/// nnlint refuses it as peft does. The names reach every linear layer of the vision side.
+fn all_linear_for<'a>(fam: &str, extra: &[&'a str]) -> Vec<&'a str> {
+    extra
+        .iter()
+        .map(|&a| {
+            if fam == "llama4" && a == "all-linear" {
+                "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,fc1,fc2,linear,linear_1"
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
 /// The multimodal fixtures `tools/llm/measure_images.py` feeds images to.
 const IMAGE_FAMILIES: &[&str] = &[
     "qwen2_5_vl",
@@ -1992,6 +2009,7 @@ const IMAGE_FAMILIES: &[&str] = &[
     "mistral3",
     "llava",
     "gemma3_mm",
+    "llama4",
 ];
 
 /// What the images add to a training step (encoder, projector, mask) against PyTorch's own
@@ -2097,7 +2115,7 @@ fn images_add_their_tokens_and_the_encoder_as_pytorch_measures() {
                     "--device",
                     "cpu",
                 ]);
-                args.extend(extra);
+                args.extend(all_linear_for(fam, extra));
                 let j = mem_json(&dir, &args);
                 let text_only = if fam == "qwen3_5" {
                     let Some(cmp) = p["language_model_vs_text_only"].get(scenario) else {
@@ -2231,7 +2249,7 @@ fn images_in_the_settings_of_fits_plans_equal_pytorch() {
                     "--device",
                     "cpu",
                 ];
-                args.extend(extra);
+                args.extend(all_linear_for(fam, extra));
                 let j = mem_json(&dir, &args);
                 let text_only = (fam == "qwen3_5").then(|| {
                     (

@@ -20,6 +20,7 @@ vision_formulas reads too, is set to 16 here; the tiny fixtures use 8), alpha 16
 configures peft otherwise.
 
     python tools/llm/full_size_images.py [--only qwen2_5_vl,llava] [--threads 2] [--scenarios sdpa_fp32,...]
+    python tools/llm/full_size_images.py --only llama4 --out testdata/llm/full_size/images_llama4.json  # ~2 min
 
 Checkpoints go to target/llm-full/<family>-vision/ (about 0.3-0.9 GB each, fp32), results to
 testdata/llm/full_size/images.json (an --only run replaces those models' entries and keeps the others). Every build
@@ -44,6 +45,7 @@ import torch  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForImageTextToText,
     Gemma3Config,
+    Llama4Config,
     LlavaConfig,
     Mistral3Config,
     Qwen2_5_VLConfig,
@@ -156,6 +158,29 @@ MODELS = {
                   head_dim=256, pad_token_id=0, tie_word_embeddings=True, sliding_window=1024,
                   layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=256),
         points=[(896, 896, 1)],
+    ),
+    "llama4": dict(
+        label="Llama 4 Scout 17B-16E (vision)",
+        config_class=Llama4Config,
+        release=dict(checkpoint="meta-llama/Llama-4-Scout-17B-16E-Instruct", source=SOURCE,
+                     vision_config=dict(model_type="llama4_vision_model", hidden_size=1408, num_attention_heads=16,
+                                        num_hidden_layers=34, intermediate_size=5632, image_size=336, patch_size=14,
+                                        num_channels=3, hidden_act="gelu", norm_eps=1e-5, pixel_shuffle_ratio=0.5,
+                                        projector_input_dim=4096, projector_output_dim=4096, vision_output_dim=4096,
+                                        projector_dropout=0.0, attention_dropout=0.0,
+                                        multi_modal_projector_bias=False, vision_feature_select_strategy="default",
+                                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+                     text_hidden_size=5120, max_patches=16,
+                     note="tile 336 (Llama4ImageProcessor size 336x336, max_patches 16), 24x24 patches + CLS per "
+                          "tile, pixel shuffle 0.5 -> 144 image tokens per tile"),
+        reduced=dict(vision_config=dict(num_hidden_layers=2), why="2 of 34 identical layers"),
+        top=dict(image_token_index=127, boi_token_index=125, eoi_token_index=126, tie_word_embeddings=False),
+        # Llama-4 text model: real width and attention heads; MoE experts / dense MLP tiny (not measured)
+        text=dict(model_type="llama4_text", hidden_size=5120, num_attention_heads=40, num_key_value_heads=8,
+                  head_dim=128, intermediate_size_mlp=64, num_local_experts=2, num_experts_per_tok=1,
+                  interleave_moe_layer_step=1, attention_chunk_size=8192, use_qk_norm=True),
+        # 336x336: 1 tile; 336x672: canvas 1x2 tiles + the global tile = 3 tiles
+        points=[(336, 336, 1), (336, 672, 1)],
     ),
 }
 

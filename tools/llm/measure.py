@@ -276,6 +276,12 @@ QWEN3_5_LINEAR = dict(num_hidden_layers=4, head_dim=16, layer_types=["linear_att
 QWEN3_5_VISION = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=32, patch_size=4,
                       spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
 
+# Llama-4 text model: the llama4_text fixture, also the language model of the llama4 wrapper
+LLAMA4_TEXT = dict(DEC, num_hidden_layers=4, head_dim=8, intermediate_size=32, intermediate_size_mlp=64,
+                   num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=2,
+                   attention_chunk_size=SLIDING, no_rope_layers=[1, 1, 1, 0], use_qk_norm=True,
+                   tie_word_embeddings=False)
+
 NEW_FAMILIES: dict[str, dict] = {
     # group 1: dense decoders
     "smollm3": dict(model_type="smollm3", head="causal", dtype="bfloat16",
@@ -359,10 +365,7 @@ NEW_FAMILIES: dict[str, dict] = {
                   why="OLMoE: q_norm/k_norm over the whole projection, 4 experts top-2 in every block, softmax "
                       "router not renormalised (norm_topk_prob False), experts of intermediate_size"),
     "llama4_text": dict(model_type="llama4_text", head="causal", dtype="bfloat16",
-                        config=dict(DEC, num_hidden_layers=4, head_dim=8, intermediate_size=32,
-                                    intermediate_size_mlp=64, num_local_experts=4, num_experts_per_tok=1,
-                                    interleave_moe_layer_step=2, attention_chunk_size=SLIDING,
-                                    no_rope_layers=[1, 1, 1, 0], use_qk_norm=True, tie_word_embeddings=False),
+                        config=dict(LLAMA4_TEXT),
                         layer_kind_fields=["layer_types", "attention_chunk_size", "no_rope_layers",
                                            "no_rope_layer_interval", "interleave_moe_layer_step", "moe_layers",
                                            "use_qk_norm", "attn_temperature_tuning"],
@@ -535,6 +538,27 @@ NEW_FAMILIES: dict[str, dict] = {
                           "[sliding, full], head_dim 16, tied) + SigLIP vision tower (16x16 image, patch 4, no "
                           "head) + avg-pool projector (4x4 patches -> mm_tokens_per_image 4, RMSNorm, matmul); "
                           "text-only measurements"),
+    # Llama 4 wrapper: the llama4_text fixture's text model + the Llama 4 vision tower (unfold patch embedding, CLS
+    # appended last, complex 2-D rotary, pixel-shuffle MLP adapter) + a bias-free linear projector
+    "llama4": dict(model_type="llama4", head="vlm", dtype="bfloat16", id_high=124,
+                   config=dict(image_token_index=127, boi_token_index=125, eoi_token_index=126,
+                               tie_word_embeddings=False,
+                               text_config=dict(LLAMA4_TEXT, model_type="llama4_text"),
+                               vision_config=dict(model_type="llama4_vision_model", hidden_size=32,
+                                                  num_attention_heads=4, num_hidden_layers=2, intermediate_size=128,
+                                                  image_size=16, patch_size=4, pixel_shuffle_ratio=0.5,
+                                                  projector_input_dim=64, projector_output_dim=64,
+                                                  vision_output_dim=64, projector_dropout=0.0,
+                                                  attention_dropout=0.0,
+                                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
+                   layer_kind_fields=["layer_types", "attention_chunk_size", "no_rope_layers",
+                                      "interleave_moe_layer_step", "moe_layers", "use_qk_norm"],
+                   lora_all_linear_exclude=["router"],  # read by measure_images.apply_lora only
+                   why="Llama 4 wrapper (Llama4ForConditionalGeneration, no .model: vision_model, "
+                       "multi_modal_projector, language_model at the top level): the llama4_text model of the "
+                       "llama4_text fixture (chunked attention, NoPE layer 3, MoE on layers 1 and 3) + Llama 4 "
+                       "vision tower (16x16 tiles, patch 4: 16 patches + CLS, 2 layers, pixel shuffle 0.5 -> 4 "
+                       "tokens per tile, MLP2 128 -> 64 -> 64) + linear projector 64 -> 32; text-only measurements"),
 }
 for _n, _s in NEW_FAMILIES.items():
     _s["ext"] = True
@@ -656,9 +680,22 @@ def make_config(spec):
     return cfg
 
 
+def _llama4_image_outputs(module, args, output):
+    """transformers 5.24's Llama4ForConditionalGeneration.forward ends with image_outputs=outputs.image_outputs, an
+    attribute its language model's output (MoeCausalLMOutputWithPast) does not have: every call raises
+    AttributeError after the loss is computed. This forward hook on the language model gives its output the
+    attribute (None: nothing is kept alive by it, no tensor is created or saved), so the wrapper returns."""
+    if not hasattr(output, "image_outputs"):
+        output.image_outputs = None
+    return output
+
+
 def load(folder: Path, spec, attn="sdpa", dtype=torch.float32):
     cls = HEADS[spec["head"]]
-    return cls.from_pretrained(folder, dtype=dtype, attn_implementation=attn, local_files_only=True)
+    model = cls.from_pretrained(folder, dtype=dtype, attn_implementation=attn, local_files_only=True)
+    if type(model).__name__ == "Llama4ForConditionalGeneration":
+        model.language_model.register_forward_hook(_llama4_image_outputs)
+    return model
 
 
 def make_inputs(spec, cfg, B, S, seed=1):

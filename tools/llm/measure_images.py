@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Ground truth for `nnlint mem WRAPPER --images N`: image tokens and vision-tower memory of the multimodal wrappers.
 
-For every wrapper fixture in testdata/llm/ (qwen2_5_vl, qwen3_vl, mistral3, llava, qwen3_5, gemma3_mm; written
-by measure.py) this script
+For every wrapper fixture in testdata/llm/ (qwen2_5_vl, qwen3_vl, mistral3, llava, qwen3_5, gemma3_mm, llama4;
+written by measure.py) this script
 reloads the saved checkpoint on CPU and, for N images in {1, 2} per sequence at one or two image sizes valid for the
 tiny configs, measures
   - the text-sequence tokens one image becomes: the placeholder tokens the model fills with image features (counted
     in input_ids, checked by running the model: one placeholder more or less is refused) and the extra special
-    tokens the processor inserts around them (vision_start/end, [IMG_BREAK]/[IMG_END]);
+    tokens the processor inserts around them (vision_start/end, [IMG_BREAK]/[IMG_END], Llama 4's image_start/image/
+    image_end and tile separators; Llama 4 tiles an image as its image processor does: llama4_canvas);
   - the vision tower's sequence length, output shapes and the projected features per image;
   - the KV cache of a use_cache=True forward over T text tokens + the image tokens (bytes of the DynamicCache);
   - the bytes autograd saves for backward (saved_tensors_hooks, storages deduplicated as in measure.py), split into
@@ -55,6 +56,8 @@ SIZES = {
     "llava": [(16, 16)],  # CLIP: fixed vision_config.image_size
     "qwen3_5": [(16, 32), (32, 32)],  # the Qwen3-VL vision code without deepstack mergers
     "gemma3_mm": [(16, 16)],  # SigLIP: fixed vision_config.image_size (Gemma3ImageProcessor resizes to it)
+    # Llama 4: tiles of vision_config.image_size 16; 16x16 -> 1 tile, 16x32 -> 1x2 tiles + 1 global tile = 3 tiles
+    "llama4": [(16, 16), (16, 32)],
 }
 LORA_R = 8  # measure.py's LoRA rank
 # ordinary text ids standing in for the special tokens that the model does not replace
@@ -62,6 +65,10 @@ PIXTRAL_BREAK, PIXTRAL_END = 125, 126
 # Gemma3Processor wraps every image in "\n\n<start_of_image>...<end_of_image>\n\n"; "\n\n" is one token (id 108)
 # in Gemma 3's tokenizer, an ordinary text id in the tiny vocabulary too
 GEMMA3_NL2 = 108
+# Llama4Processor's <|image_start|>, <|image|> (before the global tile), <|image_end|>, <|tile_x_separator|>,
+# <|tile_y_separator|>: ordinary text ids here (the model replaces only <|patch|> = config.image_token_id)
+LLAMA4_IMG_START, LLAMA4_IMG, LLAMA4_IMG_END, LLAMA4_X_SEP, LLAMA4_Y_SEP = 125, 124, 126, 122, 123
+LLAMA4_MAX_PATCHES = 16  # Llama4ImageProcessor.max_patches (the released preprocessor_config.json's value too)
 SCENARIOS = {
     "sdpa_fp32": dict(attn="sdpa", autocast=False, freeze_vision=False),
     "sdpa_autocast_bf16": dict(attn="sdpa", autocast=True, freeze_vision=False),
@@ -131,9 +138,59 @@ def qwen_smart_resize(h, w, factor, min_pixels, max_pixels):
     return h_bar, w_bar
 
 
+def llama4_canvas(H, W, tile, max_patches=LLAMA4_MAX_PATCHES):
+    """Llama4ImageProcessor's tiling (image_processing_llama4.py, resize_to_max_canvas False), copied without torch:
+    find_supported_resolutions(max_patches, tile) = every (a*tile, b*tile) with a*b <= max_patches, grouped by aspect
+    ratio a/b in the order the chunk counts max_patches..1 first produce them; get_best_fit: scale of a canvas =
+    min(canvas_h / H, canvas_w / W); if some scale >= 1 take the smallest such scale, else the largest scale (< 1);
+    among the canvases with that scale the one of least area (the first in list order on a tie). The image is then
+    resized without distortion into min(max(H, tile), canvas_h) x min(max(W, tile), canvas_w) (no upscaling beyond
+    one tile) and padded to the canvas: the canvas alone decides the tiles. Returns (rh, rw) = canvas / tile."""
+    from fractions import Fraction
+    groups = {}
+    for chunks in range(max_patches, 0, -1):
+        for a in sorted(x for x in range(1, chunks + 1) if chunks % x == 0):
+            groups.setdefault(Fraction(a, chunks // a), []).append((a, chunks // a))
+    res = [(a * tile, b * tile) for v in groups.values() for a, b in v]
+    scales = [min(Fraction(th, H), Fraction(tw, W)) for th, tw in res]
+    up = [x for x in scales if x >= 1]
+    sel = min(up) if up else max(scales)
+    cands = [r for r, x in zip(res, scales) if x == sel]
+    best = min(cands, key=lambda r: r[0] * r[1])  # min() keeps the first of equal areas, as torch.argmin
+    return best[0] // tile, best[1] // tile
+
+
 def image_layout(name, cfg, H, W):
     """Per image: placeholders, text-sequence tokens (as a list of ids), vision sequence, formula."""
     vc = cfg.vision_config
+    if name == "llama4":
+        p, t, ratio = vc.patch_size, vc.image_size, vc.pixel_shuffle_ratio
+        rh, rw = llama4_canvas(H, W, t)
+        tiles = rh * rw + (1 if rh * rw > 1 else 0)  # + the global tile (the image resized to one tile)
+        n = (t // p) ** 2  # patches per tile
+        ds = int(round(1.0 / ratio ** 2))  # Llama4Processor.downsample_ratio
+        Pt = n // ds  # placeholders per tile (pixel shuffle keeps n * ratio^2 rows)
+        ids = [LLAMA4_IMG_START]
+        if rh * rw > 1:
+            for yy in range(rh):
+                for xx in range(rw):
+                    ids += [cfg.image_token_id] * Pt
+                    if xx < rw - 1:
+                        ids.append(LLAMA4_X_SEP)
+                ids.append(LLAMA4_Y_SEP)
+        ids += [LLAMA4_IMG] + [cfg.image_token_id] * Pt + [LLAMA4_IMG_END]
+        sep = rh * rw if rh * rw > 1 else 0
+        return dict(image_tokens=tiles * Pt, ids=ids, vision_seq=tiles * (n + 1), tiles=tiles, canvas=[rh, rw],
+                    tokens_per_tile=Pt, pixel_shape_per_image=[tiles, vc.num_channels, t, t],
+                    formula=f"canvas (rh, rw) = ({rh}, {rw}) tiles of {t}x{t} (Llama4ImageProcessor: best fit among "
+                            f"a x b tiles, a*b <= max_patches {LLAMA4_MAX_PATCHES}, smallest upscale >= 1 else "
+                            f"least downscale, least area on ties); tiles = rh*rw + (rh*rw > 1 ? 1 global : 0) = "
+                            f"{tiles}; per tile (tile/patch)^2 * ratio^2 = ({t}/{p})^2 / {ds} = {Pt} <|patch|> "
+                            f"placeholders: tiles*{Pt} = {tiles * Pt} placeholders + 3 (<|image_start|>, <|image|>, "
+                            f"<|image_end|>) + (rh*rw > 1 ? rh*(rw-1) <|tile_x_separator|> + rh "
+                            f"<|tile_y_separator|> = rh*rw : 0) = {sep} = {tiles * Pt + 3 + sep} text tokens; vision "
+                            f"sequence per tile (tile/patch)^2 + 1 (CLS, appended last) = {n + 1}, "
+                            f"tiles*{n + 1} = {tiles * (n + 1)} rows (attention within each tile)")
     if name in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         p, m, t = vc.patch_size, vc.spatial_merge_size, vc.temporal_patch_size
         rh, rw = qwen_smart_resize(H, W, p * m, min_pixels=(p * m) ** 2, max_pixels=1 << 40)
@@ -219,6 +276,9 @@ def make_batch(name, cfg, H, W, N, spec, extra_placeholder=0):
     elif name == "gemma3_mm":
         inputs["pixel_values"] = torch.randn(N, *lay["pixel_shape_per_image"], generator=gp)
         inputs["token_type_ids"] = (input_ids == cfg.image_token_id).long()  # what Gemma3Processor returns
+    elif name == "llama4":  # [N * tiles, C, tile, tile]: every image's tiles, its global tile last
+        tiles, *chw = lay["pixel_shape_per_image"]
+        inputs["pixel_values"] = torch.randn(N * tiles, *chw, generator=gp)
     else:
         inputs["pixel_values"] = torch.randn(N, *lay["pixel_shape_per_image"], generator=gp)
     return inputs, lay
@@ -233,6 +293,13 @@ def pixel_keys(inputs):
 # module regions for attributing saved tensors
 # ---------------------------------------------------------------------------------------------------
 def regions(model, name):
+    if name == "llama4":  # Llama4ForConditionalGeneration has no .model: its parts sit at the top level
+        vis = model.vision_model
+        blocks = list(vis.model.layers)
+        proj = [vis.vision_adapter, model.multi_modal_projector]  # pixel shuffle + MLP2, then linear_1
+        out = [("vision", vis)] + [(f"vision.block.{i}", b) for i, b in enumerate(blocks)]
+        out += [("projector", p) for p in proj] + [("language_model", model.language_model.model)]
+        return out, vis, blocks
     core = model.model
     if name in ("qwen2_5_vl", "qwen3_vl", "qwen3_5"):
         vis = core.visual
@@ -271,6 +338,20 @@ class RegionStack:
 
 def vision_dims(name, cfg):
     vc = cfg.vision_config
+    if name == "llama4":
+        return dict(layers=vc.num_hidden_layers, hidden=vc.hidden_size, heads=vc.num_attention_heads,
+                    intermediate=vc.intermediate_size, mlp="fc1 -> GELU (erf) -> fc2 (bias)", norm="LayerNorm",
+                    qkv="separate q/k/v/o, bias", patch_size=vc.patch_size, image_size=vc.image_size,
+                    patch_embedding="Unfold(patch, stride patch) + Linear(C p^2, d, no bias)",
+                    cls="class_embedding appended after the patches; positional_embedding_vlm [(s/p)^2 + 1, d] added",
+                    rotary="2-D rotary as complex numbers in fp32 (freqs_ci buffer [(s/p)^2 + 1, 1, hd/2] complex64)",
+                    pixel_shuffle_ratio=vc.pixel_shuffle_ratio, projector_input_dim=vc.projector_input_dim,
+                    projector_output_dim=vc.projector_output_dim, vision_output_dim=vc.vision_output_dim,
+                    projector="vision_adapter: layernorm_post output without CLS -> pixel_shuffle(ratio) [T, "
+                              "(s/p)^2 r^2, d / r^2] -> fc1 (d/r^2 = I -> Pi, no bias) -> GELU -> dropout -> fc2 "
+                              "(Po -> Po, no bias) -> GELU; multi_modal_projector.linear_1 (vision_output_dim -> Dt, "
+                              "no bias)",
+                    max_patches=LLAMA4_MAX_PATCHES)
     if name == "qwen2_5_vl":
         return dict(layers=vc.depth, hidden=vc.hidden_size, heads=vc.num_heads, intermediate=vc.intermediate_size,
                     mlp="SwiGLU (gate, up, down; bias)", norm="RMSNorm", qkv="fused, bias",
@@ -320,9 +401,14 @@ def check_tokens(model, name, cfg, spec, H, W, N):
     """Run the model with exactly the placeholders, then with one more: the second must be refused."""
     inputs, lay = make_batch(name, cfg, H, W, N, spec)
     with torch.no_grad():
-        feats = model.model.get_image_features(**pixel_keys(inputs), return_dict=True)
-        pooled = feats.pooler_output
-        pooled = list(pooled) if isinstance(pooled, (list, tuple)) else [pooled]
+        if name == "llama4":  # get_image_features is the vision tower + adapter; the wrapper projects it flat
+            feats = model.get_image_features(**pixel_keys(inputs), return_dict=True)
+            hs = feats.last_hidden_state
+            pooled = [model.multi_modal_projector(hs.view(-1, hs.size(-1)))]
+        else:
+            feats = model.model.get_image_features(**pixel_keys(inputs), return_dict=True)
+            pooled = feats.pooler_output
+            pooled = list(pooled) if isinstance(pooled, (list, tuple)) else [pooled]
         if name == "gemma3_mm":  # one [N, mm_tokens, Dt] tensor
             pooled = list(pooled[0])
         out = model(**inputs, use_cache=False)
@@ -369,8 +455,9 @@ def measure_kv(model, name, cfg, spec, H, W, N):
         # qwen3_5: Gated DeltaNet layers keep a conv state [B, conv_dim, kernel] and a recurrent state
         # [B, v_heads, k_dim, v_dim] whatever S; gemma3: a sliding layer's storage holds all S after the prefill
         # (its view keeps window - 1) plus an int64 _sliding_window_tensor scalar
-        nfull = sum(k in ("full_attention", "sliding_attention") for k in kinds)
-        nslide = sum(k == "sliding_attention" for k in kinds)
+        # llama4: chunked_attention layers are DynamicSlidingWindowLayer (window attention_chunk_size), as sliding
+        nfull = sum(k in ("full_attention", "sliding_attention", "chunked_attention") for k in kinds)
+        nslide = sum(k in ("sliding_attention", "chunked_attention") for k in kinds)
         nlin = sum(k == "linear_attention" for k in kinds)
         kv_full = 2 * nfull * tc.num_key_value_heads * S * hd * 4
         lin = 0
@@ -388,7 +475,7 @@ def measure_kv(model, name, cfg, spec, H, W, N):
                              f"{tc.linear_key_head_dim} * v_dim {tc.linear_value_head_dim}) * 4 B = {lin}" if nlin
                              else ""))
         if nslide:
-            w = tc.sliding_window
+            w = getattr(tc, "sliding_window", None) or tc.attention_chunk_size
             view = 2 * tc.num_key_value_heads * hd * 4 * ((nfull - nslide) * S + nslide * min(S, w - 1))
             res["kv_view_formula_bytes"] = view
             res["kv_view_formula"] = (f"2 * kv_heads * head_dim * 4 B * (full layers {nfull - nslide} * S + "
@@ -404,7 +491,11 @@ def apply_lora(model, spec, kind):
     targets = (spec["lora_qv_targets"] if kind == "qv" and spec.get("lora_qv_targets")
                else M.lora_targets(model, kind))
     task = "CAUSAL_LM" if spec["head"] == "causal" else None
-    lcfg = LoraConfig(r=LORA_R, lora_alpha=16, lora_dropout=0.0, target_modules=targets, task_type=task)
+    # llama4: Llama4Router is an nn.Linear whose forward returns a tuple; peft's all-linear wraps it and fails
+    # ('tuple' object has no attribute 'dtype', as in measure.py's llama4_text fixture): leave it out
+    extra = {"exclude_modules": spec["lora_all_linear_exclude"]} if kind == "all-linear" and \
+        spec.get("lora_all_linear_exclude") else {}
+    lcfg = LoraConfig(r=LORA_R, lora_alpha=16, lora_dropout=0.0, target_modules=targets, task_type=task, **extra)
     model = get_peft_model(model, lcfg)
     wrapped = sorted(n.split("base_model.model.", 1)[-1] for n, m in model.named_modules()
                      if hasattr(m, "lora_A") and len(m.lora_A))
@@ -474,6 +565,10 @@ def gc_info(folder, name, spec):
                                    if isinstance(fn, functools.partial) else repr(fn)),
            "checkpointed_layers_by_region": dict(sorted(by_region.items())),
            "one_checkpointed_vision_layer_keeps": (
+               "nothing: Llama4VisionEncoder calls each layer with keyword arguments only (hidden_state=, "
+               "freqs_ci=, attention_mask=), so torch.utils.checkpoint gets no positional tensor to save; the input "
+               "stays referenced by the checkpoint's closure (alive, not a saved tensor) and the layer is recomputed "
+               "in backward" if name == "llama4" else
                "its positional tensor arguments, saved through torch's saved-tensor hooks by the checkpoint: the "
                "input hidden_states [S, d] in the weights' dtype"
                + (" and the attention_mask [1, 1, S, S] (one storage shared by all layers)" if name == "mistral3"
@@ -508,6 +603,10 @@ def measure_saved(folder, name, cfg, spec, H, W, N, sc, text_only_seq=None):
         inputs = {"input_ids": torch.randint(3, spec.get("id_high", 124), (1, text_only_seq), generator=g)}
     else:
         inputs, lay = make_batch(name, cfg, H, W, N, spec)
+        if name == "llama4" and sc.get("dtype") == "bfloat16":
+            # Llama4UnfoldConvolution does not cast: pixels must come in the weights' dtype (Llama4ImageProcessor
+            # returns bf16 pixel values; with fp32 weights they are cast to fp32 by the caller)
+            inputs["pixel_values"] = inputs["pixel_values"].to(torch.bfloat16)
     labels = inputs["input_ids"].clone()
     labels[labels == cfg.image_token_id] = -100
     inputs["labels"] = labels
@@ -637,7 +736,11 @@ def measure_vision_inference(model, name, cfg, spec, H, W, N):
     px = pixel_keys(inputs)
     with torch.no_grad():
         with M.AllocTrace() as tr:
-            feats = model.model.get_image_features(**px, return_dict=True)
+            if name == "llama4":  # vision tower + adapter, then the wrapper's projector on the flat features
+                feats = model.get_image_features(**px, return_dict=True).last_hidden_state
+                feats = model.multi_modal_projector(feats.view(-1, feats.size(-1)))
+            else:
+                feats = model.model.get_image_features(**px, return_dict=True)
     del feats
     return {"peak_bytes": tr.peak, "net_bytes": tr.net}
 
@@ -791,6 +894,61 @@ def vision_formulas(name, cfg, H, W, N):
         per_all = per + 6 * r * S * 4
         once_all = once_qv
         proj_all = proj_qv
+    elif name == "llama4":  # T tiles of S_t = (tile/patch)^2 + 1 rows each (CLS last), attention within a tile
+        L = vc.num_hidden_layers
+        T = N * lay["tiles"]
+        S_t = S_img // lay["tiles"]
+        P = N * lay["image_tokens"]  # = T * (tile/patch)^2 * ratio^2
+        Pi, Po = vc.projector_input_dim, vc.projector_output_dim
+        pix = T * vc.num_channels * vc.image_size ** 2  # pixel elements of the batch
+        # I = intermediate_size = d / ratio^2: the encoder MLP width and the pixel-shuffle output width (MLP2's fc1
+        # input is Linear(intermediate_size, Pi), so the release has intermediate_size = d / ratio^2)
+        assert I * vc.pixel_shuffle_ratio ** 2 == d, "Llama4VisionMLP2.fc1 takes intermediate_size = d / ratio^2"
+        # block: input_layernorm / post_attention_layernorm inputs 2 S d + mean/rstd 4 S, their outputs (q/k/v_proj
+        # input, fc1 input) 2 S d, SDPA q, k (rotated: the complex multiply by the freqs_ci buffer saves only the
+        # buffer; query.float() / type_as are no-ops in fp32), v, output (= o_proj input, SDPA's output is already
+        # in [T, S_t, h, hd] memory order, so transpose().contiguous() copies nothing) 4 S d, fc1 output (GELU
+        # input) and GELU output (fc2 input) 2 S I, logsumexp h S fp32
+        per = (8 * S * d + 2 * S * I + 4 * S) * 4 + 4 * h * S
+        # eager (vision_eager_attention_forward, no fp32 upcast, no mask): q, k^T, v and the o_proj input copy
+        # replace SDPA's q, k, v, output; + the probabilities [T, h, S_t, S_t]; no logsumexp; dropout p 0 saves none
+        eager = [(8 * S * d + 2 * S * I + 4 * S + h * T * S_t * S_t) * 4] * L
+        # autocast: LayerNorm inputs and stats fp32; q/k/v_proj each cast the norm output to bf16 (3 copies), fc1
+        # one more; q, k, v, out bf16 (the rotary computes in fp32 and returns bf16; it saves only the buffer);
+        # GELU in/out bf16
+        auto = 24 * S * d + 4 * S * I + 16 * S + 4 * h * S
+        # once: the unfold output [T, C p^2, (t/p)^2] (a new tensor; patch_embedding.linear saves it, the pixel
+        # values themselves are not saved), layernorm_pre and layernorm_post inputs [S, d] + mean/rstd; the class
+        # token cat, the position add, the last-row slice and pixel shuffle's permute().contiguous() save nothing
+        once = (2 * S * d + 4 * S) * 4 + pix * 4
+        once_auto = (2 * S * d + 4 * S) * 4 + pix * 2  # the linear's bf16 cast of the unfold output
+        # projector (vision_adapter + multi_modal_projector): fc1 input = the pixel-shuffle output [P, d/r^2 = I],
+        # the two GELU inputs [P, Pi] / [P, Po], fc2 input (GELU 1 output, F.dropout p 0 saves nothing) [P, Pi],
+        # linear_1 input (GELU 2 output) [P, Po]
+        proj = (P * I + 2 * P * Pi + 2 * P * Po) * 4
+        proj_auto = 2 * P * I + 4 * P * Pi + 4 * P * Po
+        # bf16 weights (pixels given in bf16): everything at 2 B, LayerNorm stats too, but the logsumexp
+        per_bf16 = (8 * S * d + 2 * S * I + 4 * S) * 2 + 4 * h * S
+        once_bf16 = (2 * S * d + 4 * S) * 2 + pix * 2
+        proj_bf16 = proj // 2
+        # checkpointing: Llama4VisionEncoder calls its layers with keyword arguments only (hidden_state=...,
+        # freqs_ci=...), so the checkpoint gets no positional tensor and saves nothing per layer (the input stays
+        # alive in the checkpoint's closure, not as a saved tensor)
+        per_gc, once_gc, proj_gc = 0, once, proj
+        # LoRA q/v (vision q_proj, v_proj wrapped; fp32: q and v adapters share the norm output): LayerNorms as
+        # trained 2 S d + 4 S, norm1 output S d, q, k, v, out 4 S d, two [S, r], the GELU input S I (fc1, fc2
+        # frozen); layernorm_pre and block 0's input_layernorm save nothing (no grad before the first adapter),
+        # layernorm_post saves: once = (S d + 2 S) - (S d + 2 S) = 0; projector frozen: the two GELU inputs
+        per_qv = (7 * S * d + S * I + 4 * S + 2 * r * S) * 4 + 4 * h * S
+        once_qv = 0
+        proj_qv = (P * Pi + P * Po) * 4
+        # LoRA all-linear (q, k, v, o, fc1, fc2 per block; patch_embedding.linear; vision_adapter fc1, fc2;
+        # multi_modal_projector.linear_1): the patch-embedding adapter gives grad from the start, so everything
+        # saves as in full training + the [rows, r] lora_A outputs: 6 r S per block, r (S - T) for the patch
+        # embedding (patch rows, no CLS), 3 r P in the projector
+        per_all = per + 6 * r * S * 4
+        once_all = once + r * (S - T) * 4
+        proj_all = proj + 3 * r * P * 4
     else:  # llava: CLIP, batch of N images of S_img = patches + CLS
         L_all = vc.num_hidden_layers
         fl = cfg.vision_feature_layer
@@ -915,10 +1073,66 @@ VISION_FORMULA_SYMBOLS = {
 }
 
 
+VISION_FORMULA_SYMBOLS["llama4"] = {
+    # T tiles of the batch, S = T * ((tile/patch)^2 + 1) encoder rows (CLS included), S_t = (tile/patch)^2 + 1,
+    # P = T * (tile/patch)^2 * ratio^2 placeholders, I = intermediate_size = d / ratio^2, Pi / Po =
+    # projector_input_dim / projector_output_dim, pix = T * C * tile^2 pixel elements
+    "sdpa_fp32": ["(8 S d + 2 S I + 4 S) * 4 + 4 h S", "(2 S d + 4 S) * 4 (layernorm_pre, layernorm_post) + pix * 4 "
+                  "(the unfold output patch_embedding.linear saves)", "(P I + 2 P Pi + 2 P Po) * 4"],
+    "eager_fp32": ["(8 S d + 2 S I + 4 S + h T S_t^2) * 4", "as sdpa_fp32", "as sdpa_fp32"],
+    "sdpa_autocast_bf16": ["24 S d + 4 S I + 16 S + 4 h S", "(2 S d + 4 S) * 4 + pix * 2", "2 P I + 4 P Pi + 4 P Po"],
+    "sdpa_bf16_weights": ["(8 S d + 2 S I + 4 S) * 2 + 4 h S", "(2 S d + 4 S) * 2 + pix * 2",
+                          "2 P I + 4 P Pi + 4 P Po"],
+    "sdpa_fp32_gc": ["0 (the encoder passes hidden_state by keyword: the checkpoint saves no tensor)",
+                     "as sdpa_fp32", "as sdpa_fp32"],
+    "sdpa_fp32_lora_qv": ["(7 S d + S I + 4 S + 2 r S) * 4 + 4 h S",
+                          "0 (layernorm_post (S d + 2 S) * 4 minus block 0's input_layernorm)", "(P Pi + P Po) * 4"],
+    "sdpa_fp32_lora_all_linear": ["per_layer sdpa_fp32 + 6 r S * 4", "once sdpa_fp32 + r (S - T) * 4",
+                                  "projector sdpa_fp32 + 3 r P * 4"],
+}
+
+
 # LoRA kinds whose adapters sit in the vision tower or projector, so that the image features require grad
 LORA_FEATURES_TRAINED = {"qwen2_5_vl": ["all-linear"], "qwen3_vl": ["all-linear"], "qwen3_5": ["all-linear"],
                          "mistral3": ["qv", "all-linear"], "llava": ["qv", "all-linear"],
-                         "gemma3_mm": ["qv", "all-linear"]}
+                         "gemma3_mm": ["qv", "all-linear"], "llama4": ["qv", "all-linear"]}
+
+
+def llama4_k_norm(tc, S):
+    """Llama 4 text layer 0 with q/v LoRA and image features that need grad: its k gets grad, so the L2 qk_norm (on
+    RoPE layers when use_qk_norm) saves its fp32 input [S, kv, hd] and rsqrt [S, kv]; the complex rotary multiply
+    saves only freqs_cis, already saved for q."""
+    if not (tc.use_qk_norm and tc.no_rope_layers[0]):
+        return 0
+    return (S * tc.num_key_value_heads * tc.head_dim + S * tc.num_key_value_heads) * 4
+
+
+LLAMA4_NOTES = {
+    "model": "Llama4ForConditionalGeneration has no .model: vision_model, multi_modal_projector and language_model "
+             "(a Llama4ForCausalLM with its lm_head) sit at the top level. transformers 5.24's forward ends with "
+             "outputs.image_outputs, which the language model's output lacks: measure.load adds a forward hook "
+             "that gives it image_outputs = None (no tensor involved)",
+    "regions": "vision = vision_model minus its encoder layers and vision_adapter (unfold + linear patch embedding, "
+               "class token, positional_embedding_vlm, layernorm_pre / layernorm_post, freqs_ci); vision.block.<i> = "
+               "vision_model.model.layers[i]; projector = vision_model.vision_adapter (pixel shuffle + MLP2) + "
+               "multi_modal_projector; language_model = language_model.model (lm_head and the loss are 'head')",
+    "tokens": "Llama4Processor._prompt_split_image: <|image_start|>, for rh*rw > 1 rh rows of rw blocks of P_t "
+              "<|patch|> with <|tile_x_separator|> between blocks and <|tile_y_separator|> after each row, then "
+              "<|image|>, P_t <|patch|> (the global tile, or the only tile), <|image_end|>; P_t = (tile/patch)^2 / "
+              "round(1/ratio^2); only <|patch|> (config.image_token_id) is replaced by features. Tiles: "
+              "llama4_canvas (Llama4ImageProcessor's best fit, max_patches 16) + 1 global tile when rh*rw > 1",
+    "pixels": "Llama4ImageProcessor returns bf16 pixel values and Llama4UnfoldConvolution does not cast: the "
+              "measurements give fp32 pixels to fp32 weights (autocast included) and bf16 pixels to bf16 weights",
+    "vision_inference": "model.get_image_features (vision tower + vision_adapter) then multi_modal_projector on the "
+                        "flattened features, under no_grad",
+    "lora_all_linear": "peft's all-linear wraps Llama4Router (an nn.Linear whose forward returns a tuple) and then "
+                       "fails ('tuple' object has no attribute 'dtype', as measure.py records for llama4_text and "
+                       "llama4): the all-linear LoRA here is LoraConfig(target_modules='all-linear', "
+                       "exclude_modules=['router']); the vision side is unaffected",
+    "gradient_checkpointing": "Llama4VisionEncoder calls its layers with keyword arguments only: the checkpoint "
+                              "saves no tensor for a vision layer (per_layer 0); the input stays alive in the "
+                              "checkpoint's closure",
+}
 
 
 def lm_difference(name, cfg, sc_name, S):
@@ -961,6 +1175,11 @@ def lm_difference(name, cfg, sc_name, S):
             terms += x
             parts.append(f"+ its k_norm (k_proj is frozen, so k needs grad only through the image features): "
                          f"x [S, kv, hd] + rsqrt [S, kv] + (1 + w) [hd], fp32 = {x}")
+        if name == "llama4" and lora == "qv":
+            x = llama4_k_norm(tc, S)
+            terms += x
+            parts.append(f"+ layer 0's qk_norm on k (Llama4TextL2Norm, no weight; k_proj is frozen, so k needs grad "
+                         f"only through the image features): fp32 x [S, kv, hd] + rsqrt [S, kv] = {x}")
     if name == "gemma3_mm" and sc.get("gc"):
         parts.append("(the block mask and repeated K/V live inside the checkpointed layers: the mask is a keyword "
                      "argument the checkpoint holds, not a saved tensor)")
@@ -983,6 +1202,8 @@ def inference_estimate(name, cfg, H, W, N):
         est = max(est, 8 * S * d + S * d)
     if name == "mistral3":
         est += S * S  # the [1, 1, S, S] block mask, alive for the whole tower
+    if name == "llama4":  # attention stage ~ 12 S d: residual, normed input, q, k, v, the complex rotary
+        est = max(2 * S * d + k * S * I, 12 * S * d)  # products and real views of q and k, the output
     return est * 4
 
 
@@ -1064,6 +1285,8 @@ def main():
                 for sc_name, sc in SCENARIOS.items():
                     pt["saved"][sc_name] = measure_saved(folder, name, cfg, spec, H, W, N, sc)
                 pt["vision_formula"] = formula_check(name, cfg, H, W, N, pt["saved"])
+                for k, c in pt["vision_formula"]["checks"].items():
+                    assert c["formula"] == c["measured"], (name, H, W, N, k, c)
                 est = inference_estimate(name, cfg, H, W, N)
                 pt["vision_inference"].update(estimate=est, estimate_ratio=round(est / pt["vision_inference"]["peak_bytes"], 3))
                 S = pt["kv_cache"]["seq"]
@@ -1082,6 +1305,8 @@ def main():
         del model
         res["lora"] = {kind: lora_info(folder, name, spec, kind) for kind in ("qv", "all-linear")}
         res["gradient_checkpointing"] = gc_info(folder, name, spec)
+        if name == "llama4":
+            res["llama4_notes"] = LLAMA4_NOTES
         res["vision_formula_symbols"] = {
             "total": "L * per_layer + once + projector (bytes); notation in measure_images.VISION_FORMULA_SYMBOLS",
             **{k: dict(zip(["per_layer", "once", "projector"], v)) for k, v in VISION_FORMULA_SYMBOLS[name].items()}}

@@ -2,7 +2,8 @@
 """Ground truth for the settings `nnlint fit` plans with images: what autograd saves with images fed, for bf16
 weights / autocast under gradient checkpointing and bf16 (and fp32) LoRA with and without checkpointing.
 
-measure_images.py measures the multimodal wrappers (qwen2_5_vl, qwen3_vl, qwen3_5, mistral3, llava, gemma3_mm) for
+measure_images.py measures the multimodal wrappers (qwen2_5_vl, qwen3_vl, qwen3_5, mistral3, llava, gemma3_mm,
+llama4) for
 sdpa/eager fp32, autocast, bf16 weights, fp32 checkpointing and fp32 LoRA. This script reuses its inputs
 (make_batch), its measurement (measure_saved: saved_tensors_hooks, storages deduplicated, attributed to vision
 blocks / the rest of the vision tower / projector / language model / head) and its points (image sizes x image
@@ -101,6 +102,10 @@ def dims(name, cfg, H, W, N):
         out.update(L=vc.num_hidden_layers, Sm=S // (m * m), px=N * vc.num_channels * H * W)
     elif name == "gemma3_mm":
         out.update(L=vc.num_hidden_layers, px=N * vc.num_channels * H * W)
+    elif name == "llama4":  # T tiles of the batch; px = pixel elements of all tiles
+        T = N * lay["tiles"]
+        out.update(L=vc.num_hidden_layers, T=T, px=T * vc.num_channels * vc.image_size ** 2,
+                   Pi=vc.projector_input_dim, Po=vc.projector_output_dim)
     else:  # llava: the layers up to vision_feature_layer
         fl = cfg.vision_feature_layer
         out.update(L=fl if fl >= 0 else vc.num_hidden_layers + 1 + fl, px=N * vc.num_channels * H * W)
@@ -214,6 +219,31 @@ def plan_vision_formulas(name, cfg, H, W, N):
         f["sdpa_bf16_lora_qv_gc"] = (2 * S * d, 2 * S * d + 4 * S, proj_lora)
         f["sdpa_bf16_lora_all_linear_gc"] = (2 * S * d, 2 * S * d + 4 * S, proj_lora)
         f["sdpa_fp32_lora_qv_gc"] = (4 * S * d, 4 * S * d + 8 * S, 4 * S * d + 4 * P * d + 4 * P + 4 * d)
+    elif name == "llama4":
+        P, px, T, Pi, Po = D["P"], D["px"], D["T"], D["Pi"], D["Po"]
+        ln2, ln4 = (2 * S * d + 4 * S) * 2, (2 * S * d + 4 * S) * 4  # layernorm_pre + layernorm_post, bf16 / fp32
+        # checkpointing: the vision layers are called with keyword arguments only, so the checkpoint saves no
+        # tensor for them; once and projector as measure_images' bf16 weights / autocast (bf16 unfold output or
+        # its bf16 cast, pix * 2)
+        proj_bf16 = 2 * P * I + 4 * P * Pi + 4 * P * Po
+        f["sdpa_bf16_gc"] = (0, ln2 + px * 2, proj_bf16)
+        f["sdpa_autocast_bf16_gc"] = (0, ln4 + px * 2, proj_bf16)
+        # q/v LoRA: LayerNorm bf16 inputs 2 x 2 S d + stats 8 S, fp32 adapter-input copies of the norm output for
+        # q and v 8 S d, q/k/v/out bf16 8 S d, GELU input bf16 2 S I, logsumexp, 2 lora_A outputs; once:
+        # layernorm_post saves, block 0's input_layernorm not: 0; projector frozen: the two GELU inputs bf16
+        f["sdpa_bf16_lora_qv"] = (20 * S * d + 2 * S * I + 8 * S + 8 * r * S + 4 * h * S, 0, 2 * P * Pi + 2 * P * Po)
+        # all-linear: fp32 adapter-input copies 5 x 4 S d (q, k, v, o, fc1) + 4 S I (fc2), 6 lora_A outputs;
+        # once: the fp32 copy of the bf16 unfold output for the patch-embedding adapter (4 pix), both LayerNorms
+        # (bf16), its lora_A output [S - T, r]; projector: fp32 adapter-input copies 4 P I + 4 P Pi + 4 P Po, GELU
+        # inputs bf16 2 P Pi + 2 P Po, 3 lora_A outputs
+        once_all = px * 4 + ln2 + 4 * r * (S - T)
+        proj_all = 4 * P * I + 6 * P * Pi + 6 * P * Po + 12 * r * P
+        f["sdpa_bf16_lora_all_linear"] = (32 * S * d + 6 * S * I + 8 * S + 24 * r * S + 4 * h * S, once_all,
+                                          proj_all)
+        # + checkpointing: the patch_embedding require-grads hook: layernorm_pre saves too
+        f["sdpa_bf16_lora_qv_gc"] = (0, ln2, 2 * P * Pi + 2 * P * Po)
+        f["sdpa_bf16_lora_all_linear_gc"] = (0, once_all, proj_all)
+        f["sdpa_fp32_lora_qv_gc"] = (0, ln4, (P * Pi + P * Po) * 4)
     else:  # llava (CLIP, N images of patches + CLS; L = layers up to vision_feature_layer)
         P, px = D["P"], D["px"]
         rows = S if N == 1 else P  # N = 1: the projector input is a view of the whole block output (CLS included)
@@ -251,7 +281,20 @@ _QWEN3 = {
     "sdpa_bf16_lora_all_linear_gc": [_GC_ONLY_INPUT, "0", _Q3_PROJ_ALL],
     "sdpa_fp32_lora_qv_gc": ["0", "0", "0"],
 }
+_L4_GC = "0 (Llama4VisionEncoder passes hidden_state by keyword: the checkpoint saves no tensor)"
 PLAN_FORMULA_SYMBOLS = {
+    "llama4": {
+        "sdpa_bf16_gc": [_L4_GC, "(2 S d + 4 S) * 2 + pix * 2", "2 P I + 4 P Pi + 4 P Po"],
+        "sdpa_autocast_bf16_gc": [_L4_GC, "(2 S d + 4 S) * 4 + pix * 2", "2 P I + 4 P Pi + 4 P Po"],
+        "sdpa_bf16_lora_qv": ["20 S d + 2 S I + 8 S + 8 r S + 4 h S", "0", "2 P Pi + 2 P Po"],
+        "sdpa_bf16_lora_all_linear": ["32 S d + 6 S I + 8 S + 24 r S + 4 h S",
+                                      "pix * 4 + (2 S d + 4 S) * 2 + 4 r (S - T)",
+                                      "4 P I + 6 P Pi + 6 P Po + 12 r P"],
+        "sdpa_bf16_lora_qv_gc": [_L4_GC, "(2 S d + 4 S) * 2", "2 P Pi + 2 P Po"],
+        "sdpa_bf16_lora_all_linear_gc": [_L4_GC, "pix * 4 + (2 S d + 4 S) * 2 + 4 r (S - T)",
+                                         "4 P I + 6 P Pi + 6 P Po + 12 r P"],
+        "sdpa_fp32_lora_qv_gc": [_L4_GC, "(2 S d + 4 S) * 4", "(P Pi + P Po) * 4"],
+    },
     "qwen2_5_vl": {
         "sdpa_bf16_gc": [_GC_ONLY_INPUT, "S C t p^2 * 2 + 2 Sm * 8 (window_index and its argsort)", "12 S d + 4 S"],
         "sdpa_autocast_bf16_gc": ["2 S d (bf16: the ViT's residual stream is bf16 under autocast)",
@@ -340,6 +383,10 @@ def lm_difference_plans(name, cfg, sc, S):
             x = (S * kv * hd + S * kv + hd) * 4
             terms += x
             parts.append(f"+ its k_norm: x [S, kv_t, hd_t] + rsqrt [S, kv_t] + (1 + w) [hd_t], fp32 = {x}")
+        if name == "llama4" and lora == "qv":
+            x = MI.llama4_k_norm(tc, S)
+            terms += x
+            parts.append(f"+ its qk_norm on k (L2, no weight): fp32 x [S, kv_t, hd_t] + rsqrt [S, kv_t] = {x}")
     if gc and lora:
         parts.append("(the first layer's RMSNorm and, for gemma3, the block mask live inside the checkpointed layer)")
     elif gc:
@@ -351,7 +398,8 @@ def _lm_symbols(name):
     lora_rms = "(S Dt + S" + (" + Dt" if name in ("qwen3_5", "gemma3_mm") else "") + ") * 4"
     g3 = " + nfull (2 S^2 + 4 (h_t - kv_t) S hd_t)" if name == "gemma3_mm" else ""
     qv = {"qwen2_5_vl": "0", "qwen3_5": "0", "qwen3_vl": "S (deepstack index_put mask)",
-          "gemma3_mm": f"S{g3} + {lora_rms} + (S kv_t hd_t + S kv_t + hd_t) * 4 (k_norm)"}.get(name, f"S + {lora_rms}")
+          "gemma3_mm": f"S{g3} + {lora_rms} + (S kv_t hd_t + S kv_t + hd_t) * 4 (k_norm)",
+          "llama4": f"S + {lora_rms} + (S kv_t hd_t + S kv_t) * 4 (layer 0's L2 qk_norm on k)"}.get(name, f"S + {lora_rms}")
     return {"sdpa_bf16_gc": "S", "sdpa_autocast_bf16_gc": "S", "sdpa_bf16_lora_qv": qv,
             "sdpa_bf16_lora_all_linear": f"S{g3} + {lora_rms}", "sdpa_bf16_lora_qv_gc": "S",
             "sdpa_bf16_lora_all_linear_gc": "S", "sdpa_fp32_lora_qv_gc": "S"}

@@ -1113,6 +1113,11 @@ fn vision_adapters(a: &Arch, l: &Lora) -> (u64, Vec<String>, vision::Adapted) {
             }
         }
     }
+    // named targets that reach every linear layer of the vision side adapt it as all-linear
+    // does (what Llama 4 needs: peft's all-linear fails on its router)
+    let every = a.vision_linears.iter().fold(0u64, |s, (_, i, o)| {
+        s.saturating_add(l.rank.saturating_mul(i.saturating_add(*o)))
+    });
     let adapted = if params == 0 {
         Adapted::Nothing
     } else {
@@ -1123,6 +1128,8 @@ fn vision_adapters(a: &Arch, l: &Lora) -> (u64, Vec<String>, vision::Adapted) {
                 h.sort();
                 if h == ["q_proj", "v_proj"] {
                     Adapted::QueryValue(l.rank)
+                } else if params == every {
+                    Adapted::AllLinear(l.rank)
                 } else {
                     Adapted::Other
                 }
@@ -1511,7 +1518,10 @@ pub fn analyze_checkpoint(
             .filter(|t| t.shape.len() == 2 && t.dtype.is_float() && vision_row(&t.name).is_some())
             .filter_map(|t| {
                 let module = t.name.strip_suffix(".weight")?;
-                (!module.contains("embed")).then(|| (module.to_string(), t.shape[1], t.shape[0]))
+                // an embedding table (positions) is no Linear; Llama 4's patch embedding
+                // (`patch_embedding.linear`) is one
+                let last = module.rsplit('.').next().unwrap_or(module);
+                (!last.contains("embed")).then(|| (module.to_string(), t.shape[1], t.shape[0]))
             })
             .collect();
         let shapes = ck
@@ -2235,6 +2245,9 @@ fn finish(
                     // the encoder's last hidden state, the projector's image features
                     let (rows, width) = if projector {
                         (img.image_tokens, a.hidden)
+                    } else if let vision::Encoder::Llama4 { po, .. } = v.encoder {
+                        // the vision model ends with the pixel shuffle's MLP
+                        (img.image_tokens, po)
                     } else {
                         (img.encoder_tokens, v.hidden)
                     };

@@ -35,6 +35,12 @@ pub enum Encoder {
     /// SigLIP (Gemma 3): the patches of a fixed-size image, tanh-GELU MLP; the projector
     /// average-pools them to `tokens` per image, normalises and projects (a matmul).
     Siglip { tokens: u64 },
+    /// Llama 4: each image split into tiles of `image_size` (a best-fit canvas of at most
+    /// `max_tiles` tiles, plus a global tile when there are several), each tile its own sequence
+    /// of patches and a class token (appended last), LayerNorm, GELU MLP, 2-D rotary in fp32;
+    /// a pixel shuffle (`merge` = 1 / pixel_shuffle_ratio) and a 2-layer GELU MLP (`pi` in, `po`
+    /// out) inside the vision model, then `multi_modal_projector` (po → text width).
+    Llama4 { pi: u64, po: u64, max_tiles: u64 },
 }
 
 /// How the vision side trains in a step ([`Vision::saved_bytes`]).
@@ -80,6 +86,8 @@ struct Sym {
     /// Encoder layers counted; image tokens of all images.
     l: i128,
     pl: i128,
+    /// Tiles of all images (Llama 4; else the images).
+    tiles: i128,
     /// Pixel values per patch (channels × temporal × patch²); of all images (N·C·H·W).
     pix: i128,
     images: i128,
@@ -122,8 +130,10 @@ pub struct Images {
     pub image_tokens: u64,
     /// Tokens per image in the text sequence: placeholders and the markers the processor adds.
     pub text_tokens: u64,
-    /// Patches per image the encoder runs on.
+    /// Patches per image the encoder runs on (over all its tiles, class tokens included).
     pub encoder_tokens: u64,
+    /// Tiles per image, each its own sequence in the encoder (Llama 4; 1 for the others).
+    pub tiles: u64,
     /// Text tokens per sequence (`--seq`).
     pub text_seq: u64,
     /// The sequence the language model runs on: text + images × text_tokens.
@@ -284,9 +294,60 @@ impl Vision {
                     text_hidden,
                 }
             }
+            "llama4" => {
+                let (d, i) = (need(vc, "hidden_size")?, need(vc, "intermediate_size")?);
+                // pixel_shuffle_ratio r: (1/r)² patches become one token of (1/r)² · d features
+                let ratio = vc
+                    .get("pixel_shuffle_ratio")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.5);
+                let merge = (1.0 / ratio).round();
+                if !(ratio > 0.0 && (1.0..=64.0).contains(&merge) && (merge * ratio - 1.0).abs() < 1e-9) {
+                    return Err(format!(
+                        "field 'vision_config.pixel_shuffle_ratio' is {ratio}: nnlint models 1/n (0.5: 2x2 patches per token)"
+                    ));
+                }
+                let merge = merge as u64;
+                let (pi, po) = (
+                    need(vc, "projector_input_dim")?,
+                    need(vc, "projector_output_dim")?,
+                );
+                let out = u(vc, "vision_output_dim").unwrap_or(po);
+                // Llama4VisionMLP2: fc1 takes the shuffled width (intermediate_size), fc2 is
+                // Linear(po, po) fed fc1's pi outputs, the projector reads vision_output_dim
+                if i != d.saturating_mul(merge * merge) || pi != po || out != po {
+                    return Err(format!(
+                        "vision_config: intermediate_size {i} must be hidden_size {d} x {} (the pixel shuffle's width) and projector_input_dim {pi}, projector_output_dim {po} and vision_output_dim {out} equal, as Llama4VisionModel's layers need",
+                        merge * merge
+                    ));
+                }
+                if pi > MAX_DIM {
+                    return Err(format!(
+                        "vision_config holds a size of {pi}: more than the {MAX_DIM} nnlint models"
+                    ));
+                }
+                Vision {
+                    encoder: Encoder::Llama4 {
+                        pi,
+                        po,
+                        max_tiles: 16,
+                    },
+                    layers: need(vc, "num_hidden_layers")?,
+                    hidden: d,
+                    intermediate: i,
+                    heads: need(vc, "num_attention_heads")?,
+                    patch: need(vc, "patch_size")?,
+                    merge,
+                    temporal: 1,
+                    channels: u(vc, "num_channels").unwrap_or(3),
+                    image_size: need(vc, "image_size")?,
+                    pixels: None,
+                    text_hidden,
+                }
+            }
             other => {
                 return Err(format!(
-                    "the vision tower of '{other}' is not modelled: nnlint counts image inputs for qwen2_5_vl, qwen3_vl, qwen3_5, mistral3, llava and gemma3"
+                    "the vision tower of '{other}' is not modelled: nnlint counts image inputs for qwen2_5_vl, qwen3_vl, qwen3_5, mistral3, llava, gemma3 and llama4"
                 ))
             }
         };
@@ -348,6 +409,14 @@ impl Vision {
                     self.image_size = e.min(MAX_DIM);
                 }
             }
+            Encoder::Llama4 {
+                ref mut max_tiles, ..
+            } => {
+                // Llama4ImageProcessor's max_patches: the most tiles of one image's canvas
+                if let Some(m) = u(p, "max_patches").filter(|&m| (1..=1024).contains(&m)) {
+                    *max_tiles = m;
+                }
+            }
             Encoder::Clip { .. } | Encoder::Siglip { .. } => {}
         }
         self
@@ -360,6 +429,7 @@ impl Vision {
             Encoder::Pixtral => "Pixtral (Mistral 3)",
             Encoder::Clip { .. } => "CLIP (LLaVA)",
             Encoder::Siglip { .. } => "SigLIP (Gemma 3)",
+            Encoder::Llama4 { .. } => "Llama 4",
         }
     }
 
@@ -372,6 +442,7 @@ impl Vision {
         text_seq: u64,
     ) -> Result<Images, String> {
         let (p, m) = (self.patch, self.merge);
+        let mut tiles = 1;
         let (asked, processed, image_tokens, text_tokens, encoder_tokens) = match &self.encoder {
             Encoder::Qwen25 { .. } | Encoder::Qwen3 { .. } => {
                 let Some((h, w)) = size else {
@@ -437,6 +508,32 @@ impl Vision {
                     (s / p) * (s / p),
                 )
             }
+            Encoder::Llama4 { max_tiles, .. } => {
+                let t = self.image_size;
+                let (h, w) = size.unwrap_or((t, t));
+                let (rh, rw) = llama4_canvas(h, w, t, *max_tiles)?;
+                let canvas = rh * rw;
+                tiles = canvas + u64::from(canvas > 1);
+                let side = t / p;
+                if side == 0 || side % m != 0 {
+                    return Err(format!(
+                        "a {t}-pixel tile of {} has {side} patches a side, not a multiple of the pixel shuffle's {m}",
+                        self.name()
+                    ));
+                }
+                let per_tile = side * side / (m * m);
+                // Llama4Processor: <|image_start|>, for several tiles each tile's patches with
+                // a separator after each (x between columns, y after each row), <|image|>, the
+                // global (or only) tile's patches, <|image_end|>
+                let image_tokens = tiles * per_tile;
+                (
+                    (h, w),
+                    (rh * t, rw * t),
+                    image_tokens,
+                    image_tokens + 3 + if canvas > 1 { canvas } else { 0 },
+                    tiles * (side * side + 1),
+                )
+            }
         };
         let seq = n
             .checked_mul(text_tokens)
@@ -449,6 +546,7 @@ impl Vision {
             image_tokens,
             text_tokens,
             encoder_tokens,
+            tiles,
             text_seq,
             seq,
             encoder_workspace_bytes: 0,
@@ -471,6 +569,7 @@ impl Vision {
             sm: s / (self.merge * self.merge) as i128,
             l: self.layers as i128,
             pl: n * img.image_tokens as i128,
+            tiles: n * img.tiles.max(1) as i128,
             pix: self.channels as i128
                 * self.temporal as i128
                 * self.patch as i128
@@ -504,6 +603,11 @@ impl Vision {
                     }
                 }
                 out
+            }
+            // each tile is its own sequence
+            Encoder::Llama4 { .. } => {
+                let t = img.tiles.max(1);
+                vec![img.encoder_tokens / t; t as usize]
             }
             _ => vec![img.encoder_tokens],
         }
@@ -581,6 +685,7 @@ impl Vision {
             pl,
             pix,
             images,
+            tiles,
         } = self.sym(img, total);
         let sq = |layer: u64| self.squares(img, layer, total).map(i128::from);
         let eager_sum = |per: &dyn Fn(i128) -> i128| -> Option<i128> {
@@ -734,6 +839,58 @@ impl Vision {
                     }
                 }
             }
+            Encoder::Llama4 { pi, po, .. } => {
+                let (pi, po) = (*pi as i128, *po as i128);
+                let t = tiles;
+                // every tile's pixels, the unfold's copy (the global tile included)
+                let px = t * self.channels as i128 * (self.image_size as i128).pow(2);
+                // layernorm_pre/post (input and statistics), the unfolded pixels
+                let once = |e: i128| (2 * s * d + 4 * s) * e;
+                // pixel shuffle's copy into fc1, fc1 and fc2 with their GELUs
+                let proj = |e: i128| (pl * i + 2 * pl * pi + 2 * pl * po) * e;
+                let per32 = (8 * s * d + 2 * s * i + 4 * s) * 4 + 4 * h * s;
+                if gc {
+                    // the layers take every argument by keyword: a checkpoint saves nothing
+                    once(4) + px * 4 + proj(4)
+                } else if lora && all {
+                    l * (per32 + 6 * r * s * 4)
+                        + once(4)
+                        + px * 4
+                        + r * (s - t) * 4
+                        + proj(4)
+                        + 3 * r * pl * 4
+                } else if lora {
+                    l * ((7 * s * d + s * i + 4 * s + 2 * r * s) * 4 + 4 * h * s)
+                        + (pl * pi + pl * po) * 4
+                } else {
+                    match p {
+                        P::Auto => {
+                            l * (24 * s * d + 4 * s * i + 16 * s + 4 * h * s)
+                                + once(4)
+                                + px * 2
+                                + 2 * pl * i
+                                + 4 * pl * pi
+                                + 4 * pl * po
+                        }
+                        P::Bf16 => {
+                            l * ((8 * s * d + 2 * s * i + 4 * s) * 2 + 4 * h * s)
+                                + once(2)
+                                + px * 2
+                                + 2 * pl * i
+                                + 4 * pl * pi
+                                + 4 * pl * po
+                        }
+                        P::Fp32 => {
+                            let blocks = if eager {
+                                eager_sum(&|q| (8 * s * d + 2 * s * i + 4 * s + h * q) * 4)?
+                            } else {
+                                l * per32
+                            };
+                            blocks + once(4) + px * 4 + proj(4)
+                        }
+                    }
+                }
+            }
             Encoder::Clip { .. } | Encoder::Siglip { .. } => {
                 let clip = matches!(self.encoder, Encoder::Clip { .. });
                 // quick-GELU keeps its input, sigmoid and product; tanh-GELU its input
@@ -833,6 +990,7 @@ impl Vision {
             pl,
             pix,
             images,
+            tiles,
         } = self.sym(img, total);
         // the pixels the patch embedding keeps in bf16: Qwen's temporal patches, else the images
         let px = match self.encoder {
@@ -855,7 +1013,55 @@ impl Vision {
         // under autocast), fp32 otherwise
         let qwen = matches!(self.encoder, Encoder::Qwen25 { .. } | Encoder::Qwen3 { .. });
         let kept = if fp32 || (auto && !qwen) { 4 } else { 2 };
+        // Llama 4: every tile's pixels (the unfold's copy), the pre/post norms, the projector
+        let l4 = match self.encoder {
+            Encoder::Llama4 { pi, po, .. } => Some((
+                tiles * self.channels as i128 * (self.image_size as i128).pow(2),
+                2 * s * d + 4 * s,
+                pi as i128,
+                po as i128,
+            )),
+            _ => None,
+        };
         let bytes: i128 = match (&self.encoder, adapted) {
+            // Llama 4 (its layers take keyword arguments only: a checkpoint saves nothing)
+            (Encoder::Llama4 { .. }, None) => {
+                let (px, norms, pi, po) = l4?;
+                norms * if auto { 4 } else { 2 } + 2 * px + 2 * pl * i + 4 * pl * pi + 4 * pl * po
+            }
+            (Encoder::Llama4 { .. }, Some(_)) if nothing && !gc => 0,
+            (Encoder::Llama4 { .. }, Some(_)) if all && !fp32 => {
+                // peft casts each adapter's input to fp32: the patch embedding's too; under
+                // checkpointing the layers keep nothing
+                let (px, norms, pi, po) = l4?;
+                let layers = if gc {
+                    0
+                } else {
+                    l * (32 * s * d + 6 * s * i + 8 * s + 24 * r * s + 4 * h * s)
+                };
+                layers
+                    + 4 * px
+                    + 2 * norms
+                    + 4 * r * (s - tiles)
+                    + 4 * pl * i
+                    + 6 * pl * pi
+                    + 6 * pl * po
+                    + 12 * r * pl
+            }
+            (Encoder::Llama4 { .. }, Some(Adapted::QueryValue(_))) if !gc => {
+                let (_, _, pi, po) = l4?;
+                l * (20 * s * d + 2 * s * i + 8 * s + 8 * r * s + 4 * h * s)
+                    + 2 * pl * pi
+                    + 2 * pl * po
+            }
+            (Encoder::Llama4 { .. }, Some(Adapted::QueryValue(_))) => {
+                let (_, norms, pi, po) = l4?;
+                let e = if fp32 { 4 } else { 2 };
+                norms * e + (pl * pi + pl * po) * e
+            }
+            // a tower without adapters under checkpointing (the patch embedding hooked to
+            // require grad) or other adapters: not measured
+            (Encoder::Llama4 { .. }, Some(_)) => return None,
             // checkpointing, full training
             (Encoder::Qwen25 { .. }, None) => l * 2 * s * d + 2 * px + 16 * sm + 12 * s * d + 4 * s,
             (Encoder::Qwen3 { deepstack }, None) => {
@@ -1074,7 +1280,12 @@ impl Vision {
             Encoder::Qwen25 { .. } | Encoder::Pixtral => 3,
             _ => 2,
         };
-        let mut macs = s * pix * d;
+        // the patch embedding (Llama 4's class tokens are not patches)
+        let patches = match self.encoder {
+            Encoder::Llama4 { .. } => s - (total as u128) * img.tiles.max(1) as u128,
+            _ => s,
+        };
+        let mut macs = patches * pix * d;
         for k in 0..self.layers {
             macs += s * (4 * d * d + mlp * d * i) + 2 * d * self.squares(img, k, total)? as u128;
         }
@@ -1089,6 +1300,11 @@ impl Vision {
             Encoder::Pixtral => (0, tokens * (merged * d + d * dt + dt * dt)),
             Encoder::Clip { .. } => (0, tokens * (d * dt + dt * dt)),
             Encoder::Siglip { .. } => (0, tokens * d * dt),
+            // the pixel shuffle's MLP inside the vision model, then multi_modal_projector
+            Encoder::Llama4 { pi, po, .. } => {
+                let (pi, po) = (pi as u128, po as u128);
+                (tokens * (i * pi + po * po), tokens * po * dt)
+            }
         };
         Some((
             u64::try_from(macs + inside).ok()?,
@@ -1127,9 +1343,164 @@ pub fn smart_resize(h: u64, w: u64, factor: u64, min: u64, max: u64) -> Result<(
     Ok((hb, wb))
 }
 
+/// Llama 4's tiling (`Llama4ImageProcessor`: `find_supported_resolutions`, `get_best_fit`): the
+/// canvas of `rows × cols` tiles of side `tile` an image of `h × w` is resized into. The
+/// candidates are every `a × b` with `a·b ≤ max_tiles`, in Python's order (tile counts from the
+/// most down, divisors ascending, grouped by aspect ratio in first-seen order); canvas `a × b`
+/// scales the image by min(a·tile/h, b·tile/w); the smallest scale ≥ 1 wins (else the largest
+/// below 1), and of the canvases with that scale the smallest area (the first listed on a tie).
+/// Scales are compared as exact fractions (Python divides in float32: the two can differ only
+/// for fractions closer than float32 tells apart).
+pub fn llama4_canvas(h: u64, w: u64, tile: u64, max_tiles: u64) -> Result<(u64, u64), String> {
+    if h == 0 || w == 0 || tile == 0 {
+        return Err("an image side is 0".into());
+    }
+    let max_tiles = max_tiles.clamp(1, 1024);
+    // candidates in Python's order
+    let mut groups: Vec<((u64, u64), Vec<(u64, u64)>)> = Vec::new();
+    for c in (1..=max_tiles).rev() {
+        for a in (1..=c).filter(|a| c % a == 0) {
+            let b = c / a;
+            // the aspect ratio a/b as a reduced fraction (Python keys by the float a/b)
+            let g = gcd(a, b);
+            let key = (a / g, b / g);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push((a, b)),
+                None => groups.push((key, vec![(a, b)])),
+            }
+        }
+    }
+    let list: Vec<(u64, u64)> = groups.into_iter().flat_map(|(_, v)| v).collect();
+    let (h, w, t) = (h as u128, w as u128, tile as u128);
+    // the scale of canvas (a, b) as a fraction: min(a·t/h, b·t/w)
+    let scale = |&(a, b): &(u64, u64)| -> (u128, u128) {
+        let (a, b) = (a as u128, b as u128);
+        if a * w <= b * h {
+            (a * t, h)
+        } else {
+            (b * t, w)
+        }
+    };
+    let less = |x: (u128, u128), y: (u128, u128)| x.0 * y.1 < y.0 * x.1;
+    let scales: Vec<(u128, u128)> = list.iter().map(scale).collect();
+    let up = scales.iter().copied().filter(|s| s.0 >= s.1);
+    let chosen = match up.clone().reduce(|m, s| if less(s, m) { s } else { m }) {
+        // the smallest upscaling
+        Some(m) => m,
+        // no canvas upscales: the least downscaling
+        None => scales
+            .iter()
+            .copied()
+            .reduce(|m, s| if less(m, s) { s } else { m })
+            .ok_or("no canvas")?,
+    };
+    let best = list
+        .iter()
+        .zip(&scales)
+        .filter(|(_, s)| s.0 * chosen.1 == chosen.0 * s.1)
+        .map(|(c, _)| *c)
+        .reduce(|m, c| if c.0 * c.1 < m.0 * m.1 { c } else { m })
+        .ok_or("no canvas")?;
+    Ok(best)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llama4_tiles_as_its_image_processor_chooses_them() {
+        // transformers 5.24's find_supported_resolutions + get_best_fit (run with torch on a
+        // 336-pixel tile): (h, w, max_patches) -> (rows, cols)
+        let cases = [
+            (336, 336, 16, 1, 1),
+            (336, 672, 16, 1, 2),
+            (100, 100, 16, 1, 1),
+            (1000, 1000, 16, 3, 3),
+            (224, 1280, 16, 1, 4),
+            (1080, 1920, 16, 3, 5),
+            (4000, 300, 16, 12, 1),
+            (337, 336, 16, 2, 1),
+            (5000, 5000, 16, 4, 4),
+            (700, 1500, 16, 3, 5),
+            (1, 1, 16, 1, 1),
+            (336, 5376, 16, 1, 16),
+            (336, 336, 4, 1, 1),
+            (336, 672, 4, 1, 2),
+            (100, 100, 4, 1, 1),
+            (1000, 1000, 4, 2, 2),
+            (224, 1280, 4, 1, 4),
+            (1080, 1920, 4, 2, 2),
+            (4000, 300, 4, 4, 1),
+            (337, 336, 4, 2, 1),
+            (5000, 5000, 4, 2, 2),
+            (700, 1500, 4, 1, 3),
+            (1, 1, 4, 1, 1),
+            (336, 5376, 4, 1, 4),
+        ];
+        for (h, w, m, rows, cols) in cases {
+            assert_eq!(
+                llama4_canvas(h, w, 336, m),
+                Ok((rows, cols)),
+                "{h}x{w} max {m}"
+            );
+        }
+        assert!(llama4_canvas(0, 5, 336, 16).is_err());
+        // Llama 4 Scout's vision config: 144 tokens a tile, a global tile beside several
+        let v = Vision::from_config(
+            &serde_json::json!({"model_type": "llama4", "vision_config": {
+                "hidden_size": 1408, "intermediate_size": 5632, "num_hidden_layers": 34,
+                "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+                "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096,
+                "projector_output_dim": 4096, "vision_output_dim": 4096}}),
+            5120,
+        )
+        .unwrap()
+        .unwrap();
+        let one = v.images(1, Some((336, 336)), 0).unwrap();
+        assert_eq!(
+            (
+                one.tiles,
+                one.image_tokens,
+                one.text_tokens,
+                one.encoder_tokens
+            ),
+            (1, 144, 147, 577)
+        );
+        let wide = v.images(1, Some((336, 672)), 0).unwrap();
+        assert_eq!(
+            (
+                wide.tiles,
+                wide.image_tokens,
+                wide.text_tokens,
+                wide.encoder_tokens
+            ),
+            (3, 432, 437, 3 * 577)
+        );
+        // 1080p: a 3 x 5 canvas and the global tile
+        let hd = v.images(1, Some((1080, 1920)), 0).unwrap();
+        assert_eq!(
+            (hd.tiles, hd.image_tokens, hd.text_tokens),
+            (16, 2304, 2322)
+        );
+        // shapes Llama4VisionModel cannot run are refused
+        let bad = Vision::from_config(
+            &serde_json::json!({"model_type": "llama4", "vision_config": {
+                "hidden_size": 1408, "intermediate_size": 4096, "num_hidden_layers": 34,
+                "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+                "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096,
+                "projector_output_dim": 4096}}),
+            5120,
+        );
+        assert!(bad.unwrap_err().contains("intermediate_size 4096"));
+    }
 
     #[test]
     fn smart_resize_rounds_as_python_and_keeps_the_pixel_limits() {
