@@ -515,7 +515,7 @@ impl Vision {
                 let canvas = rh * rw;
                 tiles = canvas + u64::from(canvas > 1);
                 let side = t / p;
-                if side == 0 || side % m != 0 {
+                if side == 0 || !side.is_multiple_of(m) {
                     return Err(format!(
                         "a {t}-pixel tile of {} has {side} patches a side, not a multiple of the pixel shuffle's {m}",
                         self.name()
@@ -1357,7 +1357,8 @@ pub fn llama4_canvas(h: u64, w: u64, tile: u64, max_tiles: u64) -> Result<(u64, 
     }
     let max_tiles = max_tiles.clamp(1, 1024);
     // candidates in Python's order
-    let mut groups: Vec<((u64, u64), Vec<(u64, u64)>)> = Vec::new();
+    type Group = ((u64, u64), Vec<(u64, u64)>);
+    let mut groups: Vec<Group> = Vec::new();
     for c in (1..=max_tiles).rev() {
         for a in (1..=c).filter(|a| c % a == 0) {
             let b = c / a;
