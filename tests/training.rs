@@ -511,10 +511,6 @@ fn counts_and_sizes_are_validated_where_they_enter() {
         (vec!["fit", MINICNN, "--gpu", "16"], "no unit"),
         (vec!["fit", MINICNN, "--gpu", "0GiB"], "more than 0 bytes"),
         (
-            vec!["fit", MINICNN, "--gpu", "h100"],
-            "did you mean 'H100-80GB'",
-        ),
-        (
             vec!["fit", MINICNN, "--gpu", "A100"],
             "'A100-40GB' or 'A100-80GB'",
         ),

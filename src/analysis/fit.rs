@@ -119,12 +119,18 @@ pub fn parse_gpu(s: &str) -> std::result::Result<Gpu, String> {
         return Ok(*g);
     }
     let names: Vec<&str> = GPUS.iter().map(|g| g.name).collect();
-    // a card named without its memory size (`A100`, `h100`): say which ones there are
+    // a card named without its memory size: the one variant there is (`H100`), else say which
+    // ones there are (`A100`)
     let variants: Vec<&str> = names
         .iter()
         .copied()
         .filter(|n| !k.is_empty() && key(n).starts_with(&k))
         .collect();
+    if let [one] = variants.as_slice() {
+        if let Some(g) = GPUS.iter().find(|g| g.name == *one) {
+            return Ok(*g);
+        }
+    }
     if !variants.is_empty() {
         return Err(format!(
             "'{s}' names no single GPU: did you mean {}?",
@@ -541,8 +547,9 @@ mod tests {
         assert_eq!(parse_gpu("rtx4090").unwrap().name, "RTX-4090");
         assert_eq!(parse_gpu("16GiB").unwrap().bytes, 16 << 30);
         assert!(parse_gpu("B9000").is_err());
-        let e = parse_gpu("H100").unwrap_err();
-        assert!(e.contains("did you mean 'H100-80GB'"), "{e}");
+        // one variant: that card (the output names it with its memory)
+        assert_eq!(parse_gpu("H100").unwrap().name, "H100-80GB");
+        assert_eq!(parse_gpu("v100-32").unwrap().name, "V100-32GB");
         let e = parse_gpu("a100").unwrap_err();
         assert!(e.contains("'A100-40GB' or 'A100-80GB'"), "{e}");
         let e = parse_gpu("RTX4900").unwrap_err();
