@@ -514,6 +514,19 @@ fn counts_and_sizes_are_validated_where_they_enter() {
             vec!["fit", MINICNN, "--gpu", "A100"],
             "'A100-40GB' or 'A100-80GB'",
         ),
+        // tensor parallelism is fit's way to serve a checkpoint, not a training plan
+        (
+            vec![
+                "mem",
+                MINICNN,
+                "--train",
+                "--gpus",
+                "2",
+                "--shard",
+                "tensor-parallel",
+            ],
+            "possible values: none, ddp, zero1, zero2, zero3, fsdp",
+        ),
         (vec!["lint", MINICNN, "--budget", "1"], "no unit"),
         // options a command would ignore are refused
         (vec!["mem", MINICNN, "--precision", "bf16"], "add --train"),

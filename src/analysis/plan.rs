@@ -200,6 +200,33 @@ pub fn candidates(c: &Catalogue) -> Vec<Candidate> {
             },
             None,
         );
+        // adapters over a base too large for one GPU: FSDP shards the frozen base (and, with
+        // QLoRA, its 4-bit storage: FSDP-QLoRA); the adapters' optimizer state is small
+        if let Some(rank) = c.lora_rank {
+            push(
+                format!("LoRA r={rank} all-linear + FSDP + checkpointing x {n}"),
+                "the frozen base sharded and gathered every step, and the recomputation",
+                TrainConfig {
+                    gpus: n,
+                    shard: Shard::Fsdp,
+                    ..with(Precision::Bf16, ckpt)
+                },
+                Some(Adapter::Lora {
+                    rank,
+                    all_linear: true,
+                }),
+            );
+            push(
+                format!("QLoRA r={rank} + FSDP + checkpointing x {n}"),
+                "a 4-bit base sharded and gathered every step (dequantized per layer), and the recomputation",
+                TrainConfig {
+                    gpus: n,
+                    shard: Shard::Fsdp,
+                    ..with(Precision::Bf16, ckpt)
+                },
+                Some(Adapter::Qlora { rank }),
+            );
+        }
     }
     out
 }

@@ -79,7 +79,7 @@ pub fn account(m: &StepModel, cfg: &TrainConfig) -> Result<Account, &'static str
     let grads = p * u128::from(sb.grad);
     let optim = p * u128::from(sb.optimizer);
     let (weights, grads, optim, parallel) = match cfg.shard {
-        Shard::None => (weights, grads, optim, 0),
+        Shard::None | Shard::TensorParallel => (weights, grads, optim, 0),
         // DDP's reducer keeps buckets as large as the gradients (gradient_as_bucket_view=False)
         Shard::Ddp => (weights, grads, optim, grads),
         Shard::Zero1 => (weights, grads, div(optim), 0),
@@ -172,11 +172,14 @@ pub fn account(m: &StepModel, cfg: &TrainConfig) -> Result<Account, &'static str
     let communication = match cfg.shard {
         _ if n == 1 => 0,
         // ring all-reduce of the gradients: 2(N-1)/N of their size
-        Shard::None | Shard::Ddp | Shard::Zero1 | Shard::Zero2 => {
+        Shard::None | Shard::TensorParallel | Shard::Ddp | Shard::Zero1 | Shard::Zero2 => {
             2 * p * u128::from(sb.grad) * (n - 1) / n
         }
-        // parameters gathered in forward and backward, gradients reduce-scattered
-        Shard::Zero3 | Shard::Fsdp => 3 * p * u128::from(sb.grad) * (n - 1) / n,
+        // parameters gathered in forward and backward, gradients reduce-scattered; a frozen
+        // base (LoRA) is gathered too
+        Shard::Zero3 | Shard::Fsdp => {
+            (3 * p * u128::from(sb.grad) + 2 * u128::from(m.frozen_bytes)) * (n - 1) / n
+        }
     };
     let host = u128::from(m.input_bytes)
         * u128::from(cfg.host.prefetch)

@@ -86,6 +86,9 @@ crate::named_enum! {
         Zero3 = "zero3",
         /// PyTorch FSDP, full shard.
         Fsdp = "fsdp",
+        /// Tensor parallel serving (vLLM's `--tensor-parallel-size`): weights and heads split
+        /// over the GPUs; `fit`'s serving rows only, never a training plan.
+        TensorParallel = "tensor-parallel",
     }
 }
 

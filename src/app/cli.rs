@@ -30,6 +30,18 @@ pub fn named<T: Named + Clone>() -> impl TypedValueParser<Value = T> {
     .try_map(|s: String| T::from_name(&s).ok_or_else(|| format!("'{s}' is not a valid value")))
 }
 
+/// `--shard`: the data-parallel and sharding strategies of training (tensor parallelism is how
+/// `fit` splits serving, not a training plan).
+fn training_shard() -> impl TypedValueParser<Value = Shard> {
+    PossibleValuesParser::new(
+        Shard::ALL
+            .iter()
+            .filter(|v| **v != Shard::TensorParallel)
+            .map(|v| PossibleValue::new(v.name()).help(v.help())),
+    )
+    .try_map(|s: String| Shard::from_name(&s).ok_or_else(|| format!("'{s}' is not a valid value")))
+}
+
 /// A count that must be at least 1 (a batch, a number of GPUs or steps, `--top`), with messages
 /// about the value: negative numbers reach it (`allow_negative_numbers`) instead of clap's
 /// "use '-- -1'" tip, and scientific notation is asked for in digits.
@@ -708,7 +720,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 1, help_heading = "Training", allow_negative_numbers = true, value_parser = positive::<u32>)]
     pub gpus: u32,
     /// Data parallelism and sharding over the GPUs.
-    #[arg(long, value_parser = named::<Shard>(), default_value = "none", help_heading = "Training")]
+    #[arg(long, value_parser = training_shard(), default_value = "none", help_heading = "Training")]
     pub shard: Shard,
     /// Whose autograd behaviour to model (dropout masks, autocast's fp32 ops).
     #[arg(long, value_parser = named::<Device>(), default_value = "cuda", help_heading = "Training")]

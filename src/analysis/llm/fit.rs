@@ -109,6 +109,65 @@ impl plan::Front for Front<'_> {
     }
 }
 
+/// Why vLLM would not split this model over `n` GPUs by tensor parallelism (its attention and
+/// KV heads must divide evenly: `n` divides the query heads, and the KV heads or `n` divides the
+/// other), or `None` when it would.
+fn tensor_parallel_refused(a: &super::arch::Arch, n: u64) -> Option<String> {
+    let (h, kv) = (a.heads, a.kv_heads);
+    if h > 0 && !h.is_multiple_of(n) {
+        return Some(format!(
+            "its {h} attention heads do not split over {n} GPUs"
+        ));
+    }
+    if kv > 0 && !kv.is_multiple_of(n) && !n.is_multiple_of(kv) {
+        return Some(format!(
+            "its {kv} KV heads neither split over nor divide {n} GPUs"
+        ));
+    }
+    None
+}
+
+/// One GPU's bytes when `n` GPUs serve the model by tensor parallelism, from the whole model's
+/// inference `i`: the weights split but the norms (replicated on every GPU), the cache by what
+/// each GPU keeps of it (attention: its share of the KV heads, one replicated head when there
+/// are fewer than GPUs; MLA's latent whole, as vLLM keeps it on every GPU; recurrent and
+/// convolution states split by heads), the prefill workspace, logits and image encoder whole (an
+/// upper bound: their hidden-size parts are replicated), and the overhead of that sum.
+fn tensor_parallel_bytes(
+    m: &LlmModel,
+    i: &super::LlmInference,
+    n: u64,
+    overhead: &crate::analysis::training::Overhead,
+) -> Option<u64> {
+    use super::layers::CacheKind;
+    let a = &m.arch;
+    let norms = (2 * a.layers + 1)
+        .checked_mul(a.hidden)?
+        .checked_mul(m.elem)?;
+    let norms = norms.min(i.weights_bytes);
+    let weights = (i.weights_bytes - norms).div_ceil(n).checked_add(norms)?;
+    let kv = a.kv_heads.max(1);
+    let share = kv.div_ceil(n).max(1);
+    let mut cache = 0u64;
+    for g in &i.cache {
+        let b = match g.kind {
+            CacheKind::Latent => g.bytes,
+            CacheKind::Attention | CacheKind::Sliding | CacheKind::Chunked | CacheKind::Hybrid => {
+                u64::try_from(u128::from(g.bytes) * u128::from(share) / u128::from(kv)).ok()?
+            }
+            _ => g.bytes.div_ceil(n),
+        };
+        cache = cache.checked_add(b)?;
+    }
+    let encoder = i.images.as_ref().map_or(0, |x| x.encoder_workspace_bytes);
+    let allocated = weights.checked_add(cache)?.checked_add(
+        i.activation_workspace_bytes
+            .max(i.logits_bytes)
+            .max(encoder),
+    )?;
+    allocated.checked_add(overhead.bytes(allocated))
+}
+
 /// Runs `fit` for a loaded checkpoint.
 pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
     let cap = gpu.bytes;
@@ -179,6 +238,64 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         // last when it does not fit (set below)
         rank: 1,
     }];
+    // the same served by tensor parallelism over the GPUs
+    if gpus > 1 {
+        let n = u64::from(gpus);
+        let tp = |b: u64, s: u64| -> Option<u64> {
+            let i = inference(
+                &m.arch,
+                m.param_bytes,
+                m.active_linear,
+                m.elem,
+                &serve_opts(b, s),
+                &f.base.overhead,
+            )
+            .ok()?;
+            tensor_parallel_bytes(m, &i, n, &f.base.overhead)
+        };
+        match tensor_parallel_refused(&m.arch, n) {
+            Some(why) => notes.push(format!(
+                "no tensor-parallel serving row: vLLM refuses --tensor-parallel-size {n} for this model ({why})"
+            )),
+            None => {
+                let max = plan::largest_batch(|b| Ok::<_, ()>(tp(b, seq).is_some_and(|t| t <= cap)))
+                    .unwrap_or(0);
+                let at = max.max(1).min(f.effective_batch.max(1));
+                // two all-reduces of the hidden states per layer (ring: 2(n-1)/n of their size)
+                // in one prefill of the batch
+                let comm = u128::from(m.arch.layers)
+                    * 2
+                    * u128::from(at)
+                    * u128::from(seq)
+                    * u128::from(m.arch.hidden)
+                    * u128::from(m.elem)
+                    * 2
+                    * u128::from(n - 1)
+                    / u128::from(n);
+                plans.push(PlanResult {
+                    name: format!("serve, tensor parallel x {gpus}"),
+                    cost: format!(
+                        "weights and heads split over {gpus} GPUs (vLLM --tensor-parallel-size {gpus}): all-reduces in every layer"
+                    ),
+                    shard: Shard::TensorParallel,
+                    gpus,
+                    max_micro_batch: max,
+                    fits: max > 0,
+                    peak_bytes: tp(at, seq),
+                    micro_batch: at,
+                    effective_batch: at,
+                    communication_bytes: u64::try_from(comm).unwrap_or(u64::MAX),
+                    max_seq_at_batch_1: Some(largest(serve_seq, |s| {
+                        tp(1, s).is_some_and(|t| t <= cap)
+                    })),
+                    ..plans[0].clone()
+                });
+                notes.push(format!(
+                    "serve, tensor parallel x {gpus}: per GPU, 1/{gpus} of the weights (norms replicated), of the KV heads (one replicated head each when there are fewer KV heads than GPUs; MLA's latent cache whole on every GPU, as vLLM keeps it) and of recurrent states; the prefill workspace, logits and image encoder counted whole (an upper bound); communication is the all-reduces of one prefill of the batch"
+                ));
+            }
+        }
+    }
     let cands = if f.inference {
         Vec::new()
     } else {
@@ -205,11 +322,21 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
             f.effective_batch.div_ceil(u64::from(gpus)) * u64::from(gpus)
         ));
     }
-    // the serving row ranks first when it fits (inference only); the training plans after it
-    let offset = usize::from(plans[0].fits);
-    if !plans[0].fits {
-        plans[0].rank = planned.plans.len() + 1;
+    // the serving rows rank first where they fit (inference only), one GPU before several; the
+    // training plans after them; serving rows that do not fit last
+    let offset = plans.iter().filter(|p| p.fits).count();
+    let total = planned.plans.len() + plans.len();
+    let (mut fitting, mut last) = (1, offset + planned.plans.len() + 1);
+    for p in plans.iter_mut() {
+        if p.fits {
+            p.rank = fitting;
+            fitting += 1;
+        } else {
+            p.rank = last;
+            last += 1;
+        }
     }
+    debug_assert!(last <= total + 1);
     plans.extend(planned.plans.into_iter().map(|mut p| {
         p.rank += offset;
         p
@@ -258,11 +385,6 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         notes.push(format!(
             "{} has no bfloat16: AMP plans use float16 with a gradient scaler, the pure-bf16 plans are left out, and the LoRA plans' base is fp16",
             gpu.name
-        ));
-    }
-    if gpus > 1 {
-        notes.push(format!(
-            "the serving row is one GPU's: tensor-parallel serving across the {gpus} GPUs (weights and KV heads split) is not modelled, so serving that does not fit one GPU may still fit {gpus}"
         ));
     }
     notes.push(
