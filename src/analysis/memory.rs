@@ -172,7 +172,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
         .iter()
         .flatten()
         .filter(|d| !d.is_known())
-        .flat_map(|d| d.symbols())
+        .flat_map(|d| d.bindable_symbols())
         .map(|s| s.to_string())
         .collect();
     if !symbolic.is_empty() {

@@ -966,7 +966,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
     let mut unbound: Vec<String> = layers
         .iter()
         .filter_map(|l| l.activation_bytes.as_ref())
-        .flat_map(|d| d.symbols())
+        .flat_map(|d| d.bindable_symbols())
         .map(|s| s.to_string())
         .collect();
     unbound.sort();

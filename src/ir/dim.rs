@@ -26,6 +26,27 @@ pub fn take_overflow() -> bool {
     OVERFLOWED.with(|o| o.replace(false))
 }
 
+thread_local! {
+    /// The opaque symbols [`Dim::floor_div`] and [`Dim::ceil_div`] made, by name: the expression
+    /// divided, the divisor, and whether it rounds up. A division of one of them (plus a constant)
+    /// merges into one (`floor(floor(E/a)/b)` is `floor(E/(a·b))`).
+    static DIVISIONS: std::cell::RefCell<std::collections::HashMap<Arc<str>, (Dim, i64, bool)>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+    /// What each derived symbol (a rounded or an inexact division) depends on: the symbols a
+    /// user can bind (`--dim NAME=V`), by name.
+    static DEPENDS: std::cell::RefCell<std::collections::HashMap<Arc<str>, Vec<Arc<str>>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// `f()` with an overflow it meets left unrecorded (a trial computation whose failure is an
+/// answer, not an error).
+fn quietly<T>(f: impl FnOnce() -> Option<T>) -> Option<T> {
+    let before = OVERFLOWED.with(|o| o.get());
+    let out = f();
+    OVERFLOWED.with(|o| o.set(before));
+    out
+}
+
 fn overflowed<T>() -> Option<T> {
     OVERFLOWED.with(|o| o.set(true));
     None
@@ -102,6 +123,34 @@ impl Dim {
 
     pub fn is_known(&self) -> bool {
         self.as_i64().is_some()
+    }
+
+    /// An opaque symbol named `name` for a value derived from `from` (an inexact division of
+    /// symbolic sizes), recorded so that [`Dim::bindable_symbols`] names what it comes from.
+    pub fn derived(name: &str, from: &[&Dim]) -> Dim {
+        let d = Dim::sym(name);
+        let mut deps: Vec<Arc<str>> = from.iter().flat_map(|f| f.bindable_symbols()).collect();
+        deps.sort();
+        deps.dedup();
+        DEPENDS.with(|m| {
+            m.borrow_mut().entry(Arc::from(name)).or_insert(deps);
+        });
+        d
+    }
+
+    /// The symbols a user can bind that this dimension depends on: derived symbols (divisions)
+    /// replaced by the symbols they come from; sorted, without repeats.
+    pub fn bindable_symbols(&self) -> Vec<Arc<str>> {
+        let mut out = Vec::new();
+        for s in self.symbols() {
+            match DEPENDS.with(|m| m.borrow().get(&s).cloned()) {
+                Some(deps) => out.extend(deps),
+                None => out.push(s),
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Names of the symbols this dimension depends on, sorted, without repeats.
@@ -191,8 +240,20 @@ impl Dim {
             return Some(Dim::known(1));
         }
         let other_terms = other.terms();
-        let [d] = &*other_terms else {
-            return None;
+        let d = match &*other_terms {
+            [] => return None,
+            [d] => d,
+            many => {
+                // a quotient of one term: `(1024·x + 1024)/(x + 1)` is 1024 (a reshape's -1 over
+                // a sum); tried from each term of `self` over the divisor's last
+                let last = Dim::from_terms(vec![many[many.len() - 1].clone()]);
+                return quietly(|| {
+                    self.terms().iter().find_map(|t| {
+                        let q = Dim::from_terms(vec![t.clone()]).div_exact(&last)?;
+                        (q.checked_mul(other)? == *self).then_some(q)
+                    })
+                });
+            }
         };
         if d.coef == 0 {
             return None;
@@ -224,7 +285,52 @@ impl Dim {
         if let Some(q) = self.div_exact(&Dim::known(k)) {
             return Some(q);
         }
-        Some(Dim::sym(&format!("floor(({self})/{k})")))
+        if let Some(merged) = self.merged_division(k, false) {
+            return merged;
+        }
+        Some(Dim::divided(self, k, false))
+    }
+
+    /// `self` as `D + c` for a division symbol `D` = `E / a` that rounds the same way: `(E +
+    /// c·a) / (a·k)`, the same value (floor(floor(E/a) + c)/k) = floor((E + c·a)/(a·k)) for
+    /// positive integers; ceilings alike). `None`: `self` is not such a sum.
+    fn merged_division(&self, k: i64, up: bool) -> Option<Option<Dim>> {
+        let terms = self.terms();
+        let (mut sym, mut c) = (None, 0i64);
+        for t in terms.iter() {
+            match (t.mono.as_slice(), t.coef) {
+                ([], v) => c = v,
+                ([name], 1) if sym.is_none() => sym = Some(name.clone()),
+                _ => return None,
+            }
+        }
+        let (e, a, rounds_up) = DIVISIONS.with(|d| d.borrow().get(&sym?).cloned())?;
+        if rounds_up != up {
+            return None;
+        }
+        let inner = quietly(|| e.checked_add(&Dim::known(c.checked_mul(a)?)))?;
+        let ak = quietly(|| a.checked_mul(k))?;
+        Some(if up {
+            inner.ceil_div(ak)
+        } else {
+            inner.floor_div(ak)
+        })
+    }
+
+    /// The opaque symbol of `e / k` rounded down or up, recorded for [`Dim::merged_division`].
+    fn divided(e: &Dim, k: i64, up: bool) -> Dim {
+        let name = if up {
+            format!("ceil(({e})/{k})")
+        } else {
+            format!("floor(({e})/{k})")
+        };
+        let d = Dim::derived(&name, &[e]);
+        DIVISIONS.with(|m| {
+            m.borrow_mut()
+                .entry(Arc::from(name.as_str()))
+                .or_insert_with(|| (e.clone(), k, up));
+        });
+        d
     }
 
     /// Ceiling division by a positive constant, with the same rule as [`Dim::floor_div`].
@@ -239,7 +345,10 @@ impl Dim {
         if let Some(q) = self.div_exact(&Dim::known(k)) {
             return Some(q);
         }
-        Some(Dim::sym(&format!("ceil(({self})/{k})")))
+        if let Some(merged) = self.merged_division(k, true) {
+            return merged;
+        }
+        Some(Dim::divided(self, k, true))
     }
 
     /// Replaces bound symbols by their values.
@@ -378,6 +487,65 @@ mod tests {
 
     fn n() -> Dim {
         Dim::sym("N")
+    }
+
+    #[test]
+    fn a_sum_divided_by_a_sum_it_is_a_multiple_of() {
+        let x = Dim::sym("x");
+        let one = Dim::known(1);
+        // a reshape's -1: (1024·x + 1024)/(x + 1)
+        let total = Dim::known(1024)
+            .checked_mul(&x.checked_add(&one).unwrap())
+            .unwrap();
+        let den = x.checked_add(&one).unwrap();
+        assert_eq!(total.div_exact(&den), Some(Dim::known(1024)));
+        // a one-term quotient with a symbol: (4·x·y + 4·y)/(x + 1) = 4·y
+        let y = Dim::sym("y");
+        let num = total
+            .div_exact(&Dim::known(256))
+            .unwrap()
+            .checked_mul(&y)
+            .unwrap();
+        assert_eq!(num.div_exact(&den).unwrap().to_string(), "4*y");
+        // not a multiple: no quotient, and no overflow recorded for the trials
+        let other = x.checked_add(&Dim::known(2)).unwrap();
+        assert_eq!(total.div_exact(&other), None);
+        let huge = Dim::known(i64::MAX).checked_mul(&x).unwrap();
+        assert_eq!(
+            huge.div_exact(&Dim::known(2).checked_mul(&den).unwrap()),
+            None
+        );
+        assert!(!take_overflow());
+    }
+
+    #[test]
+    fn divisions_of_divisions_merge() {
+        let w = Dim::sym("W");
+        let one = Dim::known(1);
+        // three stride-2 convolutions (kernel 3, pad 1): floor((H + 2 - 3)/2) + 1 each
+        let conv = |h: &Dim| {
+            h.checked_sub(&one)
+                .unwrap()
+                .floor_div(2)
+                .unwrap()
+                .checked_add(&one)
+                .unwrap()
+        };
+        let out = conv(&conv(&conv(&w)));
+        assert_eq!(out.to_string(), "floor((W - 1)/8) + 1");
+        // the identity holds for every width
+        for v in 1..200i64 {
+            let mut h = v;
+            for _ in 0..3 {
+                h = (h - 1).div_euclid(2) + 1;
+            }
+            assert_eq!((v - 1).div_euclid(8) + 1, h, "W = {v}");
+        }
+        // ceilings merge with ceilings, not with floors
+        let c = w.ceil_div(2).unwrap().ceil_div(3).unwrap();
+        assert_eq!(c.to_string(), "ceil((W)/6)");
+        let mixed = w.ceil_div(2).unwrap().floor_div(3).unwrap();
+        assert_eq!(mixed.to_string(), "floor((ceil((W)/2))/3)");
     }
 
     #[test]

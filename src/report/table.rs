@@ -675,11 +675,35 @@ pub fn render(view: &MemView) -> String {
 
 /// `label  value  detail` lines with labels left- and values right-aligned.
 fn aligned(lines: &[(String, String, String)]) -> String {
+    // a symbolic value (`39 KiB·floor((W - 1)/8) + ...`) runs on past the column instead of
+    // widening it for every line: numbers stay right-aligned in the width of the short ones
+    const WIDE: usize = 40;
+    let width = |s: &str| s.chars().count();
+    let label_width = lines.iter().map(|(l, _, _)| width(l)).max().unwrap_or(0);
+    let long = |v: &str| width(v) > WIDE;
     let mut t = Table::plain(&[Align::Left, Align::Right, Align::Left]);
-    for (label, value, detail) in lines {
-        t.push(vec![label.clone(), value.clone(), detail.clone()]);
+    for (label, value, detail) in lines.iter().filter(|(_, v, _)| !long(v)) {
+        let pad = " ".repeat(label_width - width(label));
+        t.push(vec![format!("{label}{pad}"), value.clone(), detail.clone()]);
     }
-    t.render()
+    let rendered = t.render();
+    let mut short_rows = rendered.lines();
+    let mut out = String::new();
+    for (label, value, detail) in lines {
+        if long(value) {
+            out.push_str(label);
+            out.push_str(&" ".repeat(label_width - width(label) + 2));
+            out.push_str(value);
+            if !detail.is_empty() {
+                out.push_str("  ");
+                out.push_str(detail);
+            }
+        } else if let Some(r) = short_rows.next() {
+            out.push_str(r);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn md_escape(s: &str) -> String {

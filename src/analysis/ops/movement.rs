@@ -318,9 +318,9 @@ pub fn reshape(cx: &OpCx) -> InferResult<Vec<Fact>> {
                 ))
             }
             (Some(_), Some(0)) => Dim::ZERO,
-            _ => total
-                .div_exact(&others)
-                .unwrap_or_else(|| Dim::sym(&format!("({total})/({others})"))),
+            _ => total.div_exact(&others).unwrap_or_else(|| {
+                Dim::derived(&format!("({total})/({others})"), &[&total, &others])
+            }),
         };
     } else {
         let got = ovf(Dim::product(&out), "target element count")?;
