@@ -433,6 +433,28 @@ impl Env {
         }
         cmd.output().expect("the nnlint binary runs")
     }
+
+    /// [`Env::run`] with standard error on a terminal: util-linux's `script` gives the command a
+    /// pseudo-terminal and copies what it shows (standard output and error together).
+    fn run_on_terminal(&self, endpoint: &str, args: &[&str]) -> String {
+        let quoted: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_nnlint"))
+            .chain(args.iter().copied())
+            .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+            .collect();
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &quoted.join(" "), "/dev/null"])
+            .env("NO_COLOR", "1")
+            .env("HOME", self.home.path());
+        for v in common::HUB_ENV {
+            cmd.env_remove(v);
+        }
+        cmd.env("HF_HUB_CACHE", self.hf.path())
+            .env("NNLINT_CACHE", self.nnlint.path())
+            .env("HF_ENDPOINT", endpoint);
+        let out = cmd.output().expect("util-linux's script runs");
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
 }
 
 fn json_of(out: &Output) -> Value {
@@ -466,6 +488,73 @@ fn cdn_for<'a>(seen: &'a [Seen], file: &str) -> Vec<&'a Seen> {
     seen.iter()
         .filter(|s| s.cdn && s.path.ends_with(&format!("/{file}")))
         .collect()
+}
+
+/// An endpoint that takes the connection and never answers: one line naming it once
+/// `HF_HUB_DOWNLOAD_TIMEOUT` (huggingface_hub's setting, whole seconds) has passed.
+#[test]
+fn an_endpoint_that_never_answers_times_out_in_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    // accept and hold every connection without a byte in reply
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let env = Env::new();
+    let out = env.run(
+        &endpoint,
+        &[("HF_HUB_DOWNLOAD_TIMEOUT", "1")],
+        &["mem", "org/silent"],
+    );
+    let e = error_line(&out);
+    assert!(
+        e.contains(&endpoint) && e.contains("no answer in time") && e.contains("1 s a request"),
+        "{e}"
+    );
+}
+
+/// On a terminal a fetch says what it fetched (a progress bar while the headers come, then one
+/// line); `--quiet` silences it, and a pipe (every other test) never sees it.
+#[test]
+fn a_terminal_sees_what_was_fetched_and_quiet_silences_it() {
+    let hub = FakeHub::start("");
+    hub.add("org/sharded", fixture_files("llm/llama-sharded"));
+    let env = Env::new();
+    let shown = env.run_on_terminal(&hub.endpoint(), &["mem", "org/sharded", "--top", "1"]);
+    let line = "org/sharded@main: fetched ".to_string();
+    assert!(
+        shown.contains(&line)
+            && shown.contains(&format!("requests from {}, kept in", hub.endpoint())),
+        "{shown}"
+    );
+    // the table follows on standard output
+    assert!(shown.contains("parameters"), "{shown}");
+    // again, from the cache: nothing fetched, nothing said
+    let again = env.run_on_terminal(&hub.endpoint(), &["mem", "org/sharded", "--top", "1"]);
+    assert!(!again.contains(&line), "{again}");
+    // --quiet on a fresh cache: the same fetch, silent
+    let env = Env::new();
+    let quiet = env.run_on_terminal(
+        &hub.endpoint(),
+        &["mem", "org/sharded", "--top", "1", "--quiet"],
+    );
+    assert!(
+        !quiet.contains(&line) && !quiet.contains("fetching headers"),
+        "{quiet}"
+    );
+    assert!(quiet.contains("parameters"), "{quiet}");
+    // not a terminal: nothing on standard error
+    let env = Env::new();
+    let out = env.run(&hub.endpoint(), &[], &["mem", "org/sharded", "--top", "1"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        !common::stderr(&out).contains(&line),
+        "{}",
+        common::stderr(&out)
+    );
 }
 
 #[test]

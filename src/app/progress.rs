@@ -11,9 +11,10 @@ struct Bar(indicatif::ProgressBar);
 
 impl Progress for Bar {
     fn start(&self, stage: &str, total: u64) {
-        self.0.reset();
-        self.0.set_length(total);
+        // named and sized before the first frame is drawn (no empty "0/0" frame)
         self.0.set_prefix(stage.to_string());
+        self.0.set_length(total);
+        self.0.reset();
     }
 
     fn message(&self, text: &str) {
@@ -42,7 +43,8 @@ pub fn progress() -> Box<dyn Progress> {
     if QUIET.load(Ordering::Relaxed) || !std::io::stderr().is_terminal() {
         return Box::new(Silent);
     }
-    let bar = indicatif::ProgressBar::new(0);
+    let bar = indicatif::ProgressBar::hidden();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
         indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {wide_msg}")
             .expect("the template is valid")

@@ -48,8 +48,17 @@ const MAX_REDIRECTS: usize = 10;
 /// Connection setup, TLS included.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One request, its redirects and its body.
+/// One request, its redirects and its body, unless `HF_HUB_DOWNLOAD_TIMEOUT` says otherwise.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The request timeout: `HF_HUB_DOWNLOAD_TIMEOUT` (whole seconds, as huggingface_hub reads it;
+/// 0 or anything else leaves the default), else [`REQUEST_TIMEOUT`].
+pub fn request_timeout(var: &dyn Fn(&str) -> Option<OsString>) -> Duration {
+    var("HF_HUB_DOWNLOAD_TIMEOUT")
+        .and_then(|v| v.to_str().and_then(|s| s.trim().parse::<u64>().ok()))
+        .filter(|&s| s > 0)
+        .map_or(REQUEST_TIMEOUT, Duration::from_secs)
+}
 
 /// How a transport error's message starts (the network is down, the endpoint does not answer).
 const UNREACHABLE: &str = "cannot reach the Hub at";
@@ -69,6 +78,8 @@ pub struct Hub {
     token: Option<String>,
     requests: AtomicU64,
     bytes: AtomicU64,
+    /// To connect, and for one request with its redirects and body.
+    timeouts: (Duration, Duration),
 }
 
 /// The endpoint: `HF_ENDPOINT` (empty counts as unset), trailing slashes stripped.
@@ -217,12 +228,14 @@ impl Hub {
     /// The endpoint, token and proxies from the environment (`var`), for the process's client.
     pub fn from_env(var: &dyn Fn(&str) -> Option<OsString>) -> Hub {
         let endpoint = endpoint(var);
+        let request = request_timeout(var);
+        let connect = CONNECT_TIMEOUT.min(request);
         let config = ureq::Agent::config_builder()
             .max_redirects(0)
             .http_status_as_error(false)
             .proxy(ureq::Proxy::try_from_env())
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_global(Some(REQUEST_TIMEOUT))
+            .timeout_connect(Some(connect))
+            .timeout_global(Some(request))
             .user_agent(concat!("nnlint/", env!("CARGO_PKG_VERSION")))
             .build();
         Hub {
@@ -232,6 +245,7 @@ impl Hub {
             token: token(var),
             requests: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
+            timeouts: (connect, request),
         }
     }
 
@@ -306,9 +320,9 @@ impl Hub {
     fn transport(&self, url: &str, e: ureq::Error) -> Error {
         let why = match &e {
             ureq::Error::Timeout(t) => format!(
-                "no answer in time ({t:?} timeout: {} s to connect, {} s a request)",
-                CONNECT_TIMEOUT.as_secs(),
-                REQUEST_TIMEOUT.as_secs()
+                "no answer in time ({t:?} timeout: {} s to connect, {} s a request; HF_HUB_DOWNLOAD_TIMEOUT sets the second)",
+                self.timeouts.0.as_secs(),
+                self.timeouts.1.as_secs()
             ),
             _ => e.to_string(),
         };

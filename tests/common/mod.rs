@@ -23,6 +23,7 @@ pub const HUB_ENV: &[&str] = &[
     "HUGGING_FACE_HUB_TOKEN",
     "HF_TOKEN_PATH",
     "HF_HUB_DISABLE_IMPLICIT_TOKEN",
+    "HF_HUB_DOWNLOAD_TIMEOUT",
     "ALL_PROXY",
     "all_proxy",
     "HTTPS_PROXY",
