@@ -417,17 +417,23 @@ impl Env {
         }
     }
 
-    fn run(&self, endpoint: &str, extra: &[(&str, &str)], args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nnlint"));
-        cmd.args(args)
-            .env("NO_COLOR", "1")
-            .env("HOME", self.home.path());
+    /// `program` with the environment of these caches and `endpoint`, every other Hub
+    /// variable cleared.
+    fn command(&self, program: &str, endpoint: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("NO_COLOR", "1").env("HOME", self.home.path());
         for v in common::HUB_ENV {
             cmd.env_remove(v);
         }
         cmd.env("HF_HUB_CACHE", self.hf.path())
             .env("NNLINT_CACHE", self.nnlint.path())
             .env("HF_ENDPOINT", endpoint);
+        cmd
+    }
+
+    fn run(&self, endpoint: &str, extra: &[(&str, &str)], args: &[&str]) -> Output {
+        let mut cmd = self.command(env!("CARGO_BIN_EXE_nnlint"), endpoint);
+        cmd.args(args);
         for (k, v) in extra {
             cmd.env(k, v);
         }
@@ -441,17 +447,11 @@ impl Env {
             .chain(args.iter().copied())
             .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
             .collect();
-        let mut cmd = Command::new("script");
-        cmd.args(["-qec", &quoted.join(" "), "/dev/null"])
-            .env("NO_COLOR", "1")
-            .env("HOME", self.home.path());
-        for v in common::HUB_ENV {
-            cmd.env_remove(v);
-        }
-        cmd.env("HF_HUB_CACHE", self.hf.path())
-            .env("NNLINT_CACHE", self.nnlint.path())
-            .env("HF_ENDPOINT", endpoint);
-        let out = cmd.output().expect("util-linux's script runs");
+        let out = self
+            .command("script", endpoint)
+            .args(["-qec", &quoted.join(" "), "/dev/null"])
+            .output()
+            .expect("util-linux's script runs");
         assert!(out.status.success(), "{}", common::stderr(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }

@@ -179,7 +179,8 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         qlora: false,
         ..f.llm.clone()
     };
-    let serve = |b: u64, s: u64| -> Option<u64> {
+    // the whole model served at batch b x seq s (one GPU's, or what tensor parallelism splits)
+    let serving = |b: u64, s: u64| {
         inference(
             &m.arch,
             m.param_bytes,
@@ -189,8 +190,8 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
             &f.base.overhead,
         )
         .ok()
-        .map(|i| i.total_bytes)
     };
+    let serve = |b: u64, s: u64| serving(b, s).map(|i| i.total_bytes);
     let mut notes = Vec::new();
     let max_seq = seq.max(1);
     // a sequence past the positions the model has cannot run (learned positions) or was not
@@ -241,17 +242,8 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
     // the same served by tensor parallelism over the GPUs
     if gpus > 1 {
         let n = u64::from(gpus);
-        let tp = |b: u64, s: u64| -> Option<u64> {
-            let i = inference(
-                &m.arch,
-                m.param_bytes,
-                m.active_linear,
-                m.elem,
-                &serve_opts(b, s),
-                &f.base.overhead,
-            )
-            .ok()?;
-            tensor_parallel_bytes(m, &i, n, &f.base.overhead)
+        let tp = |b: u64, s: u64| {
+            serving(b, s).and_then(|i| tensor_parallel_bytes(m, &i, n, &f.base.overhead))
         };
         match tensor_parallel_refused(&m.arch, n) {
             Some(why) => notes.push(format!(
@@ -342,17 +334,7 @@ pub fn fit(m: &LlmModel, gpu: Gpu, f: &FitOptions) -> Result<FitReport> {
         p
     }));
     // the layout's assumptions, said at batch 1 x seq (the batch search varies the batch)
-    if let Some(n) = inference(
-        &m.arch,
-        m.param_bytes,
-        m.active_linear,
-        m.elem,
-        &serve_opts(1, seq),
-        &f.base.overhead,
-    )
-    .ok()
-    .and_then(|i| i.cache_assumptions)
-    {
+    if let Some(n) = serving(1, seq).and_then(|i| i.cache_assumptions) {
         notes.push(n);
     }
     let o = &f.base.overhead;
