@@ -2,7 +2,8 @@
 //! - even: a `.gguf` file (header, metadata, tensor infos) → the checkpoint report, with and
 //!   without a training (LoRA) estimate;
 //! - odd: a `config.json` beside a valid tiny safetensors file → the architecture, the KV cache,
-//!   the training forward and `fit`'s plans.
+//!   the training forward (with images for a multimodal config) and `fit`'s plans on one GPU or
+//!   eight (tensor-parallel serving, the FSDP adapter plans).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -35,6 +36,8 @@ fuzz_target!(|data: &[u8]| {
             targets: forward::Targets::AllLinear,
         }),
         qlora: pick & 4 != 0,
+        images: u64::from(pick & 8 != 0),
+        image_size: (pick & 8 != 0).then_some((1 + u64::from(pick) * 13, 7 + u64::from(pick) * 29)),
         ..LlmOptions::default()
     };
     let train = TrainConfig::default();
@@ -53,7 +56,22 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(r) = llm::analyze_checkpoint(&ck, &options, Some(&train)) {
             if let Some(m) = r.llm.as_ref().and_then(|l| l.model.as_ref()) {
                 let gpu = nnlint::analysis::fit::parse_gpu("RTX-4090").expect("a known card");
-                let _ = llm::fit::fit(m, gpu, 1 + (pick as u32 & 1), options.seq, 8);
+                let f = llm::fit::FitOptions {
+                    base: TrainConfig {
+                        gpus: if pick & 32 != 0 { 8 } else { 1 },
+                        ..train
+                    },
+                    optimizer: None,
+                    llm: LlmOptions {
+                        images: 0,
+                        image_size: None,
+                        ..options.clone()
+                    },
+                    lora_rank: 8,
+                    effective_batch: 8,
+                    inference: pick & 64 != 0,
+                };
+                let _ = llm::fit::fit(m, gpu, &f);
             }
         }
     }

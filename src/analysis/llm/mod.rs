@@ -1226,12 +1226,18 @@ fn image_training(
     let enc_bytes = enc.unwrap_or(0);
     let note = enc.map(|e| {
         format!(
-            "--images {}: the vision encoder and projector keep {} for backward ({} images of {}x{}, {} patches each{})",
+            "--images {}: the vision encoder and projector keep {} for backward ({} image{} of {}x{}, {}{} patches each{})",
             img.per_sequence,
             crate::util::units::bytes(e),
             total,
+            if total == 1 { "" } else { "s" },
             img.processed_size[0],
             img.processed_size[1],
+            if img.tiles > 1 {
+                format!("{} tiles, ", img.tiles)
+            } else {
+                String::new()
+            },
             img.encoder_tokens,
             match mode {
                 Training::Lora(Adapted::Nothing) => "; LoRA wraps none of its layers, so it needs no gradient",
