@@ -38,6 +38,11 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
+/// The most derived symbols each registry keeps per thread: a model makes a few dozen; a process
+/// that analyses model after model (a fuzzer, a library caller) starts over past this, so the
+/// registries never grow without bound (what is forgotten only prints less simplified).
+const MAX_DERIVED: usize = 4096;
+
 /// `f()` with an overflow it meets left unrecorded (a trial computation whose failure is an
 /// answer, not an error).
 fn quietly<T>(f: impl FnOnce() -> Option<T>) -> Option<T> {
@@ -133,7 +138,11 @@ impl Dim {
         deps.sort();
         deps.dedup();
         DEPENDS.with(|m| {
-            m.borrow_mut().entry(Arc::from(name)).or_insert(deps);
+            let mut m = m.borrow_mut();
+            if m.len() >= MAX_DERIVED {
+                m.clear();
+            }
+            m.entry(Arc::from(name)).or_insert(deps);
         });
         d
     }
@@ -326,8 +335,11 @@ impl Dim {
         };
         let d = Dim::derived(&name, &[e]);
         DIVISIONS.with(|m| {
-            m.borrow_mut()
-                .entry(Arc::from(name.as_str()))
+            let mut m = m.borrow_mut();
+            if m.len() >= MAX_DERIVED {
+                m.clear();
+            }
+            m.entry(Arc::from(name.as_str()))
                 .or_insert_with(|| (e.clone(), k, up));
         });
         d
@@ -516,6 +528,19 @@ mod tests {
             None
         );
         assert!(!take_overflow());
+    }
+
+    #[test]
+    fn the_registries_of_derived_symbols_stay_bounded() {
+        let w = Dim::sym("W");
+        for k in 2..(2 * MAX_DERIVED as i64 + 10) {
+            let _ = w.floor_div(k);
+        }
+        assert!(DIVISIONS.with(|m| m.borrow().len()) <= MAX_DERIVED);
+        assert!(DEPENDS.with(|m| m.borrow().len()) <= MAX_DERIVED);
+        // what is kept still merges
+        let d = w.floor_div(3).unwrap().floor_div(5).unwrap();
+        assert_eq!(d.to_string(), "floor((W)/15)");
     }
 
     #[test]
