@@ -31,12 +31,11 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     let uses = &graph.values[id].consumers;
     let roles: Vec<SlotRole> = uses
         .iter()
-        .map(|&(n, slot)| {
+        .map(|&(n, slot)| match slot_role(graph, n, slot) {
             // a quantized embedding table: gathered, then dequantized
-            if slot == 0 && is(graph, n, "Gather") && feeds_dequantize(graph, n) {
-                return SlotRole::QuantWeight;
-            }
-            slot_role(graph, n, slot)
+            SlotRole::Table if feeds_dequantize(graph, n) => SlotRole::QuantWeight,
+            SlotRole::Table => SlotRole::Data,
+            role => role,
         })
         .collect();
     if roles.contains(&SlotRole::Buffer) {
@@ -56,13 +55,9 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     }
     // values a Scatter writes into a mask, and masks or folded biases added to attention scores
     let scattered = !uses.is_empty()
-        && uses.iter().all(|&(n, slot)| {
-            slot == 2
-                && matches!(
-                    graph.nodes[n].op_type.as_str(),
-                    "ScatterND" | "ScatterElements"
-                )
-        });
+        && uses
+            .iter()
+            .all(|&(n, slot)| slot_role(graph, n, slot) == SlotRole::Updates);
     if scattered
         || graph
             .stored(id)

@@ -251,6 +251,12 @@ pub enum SlotRole {
     QuantWeight,
     /// A quantization scale or zero point: a buffer.
     QuantParam,
+    /// The table an index op reads rows of (`Gather`'s data): a weight, stored quantized when a
+    /// `DequantizeLinear` reads the rows (a quantized embedding table).
+    Table,
+    /// The values a scatter writes (`ScatterND`'s updates): stored ones are constants (the masks
+    /// exporters build this way), not weights.
+    Updates,
 }
 
 impl Slots {
@@ -507,7 +513,7 @@ registry! {
     }
     "Gather" => Gather(movement::Gather) {
         infer: movement::gather, saves: sv::embedding_indices, autocast: Embedding,
-        slots: Slots::Config(&[1]), view: View::Gather,
+        slots: Slots::Table(&[SlotRole::Table, SlotRole::Config]), view: View::Gather,
     }
     "GatherElements" => GatherElements(movement::Gather) {
         infer: movement::gather_elements, saves: sv::index_if_grad, slots: Slots::Config(&[1]),
@@ -668,10 +674,12 @@ registry! {
         infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
     }
     "ScatterElements" => ScatterElements(movement::Scatter) {
-        infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
+        infer: movement::scatter, saves: movement::scatter_saves,
+        slots: Slots::Table(&[SlotRole::Data, SlotRole::Config, SlotRole::Updates]),
     }
     "ScatterND" => ScatterNd(movement::Scatter) {
-        infer: movement::scatter, saves: movement::scatter_saves, slots: Slots::Config(&[1]),
+        infer: movement::scatter, saves: movement::scatter_saves,
+        slots: Slots::Table(&[SlotRole::Data, SlotRole::Config, SlotRole::Updates]),
     }
     "Selu" => Selu(ew::Selu) { infer: ew::unary, saves: sv::input_if_grad }
     "SequenceAt" => SequenceAt { slots: Slots::Config(&[1]) }
