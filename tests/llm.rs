@@ -932,21 +932,18 @@ fn sparse_llama(dir: &Path, layers: u64, hidden: u64, inter: u64, heads: u64, kv
     sparse_checkpoint(dir, &shapes, config, ("BF16", 2));
 }
 
-fn fit_json(dir: &Path, gpu: &str) -> Value {
-    let (code, out, err) = nnlint(&[
-        "fit",
-        dir.to_str().unwrap(),
-        "--gpu",
-        gpu,
-        "--lora",
-        "16",
-        "--seq",
-        "2048",
-        "--format",
-        "json",
-    ]);
+/// `nnlint fit DIR ARGS --format json`, which must succeed.
+fn fit_run(dir: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["fit", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    all.extend(["--format", "json"]);
+    let (code, out, err) = nnlint(&all);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
+}
+
+fn fit_json(dir: &Path, gpu: &str) -> Value {
+    fit_run(dir, &["--gpu", gpu, "--lora", "16", "--seq", "2048"])
 }
 
 /// The largest micro-batch of the plan named `plan` (or the first whose name starts with it,
@@ -1047,20 +1044,7 @@ fn sparse_shape(shape: &str) -> tempfile::TempDir {
 }
 
 fn fit_gpus(dir: &Path, gpus: &str) -> Value {
-    let (code, out, err) = nnlint(&[
-        "fit",
-        dir.to_str().unwrap(),
-        "--gpu",
-        "H100",
-        "--gpus",
-        gpus,
-        "--seq",
-        "4096",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    fit_run(dir, &["--gpu", "H100", "--gpus", gpus, "--seq", "4096"])
 }
 
 fn plan<'a>(f: &'a Value, name: &str) -> &'a Value {
@@ -1112,10 +1096,9 @@ fn fit_answers_for_deepseek_v3_gpt_oss_and_qwen3_next_on_80_gb_and_8x80_gb() {
     let tp = plan(&eight, "serve, tensor parallel x 8");
     assert!(tp["fits"].as_bool().unwrap(), "{tp:#}");
     // at batch 1 a GPU holds an eighth of the weights and of the state, about 20 GB + overhead
-    let tp1 = {
-        let (code, out, err) = nnlint(&[
-            "fit",
-            d.path().to_str().unwrap(),
+    let tp1 = fit_run(
+        d.path(),
+        &[
             "--gpu",
             "H100",
             "--gpus",
@@ -1125,12 +1108,8 @@ fn fit_answers_for_deepseek_v3_gpt_oss_and_qwen3_next_on_80_gb_and_8x80_gb() {
             "--effective-batch",
             "1",
             "--inference",
-            "--format",
-            "json",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        serde_json::from_str::<Value>(&out).unwrap()
-    };
+        ],
+    );
     let at1 = plan(&tp1, "serve, tensor parallel x 8");
     assert!((19.0..22.0).contains(&gib(at1)), "{at1:#}");
     for name in [

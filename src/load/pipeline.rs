@@ -267,6 +267,17 @@ fn component_weights(
     Ok(Some((w, Path::new(&c.folder).join(&file))))
 }
 
+/// The listing of the repo at `dir` (which must not lead outside `bound`) and its components,
+/// with `bound` made canonical for the checks of the component folders.
+fn read_listing(dir: &Path, kind: Kind, bound: &Path) -> Result<(PathBuf, Vec<Component>)> {
+    let listing = dir.join(kind.file());
+    let root = bound.canonicalize().map_err(|e| Error::io(bound, e))?;
+    inside(&listing, &root, bound)?;
+    let bytes = std::fs::read(&listing).map_err(|e| Error::io(&listing, e))?;
+    let comps = components(kind, &bytes).map_err(|m| Error::malformed(&listing, m))?;
+    Ok((root, comps))
+}
+
 /// Whether a sentence-transformers module is its transformer (`sentence_transformers.models.Transformer`).
 fn is_transformer(c: &Component) -> bool {
     c.class.rsplit('.').next() == Some("Transformer")
@@ -284,13 +295,8 @@ pub fn transformer_checkpoint(
     if detect(dir) != Some(Kind::SentenceTransformers) {
         return Ok(None);
     }
-    let listing = dir.join(Kind::SentenceTransformers.file());
     let bound = links_within.unwrap_or(dir);
-    let root = bound.canonicalize().map_err(|e| Error::io(bound, e))?;
-    inside(&listing, &root, bound)?;
-    let bytes = std::fs::read(&listing).map_err(|e| Error::io(&listing, e))?;
-    let comps = components(Kind::SentenceTransformers, &bytes)
-        .map_err(|m| Error::malformed(&listing, m))?;
+    let (root, comps) = read_listing(dir, Kind::SentenceTransformers, bound)?;
     let Some(t) = comps.iter().position(is_transformer) else {
         return Ok(None);
     };
@@ -388,12 +394,8 @@ pub fn load_declared(
             "has neither model_index.json nor modules.json: not a pipeline",
         )
     })?;
-    let listing = dir.join(kind.file());
     let bound = links_within.unwrap_or(dir);
-    let root = bound.canonicalize().map_err(|e| Error::io(bound, e))?;
-    inside(&listing, &root, bound)?;
-    let bytes = std::fs::read(&listing).map_err(|e| Error::io(&listing, e))?;
-    let comps = components(kind, &bytes).map_err(|m| Error::malformed(&listing, m))?;
+    let (root, comps) = read_listing(dir, kind, bound)?;
     let mut all = Weights {
         path: dir.to_path_buf(),
         shards: Vec::new(),
