@@ -79,6 +79,9 @@ struct Repo {
     /// Extra names listed in siblings without content (a pickle, say).
     listed_only: Vec<String>,
     gated: bool,
+    /// The revision answer leaves `siblings` out (some mirrors do): the tree API lists the
+    /// files, this many a page.
+    tree_pages_of: Option<usize>,
 }
 
 #[derive(Default)]
@@ -241,6 +244,7 @@ fn serve_hub(state: &Mutex<State>, req: &tiny_http::Request, prefix: &str, cdn: 
     let Some(path) = url.strip_prefix(prefix) else {
         return reply(404, vec![], &[]);
     };
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let authorized = auth.as_deref() == Some(&format!("Bearer {TOKEN}"));
     let commit_of = |r: &Repo, rev: &str| -> Option<String> {
@@ -274,10 +278,13 @@ fn serve_hub(state: &Mutex<State>, req: &tiny_http::Request, prefix: &str, cdn: 
                             .map(|f| serde_json::json!({"rfilename": f}))
                             .collect();
                         siblings.sort_by_key(|v| v.to_string());
-                        let body = serde_json::to_vec(
-                            &serde_json::json!({"id": repo, "sha": sha, "siblings": siblings}),
-                        )
-                        .unwrap();
+                        let info = match r.tree_pages_of {
+                            None => {
+                                serde_json::json!({"id": repo, "sha": sha, "siblings": siblings})
+                            }
+                            Some(_) => serde_json::json!({"id": repo, "sha": sha}),
+                        };
+                        let body = serde_json::to_vec(&info).unwrap();
                         let n = body.len();
                         (
                             reply(200, body, &[("Content-Type", "application/json".into())]),
@@ -285,6 +292,61 @@ fn serve_hub(state: &Mutex<State>, req: &tiny_http::Request, prefix: &str, cdn: 
                         )
                     }
                 },
+            }
+        }
+        ["api", "models", org, name, "tree", rev] => {
+            // huggingface_hub's list_repo_tree: entries of the whole tree, folders included,
+            // a page at a time, the next one named by a Link header
+            let repo = format!("{org}/{name}");
+            match s.repos.get(&repo) {
+                Some(r) if commit_of(r, &decode(rev)).is_some() => {
+                    let per = r.tree_pages_of.unwrap_or(1000).max(1);
+                    let mut entries: Vec<Value> = Vec::new();
+                    let mut folders = std::collections::BTreeSet::new();
+                    for f in r.files.keys().chain(&r.listed_only) {
+                        let mut at = String::new();
+                        for part in f.split('/').collect::<Vec<_>>().split_last().unwrap().1 {
+                            at = if at.is_empty() {
+                                part.to_string()
+                            } else {
+                                format!("{at}/{part}")
+                            };
+                            if folders.insert(at.clone()) {
+                                entries.push(serde_json::json!({"type": "directory", "path": at, "oid": "0"}));
+                            }
+                        }
+                        entries.push(
+                            serde_json::json!({"type": "file", "path": f, "size": 1, "oid": "0"}),
+                        );
+                    }
+                    let cursor: usize = query
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("cursor="))
+                        .map_or(0, |c| c.parse().unwrap());
+                    let end = (cursor + per).min(entries.len());
+                    let body = serde_json::to_vec(&entries[cursor..end]).unwrap();
+                    let n = body.len();
+                    let mut headers = vec![("Content-Type", "application/json".to_string())];
+                    if end < entries.len() {
+                        // the first page's link is absolute, the others a path (both are seen)
+                        let next = format!(
+                            "{prefix}/api/models/{repo}/tree/{rev}?recursive=true&cursor={end}"
+                        );
+                        headers.push((
+                            "Link",
+                            if cursor == 0 {
+                                format!(
+                                    "<http://{}{next}>; rel=\"next\"",
+                                    req_header(req, "Host").unwrap()
+                                )
+                            } else {
+                                format!("<{next}>; rel=\"next\"")
+                            },
+                        ));
+                    }
+                    (reply(200, body, &headers), n)
+                }
+                _ => (not_found("RepoNotFound"), 0),
             }
         }
         [org, name, "resolve", rev, file @ ..] => {
@@ -640,6 +702,30 @@ fn a_sharded_checkpoint_over_the_network_equals_its_folder_then_comes_from_the_c
             ),
         "{e}"
     );
+}
+
+#[test]
+fn without_siblings_the_paginated_tree_api_lists_the_files() {
+    let hub = FakeHub::start("/mirror");
+    hub.add("org/sharded", fixture_files("llm/llama-sharded"));
+    hub.with(|s| {
+        let r = s.repos.get_mut("org/sharded").unwrap();
+        r.tree_pages_of = Some(3);
+        // a folder: its entry is no file
+        r.listed_only = vec!["onnx/model.onnx".into()];
+    });
+    let env = Env::new();
+    let want = numbers(folder_json(&common::testdata().join("llm/llama-sharded")));
+    let out = env.run(&hub.endpoint(), &[], &["mem", "org/sharded", "-f", "json"]);
+    assert_eq!(numbers(json_of(&out)), want);
+    let seen = hub.seen();
+    let pages: Vec<&Seen> = seen.iter().filter(|s| s.path.contains("/tree/")).collect();
+    let entries = fixture_files("llm/llama-sharded").len() + 2;
+    assert_eq!(pages.len(), entries.div_ceil(3), "{pages:?}");
+    assert!(pages[0].path.starts_with(&format!(
+        "/mirror/api/models/org/sharded/tree/{SHA}?recursive=true"
+    )));
+    assert!(pages.iter().skip(1).all(|p| p.path.contains("cursor=")));
 }
 
 #[test]

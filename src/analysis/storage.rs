@@ -34,7 +34,7 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
         .map(|&(n, slot)| match slot_role(graph, n, slot) {
             // a quantized embedding table: gathered, then dequantized
             SlotRole::Table if feeds_dequantize(graph, n) => SlotRole::QuantWeight,
-            SlotRole::Table => SlotRole::Data,
+            SlotRole::Table | SlotRole::Affine => SlotRole::Data,
             role => role,
         })
         .collect();
@@ -103,26 +103,15 @@ pub fn logical_numel(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> u6
     numel
 }
 
-/// Norms whose scale and bias inputs (slot 1 and after) are per-layer parameters.
-const NORMS: &[&str] = &[
-    "LayerNormalization",
-    "SimplifiedLayerNormalization",
-    "RMSNormalization",
-    "GroupNormalization",
-    "InstanceNormalization",
-    "BatchNormalization",
-];
-
 /// Whether node `n`'s input `slot` is a per-layer parameter slot a shared tensor can stand in:
 /// a norm's scale or bias, a convolution's or Gemm's bias, or the bias an `Add` puts on a
 /// matrix product.
 fn parameter_slot(graph: &Graph, n: usize, slot: usize) -> bool {
+    if slot_role(graph, n, slot) == SlotRole::Affine {
+        return true;
+    }
     let node = &graph.nodes[n];
     match node.op_type.as_str() {
-        // SkipLayerNormalization's slot 1 is the skip input, its parameters follow
-        "SkipLayerNormalization" | "SkipSimplifiedLayerNormalization" => slot >= 2,
-        op if NORMS.contains(&op) => slot >= 1,
-        "Conv" | "ConvTranspose" | "Gemm" => slot == 2,
         "Add" => node
             .input(1 - slot.min(1))
             .and_then(|v| graph.values[v].producer)

@@ -42,6 +42,9 @@ const MAX_SMALL_FILE: u64 = 64 * 1024 * 1024;
 /// Shards fetched at once.
 const WORKERS: usize = 8;
 
+/// Pages of the tree API followed (the Hub pages by 1,000 files and more).
+const MAX_TREE_PAGES: usize = 1000;
+
 /// Redirects followed for one file.
 const MAX_REDIRECTS: usize = 10;
 
@@ -196,6 +199,7 @@ struct Answer {
     error_code: Option<String>,
     content_range: Option<String>,
     commit: Option<String>,
+    link: Option<String>,
     response: ureq::http::Response<ureq::Body>,
 }
 
@@ -211,12 +215,39 @@ fn content_range(v: &str) -> Option<(u64, u64, u64)> {
     ))
 }
 
-/// The repo's answer to the revision call: the commit and the file list.
+/// The `rel="next"` target of a `Link` header (`<url>; rel="next", <url>; rel="prev"`), as
+/// huggingface_hub's `paginate` follows it.
+fn next_link(v: &str) -> Option<&str> {
+    v.split(',').find_map(|part| {
+        let (target, params) = part.trim().strip_prefix('<')?.split_once('>')?;
+        params
+            .split(';')
+            .filter_map(|p| p.trim().split_once('='))
+            .any(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("rel")
+                    && v.trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+            .then_some(target.trim())
+    })
+}
+
+/// The repo's answer to the revision call: the commit and the file list (absent from some
+/// mirrors' answers: then the tree API lists the files).
 #[derive(serde::Deserialize)]
 struct RepoInfo {
     sha: Option<String>,
-    #[serde(default)]
-    siblings: Vec<Sibling>,
+    siblings: Option<Vec<Sibling>>,
+}
+
+/// One entry of the tree API's answer (`/api/models/{repo}/tree/{rev}`).
+#[derive(serde::Deserialize)]
+struct TreeEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    path: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -306,6 +337,7 @@ impl Hub {
                 error_code: header("x-error-code"),
                 content_range: header("content-range"),
                 commit: header("x-repo-commit"),
+                link: header("link"),
                 url,
                 response,
             });
@@ -396,9 +428,50 @@ impl Hub {
             .sha
             .filter(|s| super::hub::is_commit(s))
             .ok_or_else(|| Error::refused(&url, "the answer names no commit sha"))?;
-        Ok((
-            sha,
-            info.siblings.into_iter().map(|s| s.rfilename).collect(),
+        let files = match info.siblings {
+            Some(s) => s.into_iter().map(|s| s.rfilename).collect(),
+            None => self.tree(id, &sha)?,
+        };
+        Ok((sha, files))
+    }
+
+    /// The repo's files at `commit` from the paginated tree API (`?recursive=true`, pages
+    /// followed by their `Link: <...>; rel="next"` header, at most [`MAX_TREE_PAGES`]).
+    fn tree(&self, id: &HubId, commit: &str) -> Result<Vec<String>> {
+        let mut url = format!(
+            "{}/api/models/{}/tree/{commit}?recursive=true&expand=false",
+            self.endpoint,
+            id.repo()
+        );
+        let mut files = Vec::new();
+        for _ in 0..MAX_TREE_PAGES {
+            let mut a = self.get(&url, None)?;
+            if a.status != 200 {
+                return Err(self.refuse(&a, id, commit));
+            }
+            let body = self.body(&mut a, MAX_SMALL_FILE)?;
+            let page: Vec<TreeEntry> = serde_json::from_slice(&body)
+                .map_err(|e| Error::refused(&a.url, format!("not the Hub's file tree: {e}")))?;
+            files.extend(
+                page.into_iter()
+                    .filter(|e| e.kind == "file")
+                    .map(|e| e.path),
+            );
+            match a.link.as_deref().and_then(next_link) {
+                None => return Ok(files),
+                Some(next) => {
+                    url = join(&a.url, next).ok_or_else(|| {
+                        Error::refused(
+                            &a.url,
+                            format!("cannot follow the next page '{}'", next.escape_debug()),
+                        )
+                    })?
+                }
+            }
+        }
+        Err(Error::refused(
+            &url,
+            format!("the file tree runs past {MAX_TREE_PAGES} pages"),
         ))
     }
 
@@ -982,5 +1055,23 @@ mod tests {
         );
         assert_eq!(content_range("bytes 0-99/1000"), Some((0, 99, 1000)));
         assert_eq!(content_range("bytes 0-99/*"), None);
+    }
+
+    #[test]
+    fn the_tree_apis_next_page_is_read_off_its_link_header() {
+        let hub = "https://huggingface.co/api/models/o/n/tree/main?recursive=true&cursor=abc";
+        assert_eq!(next_link(&format!("<{hub}>; rel=\"next\"")), Some(hub));
+        assert_eq!(
+            next_link("</p?c=1>; rel=\"prev\", </p?c=3>; rel=next"),
+            Some("/p?c=3")
+        );
+        assert_eq!(next_link("</p?c=1>; rel=\"prev last\""), None);
+        assert_eq!(
+            next_link("</p?c=2>; title=\"x\"; rel=\"last next\""),
+            Some("/p?c=2")
+        );
+        for bad in ["", "<", "<a", "next", "<a>", "<a>; rel", "; rel=next"] {
+            assert_eq!(next_link(bad), None, "{bad}");
+        }
     }
 }

@@ -24,7 +24,6 @@ use crate::error::{Error, Result};
 use crate::ir::{DType, Graph, Model, NodeId, ValueId};
 use crate::rules::fix::{Applied, RewriteKind, Safety};
 use exec::Executor;
-pub use kernels::{supported, supported_ops};
 pub use tolerance::Tolerance;
 
 /// Seeded standard normal values rounded to f32, so that a runtime computing in f32 sees exactly

@@ -162,15 +162,16 @@ pub const ATTENTION: &[SlotRole] = &[
     SlotRole::Data,
     SlotRole::Config,
 ];
-/// `EmbedLayerNormalization`: input_ids and segment_ids and mask are indices.
+/// `EmbedLayerNormalization`: input_ids and segment_ids and mask are indices; gamma and beta
+/// the norm's scale and bias.
 pub const EMBED_LN: &[SlotRole] = &[
     SlotRole::Config,
     SlotRole::Config,
     SlotRole::Data,
     SlotRole::Data,
     SlotRole::Data,
-    SlotRole::Data,
-    SlotRole::Data,
+    SlotRole::Affine,
+    SlotRole::Affine,
     SlotRole::Config,
     SlotRole::Config,
 ];

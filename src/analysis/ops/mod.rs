@@ -235,7 +235,10 @@ pub enum Slots {
     Config(&'static [usize]),
     /// Every input is configuration.
     AllConfig,
-    /// BatchNormalization: inputs 3 and 4 are the running statistics (buffers).
+    /// Inputs from this slot on are a norm's per-layer scale and bias ([`SlotRole::Affine`]).
+    AffineFrom(usize),
+    /// BatchNormalization: inputs 1 and 2 are its scale and bias, 3 and 4 the running
+    /// statistics (buffers).
     BatchNorm,
     /// One role per slot (quantized ops); slots past the table are data.
     Table(&'static [SlotRole]),
@@ -257,6 +260,11 @@ pub enum SlotRole {
     /// The values a scatter writes (`ScatterND`'s updates): stored ones are constants (the masks
     /// exporters build this way), not weights.
     Updates,
+    /// A per-layer scale or bias (a norm's scale and bias, a convolution's or Gemm's bias): data
+    /// whose stored tensor is a parameter of each layer that reads it. Exporters store identical
+    /// ones (fresh LayerNorm weights, zero biases) once for several layers
+    /// (`storage::shared_readers`).
+    Affine,
 }
 
 impl Slots {
@@ -268,7 +276,10 @@ impl Slots {
             Slots::Config(s) if s.contains(&slot) => SlotRole::Config,
             Slots::Config(_) => SlotRole::Data,
             Slots::AllConfig => SlotRole::Config,
+            Slots::AffineFrom(k) if slot >= k => SlotRole::Affine,
+            Slots::AffineFrom(_) => SlotRole::Data,
             Slots::BatchNorm if slot == 3 || slot == 4 => SlotRole::Buffer,
+            Slots::BatchNorm if slot == 1 || slot == 2 => SlotRole::Affine,
             Slots::BatchNorm => SlotRole::Data,
             Slots::Table(t) => t.get(slot).copied().unwrap_or(SlotRole::Data),
         }
@@ -417,6 +428,9 @@ macro_rules! registry {
 
 use elementwise as ew;
 use saved as sv;
+
+/// A convolution's or Gemm's inputs: data, weight, per-layer bias.
+const CONV_SLOTS: &[SlotRole] = &[SlotRole::Data, SlotRole::Data, SlotRole::Affine];
 use Autocast::{CastTo, Embedding, Fp32OnCuda, Lower, Promote};
 
 registry! {
@@ -469,14 +483,14 @@ registry! {
     "Constant" => Constant(source::Constant) { infer: source::constant, outputs: Outputs::Held }
     "ConstantOfShape" => ConstantOfShape { infer: source::constant_of_shape, slots: Slots::AllConfig, grad: false }
     "Conv" => Conv(conv::Conv) {
-        infer: conv::conv, macs: conv::conv_macs, saves: conv::saves, autocast: Lower,
+        infer: conv::conv, macs: conv::conv_macs, saves: conv::saves, autocast: Lower, slots: Slots::Table(CONV_SLOTS),
     }
     "ConvInteger" => ConvInteger(conv::Conv) {
         infer: quant::conv_integer, macs: quant::conv_integer_macs, slots: Slots::Table(quant::INTEGER),
     }
     "ConvTranspose" => ConvTranspose(conv::ConvTranspose) {
         infer: conv::conv_transpose, macs: conv::conv_transpose_macs, saves: conv::saves,
-        autocast: Lower,
+        autocast: Lower, slots: Slots::Table(CONV_SLOTS),
     }
     "Cos" => Cos { infer: ew::unary, saves: sv::input_if_grad }
     "Cosh" => Cosh { infer: ew::unary, saves: sv::input_if_grad }
@@ -523,7 +537,7 @@ registry! {
     }
     "Gelu" => Gelu(ew::Gelu) { infer: ew::unary, saves: sv::input_if_grad }
     "Gemm" => Gemm(linalg::Gemm) {
-        infer: linalg::gemm, macs: linalg::gemm_macs, saves: sv::operands, autocast: Lower,
+        infer: linalg::gemm, macs: linalg::gemm_macs, saves: sv::operands, autocast: Lower, slots: Slots::Table(CONV_SLOTS),
     }
     "GlobalAveragePool" => GlobalAveragePool { infer: pool::global_pool }
     "GlobalLpPool" => GlobalLpPool { infer: pool::global_pool, saves: sv::input_if_grad }
@@ -534,7 +548,7 @@ registry! {
         infer: movement::grid_sample, saves: movement::grid_sample_saves, autocast: Promote,
     }
     "GroupNormalization" => GroupNormalization(norm::GroupNorm) {
-        infer: norm::same_shape_norm, saves: norm::saves, autocast: Fp32OnCuda,
+        infer: norm::same_shape_norm, saves: norm::saves, autocast: Fp32OnCuda, slots: Slots::AffineFrom(1),
     }
     "HammingWindow" => HammingWindow(signal::Generated) { infer: signal::window, slots: Slots::AllConfig, grad: false }
     "HannWindow" => HannWindow(signal::Generated) { infer: signal::window, slots: Slots::AllConfig, grad: false }
@@ -545,7 +559,7 @@ registry! {
     "If" => If {}
     "ImageDecoder" => ImageDecoder(sequence::ImageDecoder) { infer: sequence::image_decoder, grad: false }
     "InstanceNormalization" => InstanceNormalization(norm::InstanceNorm) {
-        infer: norm::same_shape_norm, saves: norm::saves,
+        infer: norm::same_shape_norm, saves: norm::saves, slots: Slots::AffineFrom(1),
     }
     "IsInf" => IsInf { infer: ew::is_class, grad: false }
     "IsNaN" => IsNaN { infer: ew::is_class, grad: false }
@@ -554,7 +568,7 @@ registry! {
         infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
     }
     "LayerNormalization" => LayerNormalization(norm::LayerNorm) {
-        infer: norm::layer_norm, saves: norm::saves, autocast: Fp32OnCuda,
+        infer: norm::layer_norm, saves: norm::saves, autocast: Fp32OnCuda, slots: Slots::AffineFrom(1),
     }
     "LeakyRelu" => LeakyRelu(ew::LeakyRelu) { infer: ew::unary, saves: sv::input_if_grad }
     "Less" => Less { infer: ew::compare, grad: false }
@@ -617,7 +631,7 @@ registry! {
     }
     "QuantizeLinear" => QuantizeLinear(ew::Quantize) { infer: ew::quantize, slots: Slots::Table(quant::QUANTIZE) }
     "RMSNormalization" => RmsNormalization(norm::LayerNorm) {
-        infer: norm::simplified_layer_norm, saves: norm::saves, autocast: Fp32OnCuda,
+        infer: norm::simplified_layer_norm, saves: norm::saves, autocast: Fp32OnCuda, slots: Slots::AffineFrom(1),
     }
     "RNN" => Rnn(linalg::Rnn) {
         infer: linalg::rnn, macs: linalg::rnn_macs, saves: linalg::rnn_saves, autocast: Lower,
@@ -694,7 +708,7 @@ registry! {
     "Sigmoid" => Sigmoid { infer: ew::unary, saves: sv::output_if_grad }
     "Sign" => Sign { infer: ew::unary_fold, grad: false }
     "SimplifiedLayerNormalization" => SimplifiedLayerNormalization(norm::LayerNorm) {
-        infer: norm::simplified_layer_norm, saves: norm::saves, autocast: Fp32OnCuda,
+        infer: norm::simplified_layer_norm, saves: norm::saves, autocast: Fp32OnCuda, slots: Slots::AffineFrom(1),
     }
     "Sin" => Sin { infer: ew::unary, saves: sv::input_if_grad }
     "Sinh" => Sinh { infer: ew::unary, saves: sv::input_if_grad }
@@ -782,8 +796,8 @@ registry! {
     "QLinearSoftmax" in "com.microsoft" => QLinearSoftmax { infer: quant::qlinear_unary, slots: Slots::Table(quant::QLINEAR_UNARY) }
     "QuickGelu" in "com.microsoft" => QuickGelu { infer: contrib::like_input }
     "RotaryEmbedding" in "com.microsoft" => MsRotaryEmbedding(contrib::Rotary) { infer: contrib::like_input, slots: Slots::ConfigFrom(1) }
-    "SkipLayerNormalization" in "com.microsoft" => SkipLayerNormalization(contrib::FusedNorm) { infer: contrib::skip_norm }
-    "SkipSimplifiedLayerNormalization" in "com.microsoft" => SkipSimplifiedLayerNormalization(contrib::FusedNorm) { infer: contrib::skip_norm }
+    "SkipLayerNormalization" in "com.microsoft" => SkipLayerNormalization(contrib::FusedNorm) { infer: contrib::skip_norm, slots: Slots::AffineFrom(2) }
+    "SkipSimplifiedLayerNormalization" in "com.microsoft" => SkipSimplifiedLayerNormalization(contrib::FusedNorm) { infer: contrib::skip_norm, slots: Slots::AffineFrom(2) }
 }
 
 fn is_default_domain(domain: &str) -> bool {
@@ -1081,6 +1095,28 @@ mod tests {
                 "{} before {}",
                 w[0].name,
                 w[1].name
+            );
+        }
+    }
+
+    #[test]
+    fn every_norm_with_a_scale_says_which_slots_are_per_layer() {
+        // a norm whose scale and bias are not marked Affine would have its shared fresh weights
+        // (one stored tensor of ones for every layer) counted once: a silent undercount
+        let without_scale = ["LpNormalization", "MeanVarianceNormalization"];
+        for d in OPS.iter().filter(|d| d.name.ends_with("Normalization")) {
+            if without_scale.contains(&d.name) {
+                continue;
+            }
+            assert!(
+                // (a quantized norm's scale is a quantized weight, never stored shared)
+                (1..20).any(|slot| matches!(
+                    d.slots.role(slot),
+                    SlotRole::Affine | SlotRole::QuantWeight
+                )),
+                "{} {}: which inputs are its per-layer scale and bias? (Slots::AffineFrom)",
+                d.domain,
+                d.name
             );
         }
     }

@@ -3,9 +3,9 @@
 //! value is an f64 candle tensor, integer ones included; ops that need integers (Reshape's shape,
 //! axes, pads, Gather's indices, ...) convert them back to i64.
 //!
-//! [`KERNELS`] is the registry, sorted by op name and searched by binary search; an op it lists
-//! must be one the analysis registry knows (a test keeps both true). [`static_check`] says what can
-//! be known without running.
+//! [`kernel_of`] maps the parsed op's variant to its kernel: the op's name and domain are written
+//! once, in the analysis registry, and a kernel for an op the analysis does not know cannot be
+//! written. [`static_check`] says what can be known without running.
 
 mod contrib;
 mod control;
@@ -36,183 +36,154 @@ pub(crate) type KernelFn = fn(&Cx) -> OpResult;
 use elementwise as ew;
 use movement as mv;
 
-/// Every op the checker runs, by domain (`""` for the default one) and name, sorted (a test keeps
-/// it sorted and unique).
-static KERNELS: &[(&str, &str, KernelFn)] = &[
-    ("", "Abs", ew::abs),
-    ("", "Acos", ew::acos),
-    ("", "Acosh", ew::acosh),
-    ("", "Add", ew::add),
-    ("", "And", ew::and),
-    ("", "ArgMax", reduce::arg_reduce),
-    ("", "ArgMin", reduce::arg_reduce),
-    ("", "Asin", ew::asin),
-    ("", "Asinh", ew::asinh),
-    ("", "Atan", ew::atan),
-    ("", "Atanh", ew::atanh),
-    ("", "AveragePool", pool::average_pool),
-    ("", "BatchNormalization", norm::batch_norm),
-    ("", "Cast", ew::cast),
-    ("", "CastLike", ew::cast_like),
-    ("", "Ceil", ew::ceil),
-    ("", "Celu", ew::celu),
-    ("", "Clip", ew::clip),
-    ("", "Concat", mv::concat),
-    ("", "Constant", source::constant),
-    ("", "ConstantOfShape", source::constant_of_shape),
-    ("", "Conv", conv::conv),
-    ("", "ConvTranspose", conv::conv_transpose),
-    ("", "Cos", ew::cos),
-    ("", "Cosh", ew::cosh),
-    ("", "CumSum", ew::cum_sum),
-    ("", "DepthToSpace", mv::depth_to_space),
-    ("", "DequantizeLinear", quant::dequantize_linear),
-    ("", "Div", ew::div),
-    ("", "Dropout", ew::dropout),
-    ("", "DynamicQuantizeLinear", quant::dynamic_quantize_linear),
-    ("", "Einsum", linalg::einsum),
-    ("", "Elu", ew::elu),
-    ("", "Equal", ew::equal),
-    ("", "Erf", ew::erf),
-    ("", "Exp", ew::exp),
-    ("", "Expand", mv::expand),
-    ("", "EyeLike", ew::eye_like),
-    ("", "Flatten", mv::flatten),
-    ("", "Floor", ew::floor),
-    ("", "GRU", rnn::gru),
-    ("", "Gather", mv::gather),
-    ("", "GatherElements", mv::gather_elements),
-    ("", "GatherND", mv::gather_nd),
-    ("", "Gelu", ew::gelu),
-    ("", "Gemm", linalg::gemm),
-    ("", "GlobalAveragePool", pool::global_average_pool),
-    ("", "GlobalMaxPool", pool::global_max_pool),
-    ("", "Greater", ew::greater),
-    ("", "GreaterOrEqual", ew::greater_or_equal),
-    ("", "GroupNormalization", norm::group_norm),
-    ("", "HardSigmoid", ew::hard_sigmoid),
-    ("", "HardSwish", ew::hard_swish),
-    ("", "Hardmax", ew::hardmax),
-    ("", "Identity", ew::identity),
-    ("", "If", control::if_),
-    ("", "InstanceNormalization", norm::instance_norm),
-    ("", "IsNaN", ew::is_nan),
-    ("", "LRN", norm::lrn),
-    ("", "LSTM", rnn::lstm),
-    ("", "LayerNormalization", norm::layer_norm),
-    ("", "LeakyRelu", ew::leaky_relu),
-    ("", "Less", ew::less),
-    ("", "LessOrEqual", ew::less_or_equal),
-    ("", "Log", ew::log),
-    ("", "LogSoftmax", ew::log_softmax),
-    ("", "Loop", control::loop_),
-    ("", "LpNormalization", norm::lp_norm),
-    ("", "MatMul", linalg::matmul),
-    ("", "Max", ew::max),
-    ("", "MaxPool", pool::max_pool),
-    ("", "Mean", ew::mean),
-    ("", "MeanVarianceNormalization", norm::mean_variance_norm),
-    ("", "Min", ew::min),
-    ("", "Mish", ew::mish),
-    ("", "Mod", ew::mod_),
-    ("", "Mul", ew::mul),
-    ("", "Neg", ew::neg),
-    ("", "NonZero", reduce::non_zero),
-    ("", "Not", ew::not),
-    ("", "Or", ew::or),
-    ("", "PRelu", ew::prelu),
-    ("", "Pad", mv::pad),
-    ("", "Pow", ew::pow),
-    ("", "QuantizeLinear", quant::quantize_linear),
-    ("", "RMSNormalization", norm::rms_norm),
-    ("", "RNN", rnn::rnn),
-    ("", "Range", source::range),
-    ("", "Reciprocal", ew::reciprocal),
-    ("", "ReduceL1", reduce::reduce),
-    ("", "ReduceL2", reduce::reduce),
-    ("", "ReduceLogSum", reduce::reduce),
-    ("", "ReduceLogSumExp", reduce::reduce),
-    ("", "ReduceMax", reduce::reduce),
-    ("", "ReduceMean", reduce::reduce),
-    ("", "ReduceMin", reduce::reduce),
-    ("", "ReduceProd", reduce::reduce),
-    ("", "ReduceSum", reduce::reduce),
-    ("", "ReduceSumSquare", reduce::reduce),
-    ("", "Relu", ew::relu),
-    ("", "Reshape", mv::reshape),
-    ("", "Resize", mv::resize),
-    ("", "Round", ew::round),
-    ("", "Scan", control::scan),
-    ("", "ScatterElements", mv::scatter_elements),
-    ("", "ScatterND", mv::scatter_nd),
-    ("", "Selu", ew::selu),
-    ("", "Shape", source::shape),
-    ("", "Shrink", ew::shrink),
-    ("", "Sigmoid", ew::sigmoid),
-    ("", "Sign", ew::sign),
-    ("", "SimplifiedLayerNormalization", norm::rms_norm),
-    ("", "Sin", ew::sin),
-    ("", "Sinh", ew::sinh),
-    ("", "Size", source::size),
-    ("", "Slice", mv::slice),
-    ("", "Softmax", ew::softmax),
-    ("", "Softplus", ew::softplus),
-    ("", "Softsign", ew::softsign),
-    ("", "SpaceToDepth", mv::space_to_depth),
-    ("", "Split", mv::split),
-    ("", "Sqrt", ew::sqrt),
-    ("", "Squeeze", mv::squeeze),
-    ("", "Sub", ew::sub),
-    ("", "Sum", ew::sum),
-    ("", "Tan", ew::tan),
-    ("", "Tanh", ew::tanh),
-    ("", "ThresholdedRelu", ew::thresholded_relu),
-    ("", "Tile", mv::tile),
-    ("", "TopK", reduce::top_k),
-    ("", "Transpose", mv::transpose),
-    ("", "Trilu", ew::trilu),
-    ("", "Unsqueeze", mv::unsqueeze),
-    ("", "Where", ew::where_),
-    ("", "Xor", ew::xor),
-    ("com.microsoft", "Attention", contrib::attention),
-    ("com.microsoft", "BiasAdd", contrib::bias_add),
-    ("com.microsoft", "BiasGelu", contrib::bias_gelu),
-    ("com.microsoft", "FastGelu", contrib::fast_gelu),
-    ("com.microsoft", "Gelu", contrib::gelu),
-    ("com.microsoft", "QuickGelu", contrib::quick_gelu),
-    (
-        "com.microsoft",
-        "SkipLayerNormalization",
-        contrib::skip_layer_norm,
-    ),
-    (
-        "com.microsoft",
-        "SkipSimplifiedLayerNormalization",
-        contrib::skip_layer_norm,
-    ),
-];
-
-/// The kernel registered for an op of a domain (`""` for the default one) and type.
-pub(crate) fn kernel(domain: &str, op_type: &str) -> Option<KernelFn> {
-    KERNELS
-        .binary_search_by(|(d, name, _)| (*d, *name).cmp(&(domain, op_type)))
-        .ok()
-        .map(|i| KERNELS[i].2)
-}
-
-/// The kernel of a parsed op (none for opaque and malformed ones).
+/// The kernel of a parsed op, by its variant (none for the ops the checker does not run, opaque
+/// and malformed ones). The op's name lives in the analysis registry only.
 fn kernel_of(op: &Op) -> Option<KernelFn> {
-    op.key().and_then(|(domain, name)| kernel(domain, name))
-}
-
-/// Names of every op the checker runs, the default domain's first, each domain's sorted.
-pub fn supported() -> impl Iterator<Item = &'static str> {
-    KERNELS.iter().map(|(_, name, _)| *name)
-}
-
-/// Every op the checker runs, as (domain, name).
-pub fn supported_ops() -> impl Iterator<Item = (&'static str, &'static str)> {
-    KERNELS.iter().map(|(domain, name, _)| (*domain, *name))
+    Some(match op {
+        Op::Abs => ew::abs,
+        Op::Acos => ew::acos,
+        Op::Acosh => ew::acosh,
+        Op::Add => ew::add,
+        Op::And => ew::and,
+        Op::ArgMax(_) | Op::ArgMin(_) => reduce::arg_reduce,
+        Op::Asin => ew::asin,
+        Op::Asinh => ew::asinh,
+        Op::Atan => ew::atan,
+        Op::Atanh => ew::atanh,
+        Op::AveragePool(_) => pool::average_pool,
+        Op::BatchNormalization(_) => norm::batch_norm,
+        Op::Cast(_) => ew::cast,
+        Op::CastLike => ew::cast_like,
+        Op::Ceil => ew::ceil,
+        Op::Celu(_) => ew::celu,
+        Op::Clip(_) => ew::clip,
+        Op::Concat(_) => mv::concat,
+        Op::Constant(_) => source::constant,
+        Op::ConstantOfShape => source::constant_of_shape,
+        Op::Conv(_) => conv::conv,
+        Op::ConvTranspose(_) => conv::conv_transpose,
+        Op::Cos => ew::cos,
+        Op::Cosh => ew::cosh,
+        Op::CumSum(_) => ew::cum_sum,
+        Op::DepthToSpace(_) => mv::depth_to_space,
+        Op::DequantizeLinear(_) => quant::dequantize_linear,
+        Op::Div => ew::div,
+        Op::Dropout(_) => ew::dropout,
+        Op::DynamicQuantizeLinear => quant::dynamic_quantize_linear,
+        Op::Einsum(_) => linalg::einsum,
+        Op::Elu(_) => ew::elu,
+        Op::Equal => ew::equal,
+        Op::Erf => ew::erf,
+        Op::Exp => ew::exp,
+        Op::Expand => mv::expand,
+        Op::EyeLike(_) => ew::eye_like,
+        Op::Flatten(_) => mv::flatten,
+        Op::Floor => ew::floor,
+        Op::Gru(_) => rnn::gru,
+        Op::Gather(_) => mv::gather,
+        Op::GatherElements(_) => mv::gather_elements,
+        Op::GatherNd(_) => mv::gather_nd,
+        Op::Gelu(_) => ew::gelu,
+        Op::Gemm(_) => linalg::gemm,
+        Op::GlobalAveragePool => pool::global_average_pool,
+        Op::GlobalMaxPool => pool::global_max_pool,
+        Op::Greater => ew::greater,
+        Op::GreaterOrEqual => ew::greater_or_equal,
+        Op::GroupNormalization(_) => norm::group_norm,
+        Op::HardSigmoid(_) => ew::hard_sigmoid,
+        Op::HardSwish => ew::hard_swish,
+        Op::Hardmax(_) => ew::hardmax,
+        Op::Identity => ew::identity,
+        Op::If => control::if_,
+        Op::InstanceNormalization(_) => norm::instance_norm,
+        Op::IsNaN => ew::is_nan,
+        Op::Lrn(_) => norm::lrn,
+        Op::Lstm(_) => rnn::lstm,
+        Op::LayerNormalization(_) => norm::layer_norm,
+        Op::LeakyRelu(_) => ew::leaky_relu,
+        Op::Less => ew::less,
+        Op::LessOrEqual => ew::less_or_equal,
+        Op::Log => ew::log,
+        Op::LogSoftmax(_) => ew::log_softmax,
+        Op::Loop => control::loop_,
+        Op::LpNormalization(_) => norm::lp_norm,
+        Op::MatMul => linalg::matmul,
+        Op::Max => ew::max,
+        Op::MaxPool(_) => pool::max_pool,
+        Op::Mean => ew::mean,
+        Op::MeanVarianceNormalization(_) => norm::mean_variance_norm,
+        Op::Min => ew::min,
+        Op::Mish => ew::mish,
+        Op::Mod(_) => ew::mod_,
+        Op::Mul => ew::mul,
+        Op::Neg => ew::neg,
+        Op::NonZero => reduce::non_zero,
+        Op::Not => ew::not,
+        Op::Or => ew::or,
+        Op::PRelu => ew::prelu,
+        Op::Pad(_) => mv::pad,
+        Op::Pow => ew::pow,
+        Op::QuantizeLinear(_) => quant::quantize_linear,
+        Op::RmsNormalization(_) | Op::SimplifiedLayerNormalization(_) => norm::rms_norm,
+        Op::Rnn(_) => rnn::rnn,
+        Op::Range => source::range,
+        Op::Reciprocal => ew::reciprocal,
+        Op::ReduceL1(_)
+        | Op::ReduceL2(_)
+        | Op::ReduceLogSum(_)
+        | Op::ReduceLogSumExp(_)
+        | Op::ReduceMax(_)
+        | Op::ReduceMean(_)
+        | Op::ReduceMin(_)
+        | Op::ReduceProd(_)
+        | Op::ReduceSum(_)
+        | Op::ReduceSumSquare(_) => reduce::reduce,
+        Op::Relu => ew::relu,
+        Op::Reshape(_) => mv::reshape,
+        Op::Resize(_) => mv::resize,
+        Op::Round => ew::round,
+        Op::Scan(_) => control::scan,
+        Op::ScatterElements(_) => mv::scatter_elements,
+        Op::ScatterNd(_) => mv::scatter_nd,
+        Op::Selu(_) => ew::selu,
+        Op::Shape(_) => source::shape,
+        Op::Shrink(_) => ew::shrink,
+        Op::Sigmoid => ew::sigmoid,
+        Op::Sign => ew::sign,
+        Op::Sin => ew::sin,
+        Op::Sinh => ew::sinh,
+        Op::Size => source::size,
+        Op::Slice(_) => mv::slice,
+        Op::Softmax(_) => ew::softmax,
+        Op::Softplus => ew::softplus,
+        Op::Softsign => ew::softsign,
+        Op::SpaceToDepth(_) => mv::space_to_depth,
+        Op::Split(_) => mv::split,
+        Op::Sqrt => ew::sqrt,
+        Op::Squeeze(_) => mv::squeeze,
+        Op::Sub => ew::sub,
+        Op::Sum => ew::sum,
+        Op::Tan => ew::tan,
+        Op::Tanh => ew::tanh,
+        Op::ThresholdedRelu(_) => ew::thresholded_relu,
+        Op::Tile => mv::tile,
+        Op::TopK(_) => reduce::top_k,
+        Op::Transpose(_) => mv::transpose,
+        Op::Trilu(_) => ew::trilu,
+        Op::Unsqueeze(_) => mv::unsqueeze,
+        Op::Where => ew::where_,
+        Op::Xor => ew::xor,
+        Op::MsAttention(_) => contrib::attention,
+        Op::BiasAdd => contrib::bias_add,
+        Op::BiasGelu => contrib::bias_gelu,
+        Op::FastGelu => contrib::fast_gelu,
+        Op::MsGelu => contrib::gelu,
+        Op::QuickGelu => contrib::quick_gelu,
+        Op::SkipLayerNormalization(_) | Op::SkipSimplifiedLayerNormalization(_) => {
+            contrib::skip_layer_norm
+        }
+        _ => return None,
+    })
 }
 
 /// Runs the node's kernel.
@@ -673,30 +644,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registry_is_sorted_and_unique() {
-        for w in KERNELS.windows(2) {
-            assert!(
-                (w[0].0, w[0].1) < (w[1].0, w[1].1),
-                "{} before {}",
-                w[0].1,
-                w[1].1
-            );
-        }
-        assert!(kernel("", "Conv").is_some());
-        assert!(kernel("", "conv").is_none());
-        assert!(kernel("com.microsoft", "Conv").is_none());
-    }
-
-    #[test]
-    fn every_op_the_checker_runs_is_known_to_the_analysis() {
-        for (domain, name, _) in KERNELS {
-            let def = crate::analysis::ops::lookup(domain, name);
-            assert!(
-                def.is_some(),
-                "{domain} {name} is not in the analysis registry"
-            );
-            assert_eq!(def.map(|d| (d.domain, d.name)), Some((*domain, *name)));
-        }
+    fn kernels_are_found_by_the_parsed_op() {
+        let parse = |domain: &str, name: &str| {
+            let def = crate::analysis::ops::lookup(domain, name).expect("a registered op");
+            (def.parse)(&Default::default(), 17).expect("parses without attributes")
+        };
+        assert!(kernel_of(&parse("", "Relu")).is_some());
+        assert!(kernel_of(&parse("com.microsoft", "FastGelu")).is_some());
+        assert!(kernel_of(&parse("", "BitwiseNot")).is_none());
+        assert!(kernel_of(&Op::Opaque).is_none());
     }
 
     #[test]
