@@ -489,8 +489,22 @@ impl fmt::Debug for Dim {
 
 /// Renders a shape as `[N,3,224,224]`.
 pub fn shape_to_string(shape: &[Dim]) -> String {
-    let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    format!("[{}]", parts.join(","))
+    let mut out = String::with_capacity(2 + 6 * shape.len());
+    write_shape(&mut out, shape);
+    out
+}
+
+/// Appends `[a,b,c]` to `out` ([`shape_to_string`] without a string per dim).
+pub fn write_shape(out: &mut String, shape: &[Dim]) {
+    use std::fmt::Write;
+    out.push('[');
+    for (i, d) in shape.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{d}");
+    }
+    out.push(']');
 }
 
 #[cfg(test)]

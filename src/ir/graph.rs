@@ -1,7 +1,7 @@
 //! The graph: values in an arena, nodes in topological order.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use super::attr::Attrs;
 use super::tensor::Tensor;
@@ -140,7 +140,9 @@ pub struct GraphBuilder {
     graph: Graph,
     /// Value names to ids, hashed with a fast fixed-seed hasher (SipHash was a tenth of loading a
     /// graph of 100,000 nodes).
-    by_name: HashMap<String, ValueId, foldhash::fast::FixedState>,
+    /// Each value's id once, hashed by the value's name and compared against `graph.values`.
+    by_name: hashbrown::HashTable<ValueId>,
+    hasher: foldhash::fast::FixedState,
     is_subgraph: bool,
 }
 
@@ -151,14 +153,18 @@ impl GraphBuilder {
                 name: name.into(),
                 ..Graph::default()
             },
-            by_name: HashMap::default(),
+            by_name: hashbrown::HashTable::new(),
+            hasher: foldhash::fast::FixedState::default(),
             is_subgraph,
         }
     }
 
     /// The value with this name, created on first use.
     pub fn value(&mut self, name: &str) -> ValueId {
-        if let Some(&id) = self.by_name.get(name) {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(name);
+        let values = &self.graph.values;
+        if let Some(&id) = self.by_name.find(hash, |&id| values[id].name == name) {
             return id;
         }
         let id = self.graph.values.len();
@@ -166,7 +172,9 @@ impl GraphBuilder {
             name: name.to_string(),
             ..Value::default()
         });
-        self.by_name.insert(name.to_string(), id);
+        let (values, hasher) = (&self.graph.values, &self.hasher);
+        self.by_name
+            .insert_unique(hash, id, |&id| hasher.hash_one(values[id].name.as_str()));
         id
     }
 
@@ -175,7 +183,11 @@ impl GraphBuilder {
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
+        use std::hash::BuildHasher;
+        let values = &self.graph.values;
+        self.by_name
+            .find(self.hasher.hash_one(name), |&id| values[id].name == name)
+            .is_some()
     }
 
     pub fn add_input(&mut self, id: ValueId) {

@@ -175,11 +175,20 @@ fn entry(key: &str, value: &str) -> Vec<u8> {
     e
 }
 
-fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>, String> {
+/// Appends the compacted message `r.pos..end` of `kind` to `out`. A nested message is compacted
+/// into a buffer of `pool` (one per depth, reused: a 100k-node graph would otherwise allocate a
+/// buffer per node and attribute) and copied in after its length.
+fn compact(
+    r: &mut Reader,
+    end: u64,
+    kind: Kind,
+    depth: usize,
+    out: &mut Vec<u8>,
+    pool: &mut Vec<Vec<u8>>,
+) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err("the model is nested too deeply".into());
     }
-    let mut out = Vec::new();
     let mut elided: Option<(u64, u64)> = None;
     let mut data_location: Option<u64> = None;
     while r.pos < end {
@@ -197,12 +206,12 @@ fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>
                     data_location = Some(v);
                     continue;
                 }
-                put_varint(&mut out, tag);
-                put_varint(&mut out, v);
+                put_varint(out, tag);
+                put_varint(out, v);
             }
             1 | 5 => {
-                put_varint(&mut out, tag);
-                r.copy(if wire == 1 { 8 } else { 4 }, &mut out)?;
+                put_varint(out, tag);
+                r.copy(if wire == 1 { 8 } else { 4 }, out)?;
             }
             2 => {
                 let len = r.varint()?;
@@ -214,13 +223,19 @@ fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>
                     elided = Some((start, len));
                     r.pos = stop;
                 } else if let Some(k) = child(kind, field) {
-                    let inner = compact(r, stop, k, depth + 1)?;
-                    put_bytes_field(&mut out, field, &inner);
+                    let mut inner = pool.pop().unwrap_or_default();
+                    inner.clear();
+                    let done = compact(r, stop, k, depth + 1, &mut inner, pool);
+                    if done.is_ok() {
+                        put_bytes_field(out, field, &inner);
+                    }
+                    pool.push(inner);
+                    done?;
                     r.pos = stop;
                 } else {
-                    put_varint(&mut out, tag);
-                    put_varint(&mut out, len);
-                    r.copy(len, &mut out)?;
+                    put_varint(out, tag);
+                    put_varint(out, len);
+                    r.copy(len, out)?;
                 }
             }
             _ => return Err(r.err(&format!("invalid wire type {wire}"))),
@@ -230,16 +245,16 @@ fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize) -> Result<Vec<u8>
         return Err(r.err("a message ends inside a field"));
     }
     if let Some((offset, length)) = elided {
-        put_bytes_field(&mut out, 13, &entry("location", SELF_LOCATION));
-        put_bytes_field(&mut out, 13, &entry("offset", &offset.to_string()));
-        put_bytes_field(&mut out, 13, &entry("length", &length.to_string()));
-        put_varint(&mut out, 14 << 3);
-        put_varint(&mut out, 1);
+        put_bytes_field(out, 13, &entry("location", SELF_LOCATION));
+        put_bytes_field(out, 13, &entry("offset", &offset.to_string()));
+        put_bytes_field(out, 13, &entry("length", &length.to_string()));
+        put_varint(out, 14 << 3);
+        put_varint(out, 1);
     } else if let Some(v) = data_location {
-        put_varint(&mut out, 14 << 3);
-        put_varint(&mut out, v);
+        put_varint(out, 14 << 3);
+        put_varint(out, v);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The model's protobuf with large `raw_data` payloads replaced by references into the file.
@@ -259,7 +274,9 @@ pub fn skim(file: &File, len: u64) -> Result<Vec<u8>, String> {
         buf: Vec::new(),
         buf_start: 0,
     };
-    compact(&mut r, len, Kind::Model, 0)
+    let mut out = Vec::new();
+    compact(&mut r, len, Kind::Model, 0, &mut out, &mut Vec::new())?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -219,14 +219,17 @@ pub fn shapes_text(shapes: &[Option<Vec<Dim>>]) -> String {
     if shapes.is_empty() {
         return "-".into();
     }
-    shapes
-        .iter()
-        .map(|s| match s {
-            Some(s) => crate::ir::shape_to_string(s),
-            None => "?".into(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::with_capacity(24 * shapes.len());
+    for (i, s) in shapes.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        match s {
+            Some(s) => crate::ir::write_shape(&mut out, s),
+            None => out.push('?'),
+        }
+    }
+    out
 }
 
 /// Renders a report in the chosen format.

@@ -67,7 +67,11 @@ fn cell_row(l: &Layer, share: f64, view: &MemView, training: bool) -> Vec<String
     {
         {
             let mut row = vec![
-                format!("{}{}", "  ".repeat(l.depth as usize), l.name),
+                if l.depth == 0 {
+                    l.name.clone()
+                } else {
+                    format!("{}{}", "  ".repeat(l.depth as usize), l.name)
+                },
                 l.op.clone(),
                 shapes_text(&l.output_shapes),
                 if l.params > 0 {

@@ -16,7 +16,10 @@ pub fn bytes(n: u64) -> String {
         v /= 1024.0;
         unit = u;
     }
-    format!("{} {unit}", sig3(v))
+    let mut out = sig3(v);
+    out.push(' ');
+    out.push_str(unit);
+    out
 }
 
 /// `0`, `999`, `1.5K`, `25.6M`, `138M`, `4.09G` (three significant digits, SI steps).
@@ -33,23 +36,28 @@ pub fn count(n: u64) -> String {
         v /= 1000.0;
         unit = u;
     }
-    format!("{}{unit}", sig3(v))
+    let mut out = sig3(v);
+    out.push_str(unit);
+    out
 }
 
 /// Three significant digits, without trailing zeros after the point.
 fn sig3(v: f64) -> String {
-    let s = if v >= 100.0 {
-        format!("{v:.0}")
+    use std::fmt::Write;
+    // one allocation, room for the unit the callers append (a table of 100k rows formats 300k)
+    let mut s = String::with_capacity(12);
+    let _ = if v >= 100.0 {
+        write!(s, "{v:.0}")
     } else if v >= 10.0 {
-        format!("{v:.1}")
+        write!(s, "{v:.1}")
     } else {
-        format!("{v:.2}")
+        write!(s, "{v:.2}")
     };
     if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
+        let kept = s.trim_end_matches('0').trim_end_matches('.').len();
+        s.truncate(kept);
     }
+    s
 }
 
 /// A percentage with one decimal, `<0.1%` for tiny non-zero shares.
