@@ -90,6 +90,15 @@ impl Reader<'_> {
     }
 
     fn byte(&mut self) -> Result<u8, String> {
+        // in the window: no bounds arithmetic beyond this (a varint reads bytes one by one)
+        if let Some(&b) = self
+            .pos
+            .checked_sub(self.buf_start)
+            .and_then(|at| self.buf.get(usize::try_from(at).ok()?))
+        {
+            self.pos += 1;
+            return Ok(b);
+        }
         self.fill(1)?;
         let b = self.buf[(self.pos - self.buf_start) as usize];
         self.pos += 1;
