@@ -64,7 +64,7 @@ pub struct Inference {
     /// MACs per node: zero for ops that are not counted, `None` when not computable (unknown
     /// shapes, opaque ops).
     pub macs: Vec<Option<Dim>>,
-    /// Nodes whose op nnlint does not know.
+    /// Nodes whose op nnlint does not know, in node order (sorted: searched by bisection).
     pub opaque: Vec<NodeId>,
     /// Nodes whose outputs could not be inferred because they are inconsistent, with why.
     pub invalid: Vec<(NodeId, String)>,

@@ -71,7 +71,12 @@ impl Table {
         let mut w = vec![0usize; n];
         for row in self.headers.iter().chain(&self.rows) {
             for (i, c) in row.iter().enumerate().take(n) {
-                w[i] = w[i].max(c.chars().count());
+                let len = if c.is_ascii() {
+                    c.len()
+                } else {
+                    c.chars().count()
+                };
+                w[i] = w[i].max(len);
             }
         }
         w
@@ -109,7 +114,16 @@ impl Table {
             };
             let truncated = len > w;
             let pad = w.saturating_sub(shown_len);
-            let pad_with = |out: &mut String| out.extend(std::iter::repeat_n(' ', pad));
+            let pad_with = |out: &mut String| {
+                const SPACES: &str =
+                    "                                                                ";
+                let mut left = pad;
+                while left > 0 {
+                    let n = left.min(SPACES.len());
+                    out.push_str(&SPACES[..n]);
+                    left -= n;
+                }
+            };
             if self.align[i] == Align::Right {
                 pad_with(out);
             }
