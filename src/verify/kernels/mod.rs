@@ -128,16 +128,8 @@ fn kernel_of(op: &Op) -> Option<KernelFn> {
         Op::Rnn(_) => rnn::rnn,
         Op::Range => source::range,
         Op::Reciprocal => ew::reciprocal,
-        Op::ReduceL1(_)
-        | Op::ReduceL2(_)
-        | Op::ReduceLogSum(_)
-        | Op::ReduceLogSumExp(_)
-        | Op::ReduceMax(_)
-        | Op::ReduceMean(_)
-        | Op::ReduceMin(_)
-        | Op::ReduceProd(_)
-        | Op::ReduceSum(_)
-        | Op::ReduceSumSquare(_) => reduce::reduce,
+        // every Reduce* op, as the analysis lists them
+        op if crate::analysis::ops::reduce::reduce_of(op).is_some() => reduce::reduce,
         Op::Relu => ew::relu,
         Op::Reshape(_) => mv::reshape,
         Op::Resize(_) => mv::resize,
