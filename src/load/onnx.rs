@@ -143,8 +143,8 @@ fn skim_file(path: &Path) -> Result<Bytes> {
 /// Decodes a model from bytes. `dir` is the model's directory (for external data); `None` for stdin.
 pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     let input_len = bytes.len();
-    let mut proto = pb::ModelProto::decode(bytes).map_err(|e| decode_error(path, &e))?;
-    if proto.graph.is_none() {
+    let proto = pb::ModelProto::decode(bytes).map_err(|e| decode_error(path, &e))?;
+    let Some(graph) = proto.graph.as_ref() else {
         return Err(Error::malformed(
             path,
             "not an ONNX model: the protobuf has no graph",
@@ -176,14 +176,7 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         unavailable: Default::default(),
         warnings: Vec::new(),
     };
-    // the graph's strings and lists are moved out of the protobuf, not copied
-    let Some(mut graph) = proto.graph.take() else {
-        return Err(Error::malformed(
-            path,
-            "not an ONNX model: the protobuf has no graph",
-        ));
-    };
-    let graph = cx.graph(&mut graph, false)?;
+    let graph = cx.graph(graph, false)?;
     warnings.append(&mut cx.warnings);
     Ok(Model {
         path: path.to_path_buf(),
@@ -270,7 +263,7 @@ impl Context<'_> {
         Error::malformed(self.path, message)
     }
 
-    fn graph(&mut self, g: &mut pb::GraphProto, is_subgraph: bool) -> Result<Graph> {
+    fn graph(&mut self, g: &pb::GraphProto, is_subgraph: bool) -> Result<Graph> {
         let name = g.name.clone().unwrap_or_default();
         let mut b = GraphBuilder::new(name, is_subgraph);
         for tp in &g.initializer {
@@ -311,8 +304,8 @@ impl Context<'_> {
             let id = b.value(vi.name.as_deref().unwrap_or_default());
             b.add_output(id);
         }
-        for n in &mut g.node {
-            let op_type = n.op_type.take().unwrap_or_default();
+        for n in &g.node {
+            let op_type = n.op_type.clone().unwrap_or_default();
             if op_type.is_empty() {
                 return Err(self.malformed(format!(
                     "node '{}' has no op_type",
@@ -321,7 +314,7 @@ impl Context<'_> {
             }
             let attrs = n
                 .attribute
-                .iter_mut()
+                .iter()
                 .map(|a| self.attribute(a, &op_type))
                 .collect::<Result<Vec<_>>>()?;
             if let Some(out) = n.output.first() {
@@ -332,9 +325,9 @@ impl Context<'_> {
                 }
             }
             b.add_node(
-                n.name.take().unwrap_or_default(),
+                n.name.clone().unwrap_or_default(),
                 op_type,
-                n.domain.take().unwrap_or_default(),
+                n.domain.clone().unwrap_or_default(),
                 &n.input,
                 &n.output,
                 Attrs(attrs),
@@ -635,9 +628,9 @@ impl Context<'_> {
         Ok(Some(hit))
     }
 
-    fn attribute(&mut self, a: &mut pb::AttributeProto, op_type: &str) -> Result<(String, Attr)> {
+    fn attribute(&mut self, a: &pb::AttributeProto, op_type: &str) -> Result<(String, Attr)> {
         use pb::attribute_proto::AttributeType as T;
-        let name = a.name.take().unwrap_or_default();
+        let name = a.name.clone().unwrap_or_default();
         if let Some(r) = &a.ref_attr_name {
             return Ok((name, Attr::Ref(r.clone())));
         }
@@ -685,7 +678,7 @@ impl Context<'_> {
                 Attr::Tensor(Box::new(self.tensor(t, "constant")?))
             }
             T::Graph => {
-                let g = a.g.as_mut().ok_or_else(missing)?;
+                let g = a.g.as_ref().ok_or_else(missing)?;
                 Attr::Graph(Box::new(self.graph(g, true)?))
             }
             T::SparseTensor => {
@@ -698,8 +691,8 @@ impl Context<'_> {
                 }
             }
             T::TypeProto => Attr::Type(self.type_decl(a.tp.as_ref().ok_or_else(missing)?, &name)?),
-            T::Floats => Attr::Floats(std::mem::take(&mut a.floats)),
-            T::Ints => Attr::Ints(std::mem::take(&mut a.ints)),
+            T::Floats => Attr::Floats(a.floats.clone()),
+            T::Ints => Attr::Ints(a.ints.clone()),
             T::Strings => Attr::Strings(a.strings.iter().map(|s| s.to_vec()).collect()),
             T::Tensors => Attr::Tensors(
                 a.tensors
@@ -709,7 +702,7 @@ impl Context<'_> {
             ),
             T::Graphs => Attr::Graphs(
                 a.graphs
-                    .iter_mut()
+                    .iter()
                     .map(|g| self.graph(g, true))
                     .collect::<Result<_>>()?,
             ),
