@@ -138,9 +138,9 @@ impl Graph {
 #[derive(Default)]
 pub struct GraphBuilder {
     graph: Graph,
-    /// Value names to ids, hashed with a fast fixed-seed hasher (SipHash was a tenth of loading a
-    /// graph of 100,000 nodes).
-    /// Each value's id once, hashed by the value's name and compared against `graph.values`.
+    /// Value names to ids: each id once, hashed by its value's name with a fast fixed-seed hasher
+    /// (SipHash was a tenth of loading a graph of 100,000 nodes) and compared against
+    /// `graph.values` (a map keyed by `String` held every name twice).
     by_name: hashbrown::HashTable<ValueId>,
     hasher: foldhash::fast::FixedState,
     is_subgraph: bool,
