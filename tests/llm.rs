@@ -1,6 +1,8 @@
 //! nnlint's LLM memory model against PyTorch measurements (testdata/llm/*/expected.json, made by
 //! tools/llm/measure.py with transformers on CPU): bytes saved for backward within 1%.
 
+mod common;
+
 use std::path::Path;
 
 use nnlint::analysis::llm::arch;
@@ -1048,12 +1050,7 @@ fn fit_gpus(dir: &Path, gpus: &str) -> Value {
 }
 
 fn plan<'a>(f: &'a Value, name: &str) -> &'a Value {
-    f["plans"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap_or_else(|| panic!("no plan {name}: {f:#}"))
+    common::find_in(f, "plans", "name", name)
 }
 
 /// Issue 20's "done when": `fit` answers for DeepSeek-V3, gpt-oss-120b and Qwen3-Next-80B shapes

@@ -19,12 +19,7 @@ fn staged_json(model: &str, extra: &[&str]) -> Value {
 }
 
 fn layer<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["layers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["name"] == name)
-        .unwrap_or_else(|| panic!("no layer {name}"))
+    common::find_in(r, "layers", "name", name)
 }
 
 #[test]

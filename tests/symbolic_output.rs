@@ -95,15 +95,7 @@ fn derived_sizes_print_simplified_and_name_what_can_be_bound() {
     assert_eq!(j["unbound_dims"], serde_json::json!(["image_width"]));
     // bound, every size is a number: W = 100 gives floor(99/2)+1 = 50, 25, 13 (= floor(99/8)+1)
     let j = run_json(&["mem", p, "--dim", "image_width=100", "-f", "json"]);
-    let layer = |name: &str| {
-        j["layers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["name"] == name)
-            .unwrap_or_else(|| panic!("{name}: {j:#}"))
-            .clone()
-    };
+    let layer = |name: &str| common::find_in(&j, "layers", "name", name).clone();
     assert_eq!(
         layer("conv3")["output_shapes"][0],
         serde_json::json!([1, 8, 1, 13])

@@ -319,3 +319,19 @@ pub fn write_files(dir: &Path, files: &std::collections::BTreeMap<String, Vec<u8
         std::fs::write(p, bytes).unwrap();
     }
 }
+
+/// The element of the JSON array `v[list]` whose `field` equals `value` (a layer by name, a
+/// plan by name), or a panic naming what was missing.
+pub fn find_in<'a>(
+    v: &'a serde_json::Value,
+    list: &str,
+    field: &str,
+    value: &str,
+) -> &'a serde_json::Value {
+    v[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no array {list}: {v:#}"))
+        .iter()
+        .find(|e| e[field] == value)
+        .unwrap_or_else(|| panic!("no {list} entry with {field} {value}: {v:#}"))
+}
