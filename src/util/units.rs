@@ -58,11 +58,8 @@ fn bytes_exact(n: u64) -> String {
     }
     let mut out = q.to_string();
     if decimals > 0 {
-        let d = decimals as usize;
-        if out.len() <= d {
-            out.insert_str(0, &"0".repeat(d + 1 - out.len()));
-        }
-        out.insert(out.len() - d, '.');
+        // v >= 1 (n >= 1024^k), so q >= 10^decimals has a digit before the point
+        out.insert(out.len() - decimals as usize, '.');
         let kept = out.trim_end_matches('0').trim_end_matches('.').len();
         out.truncate(kept);
     }
