@@ -44,7 +44,7 @@ fn rewrites(r: &serde_json::Value) -> &Vec<serde_json::Value> {
 fn floats(model: &Path, name: &str) -> (Vec<u64>, Vec<f64>) {
     let m = nnlint::load::onnx::load(model).unwrap();
     let v = m.graph.value_by_name(name).unwrap();
-    let t = m.graph.values[v].init.as_ref().unwrap();
+    let t = m.graph.values[v].init.as_deref().unwrap();
     let Some(Values::Float(x)) = t.read_values(u64::MAX) else {
         panic!("{name} is not a float tensor")
     };

@@ -836,15 +836,25 @@ pub fn checked_report(
 pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConfig>) -> MemReport {
     let graph = &model.graph;
     let frame = Frame::main(graph, inf);
-    let mut rows: Vec<Option<Layer>> = graph
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(n, node)| row(node, n, inf, &frame, 0))
-        .collect();
+    // one buffer of rows, found by node through `row_of` (a `Vec<Option<Layer>>` beside the final
+    // `Vec<Layer>` held every row twice at the peak)
+    let mut rows: Vec<Layer> = Vec::with_capacity(graph.nodes.len());
+    let mut row_of: Vec<Option<usize>> = Vec::with_capacity(graph.nodes.len());
+    for (n, node) in graph.nodes.iter().enumerate() {
+        let r = row(node, n, inf, &frame, 0);
+        row_of.push(r.is_some().then_some(rows.len()));
+        rows.extend(r);
+    }
+    fn row_mut<'r>(
+        rows: &'r mut [Layer],
+        row_of: &[Option<usize>],
+        n: usize,
+    ) -> Option<&'r mut Layer> {
+        rows.get_mut((*row_of.get(n)?)?)
+    }
     // a control-flow node's row carries what its subgraphs compute
     for (&n, branches) in &inf.branches {
-        if let Some(Some(r)) = rows.get_mut(n) {
+        if let Some(r) = row_mut(&mut rows, &row_of, n) {
             r.activation_bytes = r
                 .activation_bytes
                 .take()
@@ -866,7 +876,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
         };
         *count = count.saturating_add(t.numel);
         *bytes = bytes.saturating_add(t.bytes);
-        if let Some(row) = t.node.and_then(|n| rows[n].as_mut()) {
+        if let Some(row) = t.node.and_then(|n| row_mut(&mut rows, &row_of, n)) {
             match t.role {
                 Role::Param => {
                     row.params = row.params.saturating_add(t.numel);
@@ -883,21 +893,32 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
 
     let training = train.map(|cfg| training::estimate(graph, inf, cfg));
     if let Some(t) = &training {
-        for (n, row) in rows.iter_mut().enumerate() {
-            if let Some(row) = row {
+        for (n, &i) in row_of.iter().enumerate() {
+            if let Some(row) = i.and_then(|i| rows.get_mut(i)) {
                 row.saved_bytes = Some(t.per_node[n].0);
                 row.gradient_bytes = Some(t.per_node[n].1);
             }
         }
     }
-    let mut layers: Vec<Layer> = Vec::with_capacity(rows.len());
-    for (n, r) in rows.into_iter().enumerate() {
-        let Some(r) = r else { continue };
-        layers.push(r);
-        if let Some(bs) = inf.branches.get(&n) {
-            branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);
+    let layers: Vec<Layer> = if inf.branches.is_empty() {
+        rows
+    } else {
+        // each control-flow node's subgraph rows follow its own
+        let mut node_of = vec![0; rows.len()];
+        for (n, &i) in row_of.iter().enumerate() {
+            if let Some(i) = i {
+                node_of[i] = n;
+            }
         }
-    }
+        let mut layers = Vec::with_capacity(rows.len());
+        for (r, n) in rows.into_iter().zip(node_of) {
+            layers.push(r);
+            if let Some(bs) = inf.branches.get(&n) {
+                branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);
+            }
+        }
+        layers
+    };
     // folded rows (shape computations, weight transposes) run once at load: not activations
     let top = || layers.iter().filter(|l| l.depth == 0);
     let known_acts: Vec<Dim> = top()

@@ -448,7 +448,7 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
     let opset = model.opset();
     let mut facts: Vec<Fact> = vec![Fact::unknown(); graph.values.len()];
     for (id, t) in graph.initializers() {
-        facts[id] = ops::tensor_fact(t);
+        facts[id] = ops::initializer_fact(t);
     }
     for &v in &graph.inputs {
         if let Some(given) = shapes.get(&v) {
@@ -645,9 +645,15 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    fn get(&self, name: &str) -> Option<&Fact> {
+    /// An outer value's fact, with the values [`ops::initializer_fact`] left out.
+    fn get(&self, name: &str) -> Option<Fact> {
         match self.names.get(name) {
-            Some(&v) => self.facts.get(v),
+            Some(&v) => {
+                let stored = self.graph.and_then(|g| g.values.get(v)?.init.as_deref());
+                stored
+                    .and_then(ops::deferred_value)
+                    .or_else(|| self.facts.get(v).cloned())
+            }
             None => self.parent?.get(name),
         }
     }
@@ -713,8 +719,18 @@ fn walk(
                 }
             }
             (_, Some(def)) => {
-                let inputs: Vec<Option<&Fact>> =
-                    node.inputs.iter().map(|v| v.map(|v| &facts[v])).collect();
+                // the values of larger float initializers, read for this node only
+                let deferred: Vec<Option<Fact>> = node
+                    .inputs
+                    .iter()
+                    .map(|v| v.and_then(|v| ops::deferred_value(graph.values[v].init.as_deref()?)))
+                    .collect();
+                let inputs: Vec<Option<&Fact>> = node
+                    .inputs
+                    .iter()
+                    .zip(&deferred)
+                    .map(|(v, d)| d.as_ref().or(v.map(|v| &facts[v])))
+                    .collect();
                 let cx = OpCx {
                     node,
                     op,
@@ -826,12 +842,12 @@ fn analyse_subgraph(
 ) -> Inference {
     let mut facts = vec![Fact::unknown(); g.values.len()];
     for (id, t) in g.initializers() {
-        facts[id] = ops::tensor_fact(t);
+        facts[id] = ops::initializer_fact(t);
     }
     for (i, v) in g.values.iter().enumerate() {
         if v.outer {
             if let Some(f) = scope.get(&v.name) {
-                facts[i] = f.clone();
+                facts[i] = f;
             }
         }
     }

@@ -459,7 +459,7 @@ mod tests {
             ("eps", DType::F32, vec![]),
         ] {
             let id = b.value(name);
-            b.value_mut(id).init = Some(tensor(name, dtype, dims));
+            b.value_mut(id).init = Some(Box::new(tensor(name, dtype, dims)));
         }
         b.add_node(
             "bn".into(),
@@ -488,7 +488,7 @@ mod tests {
         let g = b.finish().unwrap();
         let role = |name: &str| {
             let id = g.value_by_name(name).unwrap();
-            let t = g.values[id].init.as_ref().unwrap();
+            let t = g.values[id].init.as_deref().unwrap();
             classify(&g, id, t.dtype, t.numel().unwrap())
         };
         assert_eq!(role("scale"), Role::Param);

@@ -40,8 +40,9 @@ pub struct Value {
     pub declared: Option<TypeDecl>,
     /// The node and output slot that produce it.
     pub producer: Option<(NodeId, usize)>,
-    /// Stored data, for initializers.
-    pub init: Option<Tensor>,
+    /// Stored data, for initializers (boxed: most values are not, and a value is held per
+    /// output of every node).
+    pub init: Option<Box<Tensor>>,
     /// Nodes (and input slots) that read it.
     pub consumers: Vec<(NodeId, usize)>,
     /// Captured from an enclosing graph (only in subgraphs).
@@ -87,14 +88,14 @@ impl Graph {
         self.values
             .iter()
             .enumerate()
-            .filter_map(|(i, v)| v.init.as_ref().map(|t| (i, t)))
+            .filter_map(|(i, v)| v.init.as_deref().map(|t| (i, t)))
     }
 
     /// The stored tensor behind a value: its initializer, or the `value` tensor of the `Constant`
     /// node that makes it (Paddle2ONNX and some tf2onnx exports hold their weights that way).
     pub fn stored(&self, v: ValueId) -> Option<&Tensor> {
         let value = &self.values[v];
-        value.init.as_ref().or_else(|| {
+        value.init.as_deref().or_else(|| {
             let node = &self.nodes[value.producer?.0];
             if node.op_type != "Constant" || !(node.domain.is_empty() || node.domain == "ai.onnx") {
                 return None;
@@ -315,6 +316,9 @@ impl GraphBuilder {
                 return Err(format!("graph output '{}' is never defined", val.name));
             }
         }
+        // a graph is built once and read many times: give back what doubling left over
+        g.values.shrink_to_fit();
+        g.nodes.shrink_to_fit();
         Ok(self.graph)
     }
 }

@@ -9,6 +9,7 @@ pub mod onnx;
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 #[rustfmt::skip]
 pub mod onnx_pb;
+mod onnx_shell;
 pub mod pipeline;
 pub mod safetensors;
 pub(crate) mod skim;

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use super::onnx_pb as pb;
+use super::onnx_shell::{Lazy, LazyError, Shell};
 use crate::error::{Error, Result};
 use crate::ir::{
     shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor,
@@ -123,7 +124,7 @@ pub(crate) fn resolve_location(
 /// Skims and decodes a model file into its compact protobuf: the large `raw_data` payloads stay in
 /// the file, referenced under [`SELF_LOCATION`](super::skim::SELF_LOCATION) (see load/skim.rs).
 pub fn load_proto(path: &Path) -> Result<pb::ModelProto> {
-    pb::ModelProto::decode(skim_file(path)?).map_err(|e| decode_error(path, &e))
+    pb::ModelProto::decode(skim_file(path)?).map_err(|e| decode_error(path, &e, &[]))
 }
 
 /// The compact protobuf of a model file (load/skim.rs).
@@ -141,21 +142,50 @@ fn skim_file(path: &Path) -> Result<Bytes> {
 }
 
 /// Decodes a model from bytes. `dir` is the model's directory (for external data); `None` for stdin.
+///
+/// The main graph's nodes, initializers and value infos are decoded one message at a time as the
+/// IR takes them (load/onnx_shell.rs), so the decoded protobuf of a large graph is never held whole.
 pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     let input_len = bytes.len();
-    let proto = pb::ModelProto::decode(bytes).map_err(|e| decode_error(path, &e))?;
-    let Some(graph) = proto.graph.as_ref() else {
+    let proto = Shell::decode(bytes).map_err(|e| decode_error(path, &e, &[]))?;
+    if !proto.has_graph() {
         return Err(Error::malformed(
             path,
             "not an ONNX model: the protobuf has no graph",
         ));
-    };
-    if proto.ir_version.is_none() && proto.opset_import.is_empty() {
+    }
+    let model = &proto.model;
+    if model.ir_version.is_none() && model.opset_import.is_empty() {
         return Err(Error::malformed(
             path,
             "not an ONNX model: no IR version and no opset imports",
         ));
     }
+    let mut cx = Context {
+        path,
+        dir,
+        external_sizes: HashMap::new(),
+        unavailable: Default::default(),
+        warnings: Vec::new(),
+    };
+    let g = &proto.graph;
+    let view = GraphView {
+        name: g.name.as_deref(),
+        initializer: proto.initializers(),
+        sparse_initializer: &g.sparse_initializer,
+        input: &g.input,
+        output: &g.output,
+        value_info: proto.value_infos(),
+        node: proto.nodes(),
+    };
+    let graph = match cx.graph_view(view, false) {
+        Ok(graph) => graph,
+        Err(e) => {
+            // a corrupt message anywhere is reported before what a readable one means
+            proto.validate().map_err(|l| cx.lazy_error(l))?;
+            return Err(e);
+        }
+    };
     let mut warnings = Vec::new();
     let encoded = proto.encoded_len();
     if encoded != input_len {
@@ -164,33 +194,25 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
             input_len.saturating_sub(encoded)
         ));
     }
-    let opset_imports: Vec<(String, i64)> = proto
+    warnings.append(&mut cx.warnings);
+    let opset_imports: Vec<(String, i64)> = model
         .opset_import
         .iter()
         .map(|o| (o.domain.clone().unwrap_or_default(), o.version.unwrap_or(0)))
         .collect();
-    let mut cx = Context {
-        path,
-        dir,
-        external_sizes: HashMap::new(),
-        unavailable: Default::default(),
-        warnings: Vec::new(),
-    };
-    let graph = cx.graph(graph, false)?;
-    warnings.append(&mut cx.warnings);
     Ok(Model {
         path: path.to_path_buf(),
-        ir_version: proto.ir_version.unwrap_or(0),
+        ir_version: model.ir_version.unwrap_or(0),
         producer: format!(
             "{} {}",
-            proto.producer_name.as_deref().unwrap_or(""),
-            proto.producer_version.as_deref().unwrap_or("")
+            model.producer_name.as_deref().unwrap_or(""),
+            model.producer_version.as_deref().unwrap_or("")
         )
         .trim()
         .to_string(),
         opset_imports,
         graph,
-        metadata: proto
+        metadata: model
             .metadata_props
             .iter()
             .map(|e| {
@@ -204,10 +226,22 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     })
 }
 
+/// A graph's fields, whether decoded already (a subgraph) or read one message at a time (the main
+/// graph; see [`Lazy`]).
+struct GraphView<'a> {
+    name: Option<&'a str>,
+    initializer: Lazy<'a, pb::TensorProto>,
+    sparse_initializer: &'a [pb::SparseTensorProto],
+    input: &'a [pb::ValueInfoProto],
+    output: &'a [pb::ValueInfoProto],
+    value_info: Lazy<'a, pb::ValueInfoProto>,
+    node: Lazy<'a, pb::NodeProto>,
+}
+
 /// The protobuf decoder's error in one readable line. prost reports the field path innermost first,
 /// one entry per level; a long path is cut to its outer and inner ends. Hitting prost's nesting limit
 /// (100 levels of messages) is an unsupported model, not a corrupt one.
-fn decode_error(path: &Path, e: &prost::DecodeError) -> Error {
+fn decode_error(path: &Path, e: &prost::DecodeError, outer: &[&str]) -> Error {
     let text = e.to_string();
     let mut rest = text
         .strip_prefix("failed to decode Protobuf message: ")
@@ -220,6 +254,7 @@ fn decode_error(path: &Path, e: &prost::DecodeError) -> Error {
         stack.push(head);
         rest = tail;
     }
+    stack.extend_from_slice(outer);
     if rest == "recursion limit reached" {
         return Error::refused(
             path,
@@ -263,26 +298,47 @@ impl Context<'_> {
         Error::malformed(self.path, message)
     }
 
+    fn lazy_error(&self, l: LazyError) -> Error {
+        decode_error(self.path, &l.error, &l.outer)
+    }
+
+    /// A subgraph, decoded with the attribute that holds it.
     fn graph(&mut self, g: &pb::GraphProto, is_subgraph: bool) -> Result<Graph> {
-        let name = g.name.clone().unwrap_or_default();
+        self.graph_view(
+            GraphView {
+                name: g.name.as_deref(),
+                initializer: Lazy::Decoded(&g.initializer),
+                sparse_initializer: &g.sparse_initializer,
+                input: &g.input,
+                output: &g.output,
+                value_info: Lazy::Decoded(&g.value_info),
+                node: Lazy::Decoded(&g.node),
+            },
+            is_subgraph,
+        )
+    }
+
+    fn graph_view(&mut self, g: GraphView<'_>, is_subgraph: bool) -> Result<Graph> {
+        let name = g.name.unwrap_or_default().to_string();
         let mut b = GraphBuilder::new(name, is_subgraph);
-        for tp in &g.initializer {
-            let t = self.tensor(tp, "initializer")?;
+        for tp in g.initializer.iter() {
+            let tp = tp.map_err(|l| self.lazy_error(l))?;
+            let t = self.tensor(&tp, "initializer")?;
             if b.contains(&t.name) {
                 return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
             }
             let id = b.value(&t.name.clone());
-            b.value_mut(id).init = Some(t);
+            b.value_mut(id).init = Some(Box::new(t));
         }
-        for sp in &g.sparse_initializer {
+        for sp in g.sparse_initializer {
             let t = self.sparse(sp)?;
             if b.contains(&t.name) {
                 return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
             }
             let id = b.value(&t.name.clone());
-            b.value_mut(id).init = Some(t);
+            b.value_mut(id).init = Some(Box::new(t));
         }
-        for vi in &g.input {
+        for vi in g.input {
             let name = vi.name.clone().unwrap_or_default();
             let decl = self.value_info(vi)?;
             let id = b.value(&name);
@@ -292,19 +348,21 @@ impl Context<'_> {
                 b.add_input(id);
             }
         }
-        for vi in g.output.iter().chain(&g.value_info) {
-            let name = vi.name.clone().unwrap_or_default();
-            let decl = self.value_info(vi)?;
-            let id = b.value(&name);
+        let outputs = g.output.iter().map(|vi| Ok(std::borrow::Cow::Borrowed(vi)));
+        for vi in outputs.chain(g.value_info.iter()) {
+            let vi = vi.map_err(|l| self.lazy_error(l))?;
+            let decl = self.value_info(&vi)?;
+            let id = b.value(vi.name.as_deref().unwrap_or_default());
             if decl.is_some() {
                 b.value_mut(id).declared = decl;
             }
         }
-        for vi in &g.output {
+        for vi in g.output {
             let id = b.value(vi.name.as_deref().unwrap_or_default());
             b.add_output(id);
         }
-        for n in &g.node {
+        for n in g.node.iter() {
+            let n = n.map_err(|l| self.lazy_error(l))?;
             let op_type = n.op_type.clone().unwrap_or_default();
             if op_type.is_empty() {
                 return Err(self.malformed(format!(

@@ -16,6 +16,12 @@ pub const SELF_LOCATION: &str = "\u{0}nnlint:self";
 /// Smaller payloads are kept inline: they are the shape vectors and scalars analysis folds.
 pub const MIN_ELIDED: u64 = 4096;
 
+/// A floating-point initializer's payload is skipped from this size: analysis keeps the values of
+/// float initializers of at most 64 elements only (`analysis::ops::initializer_fact`) and reads the
+/// others from the file for the rare node that folds them. Without this, a graph of many small
+/// weights (100,000 nodes with 8-channel convolutions) held the whole file in memory.
+pub const MIN_ELIDED_FLOAT: u64 = 512;
+
 /// How deep the walk may nest; prost's own limit (100 messages of any kind) applies after it.
 const MAX_DEPTH: usize = 200;
 
@@ -26,6 +32,8 @@ enum Kind {
     Node,
     Attribute,
     Tensor,
+    /// A graph's `initializer`: a tensor whose float payload is elided from [`MIN_ELIDED_FLOAT`].
+    Initializer,
     SparseTensor,
     Function,
     TrainingInfo,
@@ -40,7 +48,7 @@ fn child(kind: Kind, field: u64) -> Option<Kind> {
         (Model, 25) => Function,
         (TrainingInfo, 1 | 2) => Graph,
         (Graph, 1) => Node,
-        (Graph, 5) => Tensor,
+        (Graph, 5) => Initializer,
         (Graph, 15) => SparseTensor,
         (Node, 5) => Attribute,
         (Attribute, 5 | 10) => Tensor,
@@ -198,8 +206,11 @@ fn compact(
     if depth > MAX_DEPTH {
         return Err("the model is nested too deeply".into());
     }
+    let tensor = matches!(kind, Kind::Tensor | Kind::Initializer);
     let mut elided: Option<(u64, u64)> = None;
     let mut data_location: Option<u64> = None;
+    // an initializer's data_type, when it comes before the payload (as every exporter writes it)
+    let mut float = false;
     while r.pos < end {
         let tag = r.varint()?;
         let (field, wire) = (tag >> 3, tag & 7);
@@ -209,7 +220,13 @@ fn compact(
         match wire {
             0 => {
                 let v = r.varint()?;
-                if kind == Kind::Tensor && field == 14 {
+                if kind == Kind::Initializer && field == 2 {
+                    float = i32::try_from(v)
+                        .ok()
+                        .and_then(crate::ir::DType::from_onnx)
+                        .is_some_and(crate::ir::DType::is_float);
+                }
+                if tensor && field == 14 {
                     // data_location: written once at the end (an elided tensor's becomes EXTERNAL;
                     // a second copy would read as bytes of an unknown field)
                     data_location = Some(v);
@@ -228,7 +245,8 @@ fn compact(
                 let stop = start.checked_add(len).filter(|&s| s <= end).ok_or_else(|| {
                     r.err("a field runs past the end of its message (a truncated or corrupt file?)")
                 })?;
-                if kind == Kind::Tensor && field == 9 && len >= MIN_ELIDED {
+                let min = if float { MIN_ELIDED_FLOAT } else { MIN_ELIDED };
+                if tensor && field == 9 && len >= min {
                     elided = Some((start, len));
                     r.pos = stop;
                 } else if let Some(k) = child(kind, field) {
@@ -342,6 +360,58 @@ mod tests {
         // small payloads stay inline
         let s = &back.graph.as_ref().unwrap().initializer[1];
         assert_eq!(s.raw_data.as_deref(), Some(&[1u8; 16][..]));
+    }
+
+    #[test]
+    fn float_initializers_are_elided_from_512_bytes_and_other_tensors_from_4096() {
+        let tensor = |name: &str, data_type: i32, len: usize| pb::TensorProto {
+            name: Some(name.into()),
+            dims: vec![len as i64],
+            data_type: Some(data_type),
+            raw_data: Some(vec![1u8; len].into()),
+            ..Default::default()
+        };
+        let (float, int8) = (1, 3);
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            graph: Some(pb::GraphProto {
+                initializer: vec![
+                    tensor("f512", float, 512),
+                    tensor("f508", float, 508),
+                    tensor("i2048", int8, 2048),
+                ],
+                node: vec![pb::NodeProto {
+                    op_type: Some("Constant".into()),
+                    output: vec!["c".into()],
+                    attribute: vec![pb::AttributeProto {
+                        name: Some("value".into()),
+                        r#type: Some(4),
+                        t: Some(Box::new(tensor("c", float, 2048))),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, &bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        let back =
+            pb::ModelProto::decode(skim(&f, bytes.len() as u64).unwrap().as_slice()).unwrap();
+        let g = back.graph.unwrap();
+        let inline: Vec<bool> = g.initializer.iter().map(|t| t.raw_data.is_some()).collect();
+        assert_eq!(inline, [false, true, true]);
+        // a Constant's tensor is folded from its node's fact: kept below 4096 bytes
+        assert!(g.node[0].attribute[0]
+            .t
+            .as_ref()
+            .unwrap()
+            .raw_data
+            .is_some());
     }
 
     #[test]

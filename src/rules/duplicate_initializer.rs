@@ -92,7 +92,7 @@ impl Rule for DuplicateInitializer {
         let unavailable: Vec<&str> = groups
             .iter()
             .flatten()
-            .filter_map(|&id| g.values[id].init.as_ref()?.unavailable())
+            .filter_map(|&id| g.values[id].init.as_deref()?.unavailable())
             .collect();
         if let Some(why) = unavailable.first() {
             return Err(format!(
@@ -105,7 +105,7 @@ impl Rule for DuplicateInitializer {
         for group in groups {
             let mut by_content: HashMap<u64, Vec<(usize, Vec<u8>)>> = HashMap::new();
             for id in group {
-                let t = g.values[id].init.as_ref().expect("initializers only");
+                let t = g.values[id].init.as_deref().expect("initializers only");
                 let Some(data) = tensor_bytes(t) else {
                     continue;
                 };

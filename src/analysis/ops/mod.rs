@@ -20,7 +20,7 @@ pub mod sequence;
 pub mod signal;
 pub mod source;
 
-pub use source::tensor_fact;
+pub use source::{deferred_value, initializer_fact, tensor_fact};
 
 use super::fact::{Fact, Konst};
 use super::saved;

@@ -124,13 +124,43 @@ impl FromAttrs for RandomLike {
 
 /// The fact of a stored tensor, with its values when it is small.
 pub fn tensor_fact(t: &Tensor) -> Fact {
-    let shape: Vec<Dim> = t.dims.iter().map(|&d| Dim::known(d as i64)).collect();
     let value = t.read_values(MAX_FOLD_ELEMS).map(Konst::from_values);
     Fact {
-        dtype: Some(t.dtype),
-        shape: Some(shape),
         value,
+        ..stored_fact_shape(t)
     }
+}
+
+/// Float initializers above this many elements (weights, mostly) keep no values in their fact;
+/// [`deferred_value`] reads them for the node that reads them. Held for the whole analysis, the
+/// values of 100,000 small weights took 45 MiB at the peak (as `f64`s); only a few are ever folded.
+const EAGER_FLOAT_ELEMS: u64 = 64;
+
+fn stored_fact_shape(t: &Tensor) -> Fact {
+    Fact {
+        dtype: Some(t.dtype),
+        shape: Some(t.dims.iter().map(|&d| Dim::known(d as i64)).collect()),
+        value: None,
+    }
+}
+
+fn deferred(t: &Tensor) -> bool {
+    t.dtype.is_float() && t.numel().is_some_and(|n| n > EAGER_FLOAT_ELEMS)
+}
+
+/// The fact of an initializer: [`tensor_fact`], without the values of a larger float tensor.
+pub fn initializer_fact(t: &Tensor) -> Fact {
+    if deferred(t) {
+        stored_fact_shape(t)
+    } else {
+        tensor_fact(t)
+    }
+}
+
+/// The fact with values of an initializer whose [`initializer_fact`] left them out; `None` for
+/// any other tensor (its fact is complete already).
+pub fn deferred_value(t: &Tensor) -> Option<Fact> {
+    deferred(t).then(|| tensor_fact(t))
 }
 
 pub fn constant(cx: &OpCx) -> InferResult<Vec<Fact>> {

@@ -556,23 +556,23 @@ pub(crate) mod testing {
 
         pub fn init(&mut self, name: &str, dims: &[u64], data: Vec<f32>) -> &mut Self {
             let id = self.b.value(name);
-            self.b.value_mut(id).init = Some(Tensor {
+            self.b.value_mut(id).init = Some(Box::new(Tensor {
                 name: name.into(),
                 dtype: DType::F32,
                 dims: dims.to_vec(),
                 data: TensorData::Typed(TypedData::F32(data)),
-            });
+            }));
             self
         }
 
         pub fn init_i64(&mut self, name: &str, data: Vec<i64>) -> &mut Self {
             let id = self.b.value(name);
-            self.b.value_mut(id).init = Some(Tensor {
+            self.b.value_mut(id).init = Some(Box::new(Tensor {
                 name: name.into(),
                 dtype: DType::I64,
                 dims: vec![data.len() as u64],
                 data: TensorData::Typed(TypedData::I64(data)),
-            });
+            }));
             self
         }
 

@@ -191,12 +191,12 @@ mod tests {
 
     fn init_typed(g: &mut G, name: &str, dtype: DType, dims: &[u64], data: TypedData) {
         let id = g.b.value(name);
-        g.b.value_mut(id).init = Some(Tensor {
+        g.b.value_mut(id).init = Some(Box::new(Tensor {
             name: name.into(),
             dtype,
             dims: dims.to_vec(),
             data: TensorData::Typed(data),
-        });
+        }));
     }
 
     #[test]
