@@ -331,3 +331,57 @@ fn a_language_model_page_has_fits_plans_and_its_layers_numbers() {
         }
     }
 }
+
+#[test]
+fn a_graph_of_thousands_of_layers_draws_at_most_2000_bars_and_says_so() {
+    // 4,500 layers: a chain of Relu, with one wider layer (a Tile x 8) in the middle, whose bar
+    // and the peak must survive the grouping
+    let n = 4500;
+    let mut g = G::new("long").input(vi("x", FLOAT, &[1, 64])).output(vi(
+        &format!("v{n}"),
+        FLOAT,
+        &[1, 64],
+    ));
+    let reps = common::onnx::ints("reps", &[1, 8]);
+    let starts = common::onnx::ints("starts", &[0, 0]);
+    let ends = common::onnx::ints("ends", &[1, 64]);
+    g = g.init(reps).init(starts).init(ends);
+    for i in 0..n {
+        let (a, b) = (
+            if i == 0 {
+                "x".to_string()
+            } else {
+                format!("v{i}")
+            },
+            format!("v{}", i + 1),
+        );
+        g = match i {
+            2000 => g.node(node("Tile", "wide", &[&a, "reps"], &[&b])),
+            2001 => g.node(node("Slice", "narrow", &[&a, "starts", "ends"], &[&b])),
+            _ => g.node(node("Relu", &format!("relu{i}"), &[&a], &[&b])),
+        };
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.onnx");
+    std::fs::write(&path, g.model()).unwrap();
+    let html = page(&["report", path.to_str().unwrap(), "-o", "-"]);
+    let section = |id: &str| {
+        let start = html.find(&format!("<section id=\"{id}\"")).unwrap();
+        let end = start + html[start..].find("</section>").unwrap();
+        &html[start..end]
+    };
+    let layers = section("layers");
+    // 4,500 layers in groups of 3
+    assert_eq!(layers.matches("<g><title>").count(), 1500, "{layers}");
+    assert!(layers.contains(
+        "4500 layers: each bar stands for 3 consecutive layers and draws the largest of them"
+    ));
+    // the wide layer is its group's bar
+    assert!(layers.contains("layers 1999 to 2001 of 4500, the largest shown:\nwide (Tile)"));
+    let live = section("liveness");
+    assert!(live.contains("4500 steps: each point stands for 3 consecutive steps"));
+    assert_eq!(live.matches("<rect x=").count(), 1500);
+    // the peak (the Tile's input and output, 256 + 2,048 bytes) is on the curve and marked
+    assert!(live.contains("id=\"peak-marker\""), "{live}");
+    assert!(live.contains("the most at step 2001: wide"), "{live}");
+}

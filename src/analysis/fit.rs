@@ -5,7 +5,7 @@
 //! the effective batch the user asked for. Plans are ranked by what they cost: recomputation first,
 //! then communication, then the number of accumulation steps.
 
-use super::plan::{self, largest_batch};
+use super::plan::{self, largest_batch_within};
 use super::saved::Precision;
 use super::shape::{self, Bindings};
 use super::training::{self, Checkpoint, Optimizer, Shard, TrainConfig};
@@ -258,9 +258,15 @@ impl FitRequest {
 }
 
 /// Estimated peak per GPU of a plan at a micro-batch.
-fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) -> Result<u64> {
+fn train_peak(
+    model: &Model,
+    prepared: &shape::Prepared,
+    req: &FitRequest,
+    cfg: &TrainConfig,
+    batch: u64,
+) -> Result<u64> {
     let b = req.at(batch);
-    let inf = shape::infer(model, &b)?;
+    let inf = shape::infer_prepared(model, &b, prepared)?;
     // a batch whose sizes leave 64-bit arithmetic fits no GPU
     if !inf.overflow.is_empty() {
         return Ok(u64::MAX);
@@ -268,9 +274,16 @@ fn train_peak(model: &Model, req: &FitRequest, cfg: &TrainConfig, batch: u64) ->
     Ok(training::checked_estimate(&model.graph, &inf, cfg).map_or(u64::MAX, |t| t.total_bytes))
 }
 
-fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result<u64> {
+fn serve_peak(
+    model: &Model,
+    prepared: &shape::Prepared,
+    req: &FitRequest,
+    half: bool,
+    batch: u64,
+) -> Result<u64> {
     let b = req.at(batch);
-    let r = super::analyze(model, &b, None)?;
+    let inf = shape::infer_prepared(model, &b, prepared)?;
+    let r = super::checked_report(model, &inf, None)?;
     serving_bytes(&r.totals, &req.base.overhead, half).ok_or_else(|| {
         Error::Usage(format!(
             "{}: the inference peak needs every dimension bound ({}): pass --dim NAME=V",
@@ -281,8 +294,14 @@ fn serve_peak(model: &Model, req: &FitRequest, half: bool, batch: u64) -> Result
 }
 
 /// Whether the serving estimate at a batch leaves something out.
-fn serve_lower_bound(model: &Model, req: &FitRequest, batch: u64) -> Result<bool> {
-    let r = super::analyze(model, &req.at(batch), None)?;
+fn serve_lower_bound(
+    model: &Model,
+    prepared: &shape::Prepared,
+    req: &FitRequest,
+    batch: u64,
+) -> Result<bool> {
+    let inf = shape::infer_prepared(model, &req.at(batch), prepared)?;
+    let r = super::checked_report(model, &inf, None)?;
     Ok(r.totals.lower.activations() || r.totals.lower.params())
 }
 
@@ -309,18 +328,27 @@ pub fn max_train_batch(
     cfg: &TrainConfig,
     budget: u64,
 ) -> Result<u64> {
-    largest_batch(|b| Ok(train_peak(model, req, cfg, b)? <= budget))
+    let prepared = shape::Prepared::new(model);
+    largest_batch_within(
+        |b| train_peak(model, &prepared, req, cfg, b).map(Some),
+        budget,
+    )
 }
 
 /// The largest batch whose serving peak fits in `budget` bytes (0: none).
 pub fn max_serve_batch(model: &Model, req: &FitRequest, budget: u64) -> Result<u64> {
-    largest_batch(|b| Ok(serve_peak(model, req, false, b)? <= budget))
+    let prepared = shape::Prepared::new(model);
+    largest_batch_within(
+        |b| serve_peak(model, &prepared, req, false, b).map(Some),
+        budget,
+    )
 }
 
 /// A graph as the planner's front end: the step is [`training::estimate`] on a shape inference
 /// at the micro-batch.
 struct GraphFront<'a> {
     model: &'a Model,
+    prepared: &'a shape::Prepared,
     req: &'a FitRequest,
 }
 
@@ -331,7 +359,7 @@ impl plan::Front for GraphFront<'_> {
         cfg: &TrainConfig,
         batch: u64,
     ) -> Option<training::Training> {
-        let inf = shape::infer(self.model, &self.req.at(batch)).ok()?;
+        let inf = shape::infer_prepared(self.model, &self.req.at(batch), self.prepared).ok()?;
         // a batch whose sizes leave 64-bit arithmetic fits no GPU
         if !inf.overflow.is_empty() {
             return None;
@@ -343,7 +371,8 @@ impl plan::Front for GraphFront<'_> {
 /// Finds, for every plan, the largest batch that fits the GPU.
 pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
     let probe = req.at(1);
-    let at_one = shape::infer(model, &probe)?;
+    let prepared = &shape::Prepared::new(model);
+    let at_one = shape::infer_prepared(model, &probe, prepared)?;
     at_one.require_bound(model, "fit")?;
     // settings that overflow at batch 1 overflow everywhere: say so rather than "nothing fits"
     super::checked_report(model, &at_one, None)?;
@@ -355,10 +384,13 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
     let mut unknown: Vec<String> = Vec::new();
     if req.inference {
         for (name, half) in [("serve fp32", false), ("serve fp16/bf16 weights", true)] {
-            let max = largest_batch(|b| Ok(serve_peak(model, req, half, b)? <= req.gpu.bytes))?;
+            let max = largest_batch_within(
+                |b| serve_peak(model, prepared, req, half, b).map(Some),
+                req.gpu.bytes,
+            )?;
             let at = max.max(1).min(req.effective_batch.max(1));
-            let peak = serve_peak(model, req, half, at)?;
-            let lower = serve_lower_bound(model, req, at)?;
+            let peak = serve_peak(model, prepared, req, half, at)?;
+            let lower = serve_lower_bound(model, prepared, req, at)?;
             results.push(PlanResult {
                 name: name.into(),
                 cost: "inference only".into(),
@@ -396,7 +428,11 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
             checkpoint: Checkpoint::Sqrt,
         });
         let planned = plan::plan(
-            &GraphFront { model, req },
+            &GraphFront {
+                model,
+                prepared,
+                req,
+            },
             cands,
             req.gpu.bytes,
             req.effective_batch,
@@ -416,7 +452,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
     let suggestions = if results.iter().any(|r| r.fits) {
         Vec::new()
     } else {
-        suggest(model, req)?
+        suggest(model, prepared, req)?
     };
     if results.iter().any(|r| r.lower_bound) {
         notes.push(if unknown.is_empty() {
@@ -453,7 +489,7 @@ pub fn fit(model: &Model, req: &FitRequest) -> Result<FitReport> {
 }
 
 /// When nothing fits: a bigger card, more GPUs, or the layers to make lighter.
-fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
+fn suggest(model: &Model, prepared: &shape::Prepared, req: &FitRequest) -> Result<Vec<String>> {
     let mut out = Vec::new();
     let amp_ckpt = TrainConfig {
         precision: Precision::AmpBf16,
@@ -464,9 +500,9 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
         ..req.base
     };
     let need = if req.inference {
-        serve_peak(model, req, true, 1)?
+        serve_peak(model, prepared, req, true, 1)?
     } else {
-        train_peak(model, req, &amp_ckpt, 1)?
+        train_peak(model, prepared, req, &amp_ckpt, 1)?
     };
     match GPUS
         .iter()
@@ -476,9 +512,15 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
         Some(g) => {
             // the batch it fits there, as `fit --gpu` on that card finds it
             let batch = if req.inference {
-                largest_batch(|b| Ok(serve_peak(model, req, true, b)? <= g.bytes))?
+                largest_batch_within(
+                    |b| serve_peak(model, prepared, req, true, b).map(Some),
+                    g.bytes,
+                )?
             } else {
-                max_train_batch(model, req, &amp_ckpt, g.bytes)?
+                largest_batch_within(
+                    |b| train_peak(model, prepared, req, &amp_ckpt, b).map(Some),
+                    g.bytes,
+                )?
             };
             out.push(format!(
                 "a bigger card: {} ({}) fits a batch of {} with {}",
@@ -504,7 +546,7 @@ fn suggest(model: &Model, req: &FitRequest) -> Result<Vec<String>> {
                 shard: Shard::Fsdp,
                 ..amp_ckpt
             };
-            if train_peak(model, req, &cfg, 1)? <= req.gpu.bytes {
+            if train_peak(model, prepared, req, &cfg, 1)? <= req.gpu.bytes {
                 out.push(format!(
                     "more GPUs: FSDP with AMP and checkpointing over {n} x {} fits batch 1",
                     if req.gpu.name == "custom" {

@@ -3,6 +3,7 @@
 //! declares (`value_info`) fill in what inference cannot know and are cross-checked where it can.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::fact::{Fact, Konst};
 use super::ops::{self, InferError, Op, OpCx};
@@ -52,8 +53,9 @@ pub enum Choice {
 /// The outcome of shape inference on the main graph.
 #[derive(Clone, Debug)]
 pub struct Inference {
-    /// Every node's op with its typed attributes, parsed once.
-    pub ops: Vec<Op>,
+    /// Every node's op with its typed attributes, parsed once (shared by the inferences of one
+    /// graph at several bindings: [`Prepared`]).
+    pub ops: Arc<[Op]>,
     /// The subgraphs of control-flow nodes (`If`, `Loop`, `Scan`), analysed, by node.
     pub branches: BTreeMap<NodeId, Vec<Branch>>,
     /// Why each `If` counts the branch it counts; the `Loop`s and `Scan`s whose trip count is
@@ -436,7 +438,46 @@ pub fn infer_symbolic(model: &Model, bindings: &Bindings) -> Result<Inference> {
     infer_with(model, bindings, true)
 }
 
+/// What shape inference computes once per model whatever the bindings: each node's parsed op and
+/// each initializer's fact. `fit` infers one graph at many batch sizes (dozens of times per plan
+/// search); parsing the ops and reading the initializers again each time was half its cost.
+pub struct Prepared {
+    ops: Arc<[Op]>,
+    initializers: Vec<(ValueId, Fact)>,
+}
+
+impl Prepared {
+    pub fn new(model: &Model) -> Prepared {
+        let graph = &model.graph;
+        Prepared {
+            ops: ops::parse_graph(graph, model.opset()).into(),
+            initializers: graph
+                .initializers()
+                .map(|(id, t)| (id, ops::initializer_fact(t)))
+                .collect(),
+        }
+    }
+}
+
+/// [`infer`] with what [`Prepared`] holds of this model computed already.
+pub fn infer_prepared(
+    model: &Model,
+    bindings: &Bindings,
+    prepared: &Prepared,
+) -> Result<Inference> {
+    infer_from(model, bindings, false, prepared)
+}
+
 fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<Inference> {
+    infer_from(model, bindings, keep_batch, &Prepared::new(model))
+}
+
+fn infer_from(
+    model: &Model,
+    bindings: &Bindings,
+    keep_batch: bool,
+    prepared: &Prepared,
+) -> Result<Inference> {
     let graph = &model.graph;
     let Resolved {
         bound,
@@ -447,8 +488,8 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
     } = resolve_bindings(model, bindings, keep_batch)?;
     let opset = model.opset();
     let mut facts: Vec<Fact> = vec![Fact::unknown(); graph.values.len()];
-    for (id, t) in graph.initializers() {
-        facts[id] = ops::initializer_fact(t);
+    for (id, f) in &prepared.initializers {
+        facts[*id] = f.clone();
     }
     for &v in &graph.inputs {
         if let Some(given) = shapes.get(&v) {
@@ -475,7 +516,7 @@ fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<In
         names: HashMap::new(),
         parent: None,
     };
-    let w = walk(graph, opset, &mut facts, &bound, &root);
+    let w = walk(graph, opset, &mut facts, &bound, &root, Some(&prepared.ops));
     Ok(Inference {
         ops: w.ops,
         facts,
@@ -625,7 +666,7 @@ fn first_invalid(g: &Graph, inf: &Inference) -> Option<String> {
 
 /// What walking one graph found.
 struct Walk {
-    ops: Vec<Op>,
+    ops: Arc<[Op]>,
     macs: Vec<Option<Dim>>,
     opaque: Vec<NodeId>,
     invalid: Vec<(NodeId, String)>,
@@ -667,10 +708,14 @@ fn walk(
     facts: &mut [Fact],
     bound: &BTreeMap<String, i64>,
     scope: &Scope,
+    parsed: Option<&Arc<[Op]>>,
 ) -> Walk {
-    let op_list = ops::parse_graph(graph, opset);
+    let op_list: Arc<[Op]> = match parsed {
+        Some(ops) => Arc::clone(ops),
+        None => ops::parse_graph(graph, opset).into(),
+    };
     let mut w = Walk {
-        ops: Vec::new(),
+        ops: Arc::clone(&op_list),
         macs: vec![None; graph.nodes.len()],
         opaque: Vec::new(),
         invalid: Vec::new(),
@@ -719,17 +764,29 @@ fn walk(
                 }
             }
             (_, Some(def)) => {
-                // the values of larger float initializers, read for this node only
-                let deferred: Vec<Option<Fact>> = node
-                    .inputs
-                    .iter()
-                    .map(|v| v.and_then(|v| ops::deferred_value(graph.values[v].init.as_deref()?)))
-                    .collect();
+                // the values of larger float initializers, read for a node that can fold: one
+                // whose every input is known (no op reads such a tensor's values otherwise)
+                let stored = |v: ValueId| graph.values[v].init.as_deref();
+                let foldable =
+                    node.inputs.iter().flatten().all(|&v| {
+                        facts[v].value.is_some() || stored(v).is_some_and(ops::is_deferred)
+                    });
+                let deferred: Vec<Option<Fact>> = if foldable {
+                    node.inputs
+                        .iter()
+                        .map(|v| v.and_then(|v| ops::deferred_value(stored(v)?)))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 let inputs: Vec<Option<&Fact>> = node
                     .inputs
                     .iter()
-                    .zip(&deferred)
-                    .map(|(v, d)| d.as_ref().or(v.map(|v| &facts[v])))
+                    .enumerate()
+                    .map(|(i, v)| match deferred.get(i) {
+                        Some(Some(d)) => Some(d),
+                        _ => v.map(|v| &facts[v]),
+                    })
                     .collect();
                 let cx = OpCx {
                     node,
@@ -771,7 +828,7 @@ fn walk(
             facts[v] = merge(inferred, declared, &graph.values[v].name, &mut w.mismatches);
         }
     }
-    w.ops = op_list;
+
     w
 }
 
@@ -860,7 +917,7 @@ fn analyse_subgraph(
             (None, None) => Fact::unknown(),
         };
     }
-    let w = walk(g, opset, &mut facts, bound, scope);
+    let w = walk(g, opset, &mut facts, bound, scope, None);
     Inference {
         ops: w.ops,
         facts,

@@ -222,6 +222,11 @@ fn y_axis(out: &mut String, max: u64, left: f64, top: f64, width: f64, height: f
     }
 }
 
+/// Most bars the per-layer chart draws, and points the liveness curve: a graph of 100,000 layers
+/// drew 440,000 SVG elements (a 44 MB page browsers struggle to open); beyond this, each bar or
+/// point stands for several consecutive layers or steps.
+const MAX_BARS: usize = 2000;
+
 /// The per-layer chart: parameters, activations and saved-for-backward bytes, stacked, in graph
 /// order; and the largest layers as a table.
 fn layer_chart(out: &mut String, r: &MemReport) {
@@ -263,11 +268,22 @@ fn layer_chart(out: &mut String, r: &MemReport) {
         "<svg id=\"layer-chart\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"memory per layer\">"
     );
     y_axis(out, max, left, top, plot_w, plot_h);
-    let slot = plot_w / rows.len() as f64;
+    // beyond MAX_BARS layers, a bar stands for `per_bar` consecutive layers and draws the largest
+    let per_bar = rows.len().div_ceil(MAX_BARS);
+    let bars = rows.len().div_ceil(per_bar);
+    let slot = plot_w / bars as f64;
     let bar = if slot > 3.0 { slot * 0.8 } else { slot };
     let base = top + plot_h;
     let scale = |b: u64| plot_h * b as f64 / max as f64;
-    for (i, l) in rows.iter().enumerate() {
+    for (i, group) in rows.chunks(per_bar).enumerate() {
+        let l = group
+            .iter()
+            .copied()
+            .reduce(|a, b| if stack(b) > stack(a) { b } else { a })
+            .expect("chunks are not empty");
+        let any_unknown = group
+            .iter()
+            .any(|l| known(l.activation_bytes.as_ref()).is_none());
         let x = left + slot * i as f64 + (slot - bar) / 2.0;
         let acts = match (&l.activation_bytes, graph) {
             (Some(d), _) if d.as_u64().is_some() => dim_bytes(d),
@@ -275,7 +291,18 @@ fn layer_chart(out: &mut String, r: &MemReport) {
             (None, false) => "n/a (no graph)".to_string(),
             (None, true) => "unknown".into(),
         };
-        let mut tip = format!(
+        let mut tip = String::new();
+        if group.len() > 1 {
+            let first = i * per_bar + 1;
+            let _ = writeln!(
+                tip,
+                "layers {first} to {} of {}, the largest shown:",
+                first + group.len() - 1,
+                rows.len()
+            );
+        }
+        let _ = write!(
+            tip,
             "{} ({})\nparameters: {} ({} bytes)\nactivations: {acts}",
             l.name,
             l.op,
@@ -302,17 +329,16 @@ fn layer_chart(out: &mut String, r: &MemReport) {
             );
         };
         seg(out, l.param_bytes + l.buffer_bytes, "--params");
-        match known(l.activation_bytes.as_ref()) {
-            Some(a) => seg(out, a, "--acts"),
-            None if graph => {
-                // unknown, not zero: a grey mark under the axis
-                let _ = write!(
-                    out,
-                    "<rect class=\"unknown-size\" x=\"{x:.2}\" y=\"{:.2}\" width=\"{bar:.2}\" height=\"5\" fill=\"var(--over)\"/>",
-                    base + 2.0
-                );
-            }
-            None => {}
+        if let Some(a) = known(l.activation_bytes.as_ref()) {
+            seg(out, a, "--acts");
+        }
+        if any_unknown && graph {
+            // unknown, not zero: a grey mark under the axis
+            let _ = write!(
+                out,
+                "<rect class=\"unknown-size\" x=\"{x:.2}\" y=\"{:.2}\" width=\"{bar:.2}\" height=\"5\" fill=\"var(--over)\"/>",
+                base + 2.0
+            );
         }
         if let Some(s) = l.saved_bytes {
             seg(out, s, "--saved");
@@ -332,6 +358,14 @@ fn layer_chart(out: &mut String, r: &MemReport) {
         h - 4.0,
         rows.len()
     );
+    if per_bar > 1 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{} layers: each bar stands for {per_bar} consecutive layers and draws the largest of them (its tooltip says which), so that the chart stays within {} bars.</p>",
+            rows.len(),
+            MAX_BARS
+        );
+    }
     let symbolic = rows
         .iter()
         .filter(|l| {
@@ -458,7 +492,22 @@ fn liveness(out: &mut String, r: &MemReport) {
     let plot_h = h - top - bottom;
     let base = top + plot_h;
     let n = curve.len();
-    let step = plot_w / n as f64;
+    // beyond MAX_BARS steps, a point stands for `per_point` consecutive steps and draws the most
+    // live among them (the envelope: the peak stays on the curve)
+    let per_point = n.div_ceil(MAX_BARS).max(1);
+    let points: Vec<(usize, &(String, u64))> = curve
+        .chunks(per_point)
+        .enumerate()
+        .map(|(g, group)| {
+            let (k, most) = group
+                .iter()
+                .enumerate()
+                .reduce(|a, b| if b.1 .1 > a.1 .1 { b } else { a })
+                .expect("chunks are not empty");
+            (g * per_point + k, most)
+        })
+        .collect();
+    let step = plot_w / points.len() as f64;
     let xy = |i: usize, b: u64| {
         (
             left + step * (i as f64 + 0.5),
@@ -471,21 +520,34 @@ fn liveness(out: &mut String, r: &MemReport) {
     );
     y_axis(out, max, left, top, plot_w, plot_h);
     let mut path = format!("M{:.2},{base:.2}", left + step * 0.5);
-    for (i, (_, b)) in curve.iter().enumerate() {
+    for (i, (_, (_, b))) in points.iter().enumerate() {
         let (x, y) = xy(i, *b);
         let _ = write!(path, " L{x:.2},{y:.2}");
     }
-    let _ = write!(path, " L{:.2},{base:.2} Z", left + step * (n as f64 - 0.5));
+    let _ = write!(
+        path,
+        " L{:.2},{base:.2} Z",
+        left + step * (points.len() as f64 - 0.5)
+    );
     let _ = write!(
         out,
         "<path d=\"{path}\" fill=\"var(--acts)\" fill-opacity=\"0.25\" stroke=\"var(--acts)\" stroke-width=\"1.5\"/>"
     );
-    for (i, (name, b)) in curve.iter().enumerate() {
+    for (i, (k, (name, b))) in points.iter().enumerate() {
+        let steps = if per_point > 1 {
+            let first = i * per_point + 1;
+            format!(
+                "steps {first} to {}, the most at step {}",
+                (first + per_point - 1).min(n),
+                k + 1
+            )
+        } else {
+            format!("step {}", k + 1)
+        };
         let _ = write!(
             out,
-            "<rect x=\"{:.2}\" y=\"{top}\" width=\"{step:.2}\" height=\"{plot_h:.2}\" fill=\"transparent\"><title>step {}: {}\n{} live</title></rect>",
+            "<rect x=\"{:.2}\" y=\"{top}\" width=\"{step:.2}\" height=\"{plot_h:.2}\" fill=\"transparent\"><title>{steps}: {}\n{} live</title></rect>",
             left + step * i as f64,
-            i + 1,
             escape(name),
             bytes(*b)
         );
@@ -493,6 +555,7 @@ fn liveness(out: &mut String, r: &MemReport) {
     if let Some(i) = curve
         .iter()
         .position(|(name, b)| *b == peak && at.as_deref() == Some(name.as_str()))
+        .map(|i| i / per_point)
     {
         let (x, y) = xy(i, peak);
         let anchor = if x > left + plot_w * 0.6 {
@@ -518,6 +581,14 @@ fn liveness(out: &mut String, r: &MemReport) {
         left + plot_w,
         h - 4.0
     );
+    if per_point > 1 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{} steps: each point stands for {per_point} consecutive steps and draws the most live among them, so that the curve stays within {} points.</p>",
+            n,
+            MAX_BARS
+        );
+    }
     if lower {
         let _ = writeln!(
             out,

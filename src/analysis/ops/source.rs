@@ -144,13 +144,14 @@ fn stored_fact_shape(t: &Tensor) -> Fact {
     }
 }
 
-fn deferred(t: &Tensor) -> bool {
+/// Whether [`initializer_fact`] leaves this tensor's values out.
+pub fn is_deferred(t: &Tensor) -> bool {
     t.dtype.is_float() && t.numel().is_some_and(|n| n > EAGER_FLOAT_ELEMS)
 }
 
 /// The fact of an initializer: [`tensor_fact`], without the values of a larger float tensor.
 pub fn initializer_fact(t: &Tensor) -> Fact {
-    if deferred(t) {
+    if is_deferred(t) {
         stored_fact_shape(t)
     } else {
         tensor_fact(t)
@@ -160,7 +161,7 @@ pub fn initializer_fact(t: &Tensor) -> Fact {
 /// The fact with values of an initializer whose [`initializer_fact`] left them out; `None` for
 /// any other tensor (its fact is complete already).
 pub fn deferred_value(t: &Tensor) -> Option<Fact> {
-    deferred(t).then(|| tensor_fact(t))
+    is_deferred(t).then(|| tensor_fact(t))
 }
 
 pub fn constant(cx: &OpCx) -> InferResult<Vec<Fact>> {
