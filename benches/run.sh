@@ -9,7 +9,8 @@
 #     before each run) and cold-all (every cache dropped, the binary's included),
 #   * how much of the model file is resident after the runs (fincore), which shows whether the
 #     weights were read;
-# and Python `onnx.load` + `onnx.shape_inference.infer_shapes` on the same files, with the ratio.
+# and Python `onnx.load` + `onnx.shape_inference.infer_shapes` on the same files, with the ratio;
+# then instructions per node (callgrind) and `lint`, `mem --train` and `report` against `mem`.
 # Finally (unless INPROCESS=0) the in-process series `cargo bench --bench mem`.
 #
 # Prints Markdown. Usage:
@@ -21,6 +22,7 @@
 #   MODELS     subset of: big s1k s10k s100k (default all)
 #   NNLINT_PY  Python with the onnx package (default /work/venv/py/bin/python, then python3)
 #   INPROCESS  0 to skip `cargo bench --bench mem`
+#   CALLGRIND  0 to skip the instruction counts (valgrind --tool=callgrind; skipped without valgrind)
 # Cold runs need root (to write /proc/sys/vm/drop_caches); without it the model file alone is
 # evicted with posix_fadvise(POSIX_FADV_DONTNEED) or `dd iflag=nocache`; the script says which.
 # It asserts no timing: it reports.
@@ -260,6 +262,53 @@ EOF
         done
     done <"$TMP/models.tsv"
 fi
+echo
+
+# --- per node, and the other commands -----------------------------------------------------------
+# Instructions by callgrind (deterministic: the figure a CI regression check may compare, where a
+# wall time may not), per node, then lint, mem --train and report against mem (warm, medians).
+echo "## Per node, and the other commands"
+echo
+HAVE_CALLGRIND=0
+if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1; then HAVE_CALLGRIND=1; fi
+[ "$HAVE_CALLGRIND" = 1 ] || echo "callgrind: skipped (CALLGRIND=0 or no valgrind)."
+# median_ms CMD...: median wall of RUNS runs of a command, after one warm-up
+median_ms() {
+    : >"$TMP/cmd.txt"
+    "$@" >/dev/null 2>&1 || true
+    for _ in $(seq "$RUNS"); do
+        local t0 t1
+        t0=$(now_us); "$@" >/dev/null 2>&1 || true; t1=$(now_us)
+        echo $((t1 - t0)) >>"$TMP/cmd.txt"
+    done
+    local med
+    read -r _ med _ < <(stats "$TMP/cmd.txt")
+    us_to_ms "$med"
+}
+ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
+echo "| model | nodes | instructions (callgrind) | per node | mem ms | lint ms | lint / mem | mem --train ms | --train / mem | report ms | report page |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+while IFS=$'\t' read -r name path nodes _inits _wbytes; do
+    case " $MODELS " in *" $name "*) ;; *) continue ;; esac
+    ir="-"; per="-"
+    if [ "$HAVE_CALLGRIND" = 1 ]; then
+        valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" "$NNLINT" mem "$path" >/dev/null 2>"$TMP/cg.err"
+        ir=$(awk '/I[ ]+refs:/ {gsub(",", "", $NF); print $NF}' "$TMP/cg.err")
+        per=$(awk -v i="$ir" -v n="$nodes" 'BEGIN {printf "%.0f", i/n}')
+        ir=$(awk -v i="$ir" 'BEGIN {printf "%.1fM", i/1e6}')
+    fi
+    cat "$path" >/dev/null
+    mem_ms=$(median_ms "$NNLINT" mem "$path")
+    lint_ms=$(median_ms "$NNLINT" lint "$path")
+    train_ms=$(median_ms "$NNLINT" mem --train "$path")
+    report_ms=$(median_ms "$NNLINT" report "$path" -o "$TMP/page.html")
+    page=$(awk -v b="$(stat -c %s "$TMP/page.html")" 'BEGIN {printf "%.2f MB", b/1e6}')
+    echo "| $name | $nodes | $ir | $per | $mem_ms | $lint_ms | $(ratio_of "$lint_ms" "$mem_ms") | $train_ms | $(ratio_of "$train_ms" "$mem_ms") | $report_ms | $page |"
+done <"$TMP/models.tsv"
+echo
+echo "instructions: \`valgrind --tool=callgrind nnlint mem MODEL\` (whole process, table to /dev/null). The"
+echo "other columns: medians of $RUNS warm runs after one warm-up; report writes the HTML page (fit plans"
+echo "and lint included)."
 echo
 
 # --- in-process series ---------------------------------------------------------------------------

@@ -258,7 +258,11 @@ pub fn largest_batch<E>(fits: impl Fn(u64) -> Result<bool, E>) -> Result<u64, E>
         lo = hi;
         hi *= 2;
     }
-    let mut hi = hi.min(MAX_BATCH + 1);
+    bisect(lo, hi.min(MAX_BATCH + 1), fits)
+}
+
+/// The last batch that fits between `lo` (fits) and `hi` (does not, or is past the cap).
+fn bisect<E>(mut lo: u64, mut hi: u64, fits: impl Fn(u64) -> Result<bool, E>) -> Result<u64, E> {
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if fits(mid)? {
@@ -346,15 +350,7 @@ pub fn largest_batch_within<E>(
             step *= 2;
         }
     }
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid)? {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(lo.min(MAX_BATCH))
+    Ok(bisect(lo, hi, fits)?.min(MAX_BATCH))
 }
 
 /// How many times [`largest_batch_within`] corrects its line before it searches step by step.

@@ -312,6 +312,14 @@ mod tests {
     use crate::load::onnx_pb as pb;
     use prost::Message;
 
+    /// Skims an encoded model written to a file.
+    fn skim_encoded(bytes: &[u8]) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, bytes).unwrap();
+        skim(&File::open(&path).unwrap(), bytes.len() as u64).unwrap()
+    }
+
     #[test]
     fn large_raw_data_becomes_a_self_reference() {
         let big = vec![7u8; 10_000];
@@ -339,11 +347,7 @@ mod tests {
             ..Default::default()
         };
         let bytes = model.encode_to_vec();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.onnx");
-        std::fs::write(&path, &bytes).unwrap();
-        let f = File::open(&path).unwrap();
-        let compacted = skim(&f, bytes.len() as u64).unwrap();
+        let compacted = skim_encoded(&bytes);
         assert!(compacted.len() < 200, "{}", compacted.len());
         let back = pb::ModelProto::decode(compacted.as_slice()).unwrap();
         let w = &back.graph.as_ref().unwrap().initializer[0];
@@ -395,13 +399,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let bytes = model.encode_to_vec();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.onnx");
-        std::fs::write(&path, &bytes).unwrap();
-        let f = File::open(&path).unwrap();
-        let back =
-            pb::ModelProto::decode(skim(&f, bytes.len() as u64).unwrap().as_slice()).unwrap();
+        let back = pb::ModelProto::decode(skim_encoded(&model.encode_to_vec()).as_slice()).unwrap();
         let g = back.graph.unwrap();
         let inline: Vec<bool> = g.initializer.iter().map(|t| t.raw_data.is_some()).collect();
         assert_eq!(inline, [false, true, true]);
