@@ -1,5 +1,6 @@
 //! ONNX loading: skim the file (load/skim.rs: the weights are skipped, never read), decode the
-//! compact protobuf with prost (bytes fields are `bytes::Bytes` slices of it, not copies), and build
+//! compact protobuf with prost (bytes fields are `bytes::Bytes` slices of it, not copies; the main
+//! graph's nodes, initializers and value infos one message at a time, load/onnx_shell.rs), and build
 //! the IR. External data is only checked (the file exists inside the model's directory and holds the
 //! declared range), never read; so are the weights left in the model file itself.
 

@@ -1,7 +1,8 @@
 //! Reads an ONNX file without reading its weights.
 //!
 //! The protobuf is walked with positioned reads; every `raw_data` payload of at least
-//! [`MIN_ELIDED`] bytes is skipped, never read, and its tensor is rewritten to point back into the
+//! [`MIN_ELIDED`] bytes (of a float initializer, [`MIN_ELIDED_FLOAT`]) is skipped, never read, and
+//! its tensor is rewritten to point back into the
 //! model file itself (`data_location = EXTERNAL`, location [`SELF_LOCATION`], offset, length). The
 //! result is a compact protobuf that prost decodes as usual. Memory-mapping the file instead would
 //! let the kernel map whole page-cache folios around every tensor header it touches: on a warm cache
