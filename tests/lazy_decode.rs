@@ -7,17 +7,10 @@ mod common;
 
 use common::onnx::{floats, node, vi, FLOAT, G};
 use nnlint::load::onnx_pb as pb;
+use prost::encoding::encode_varint as varint;
 use prost::Message;
 
-fn varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// A length-delimited field, encoded by hand.
+/// A length-delimited field, whatever its payload (prost's own writer for the key and the length).
 fn field(tag: u64, payload: &[u8], out: &mut Vec<u8>) {
     varint(tag << 3 | 2, out);
     varint(payload.len() as u64, out);
