@@ -14,6 +14,7 @@ use super::{
 use crate::analysis::ops::Op;
 use crate::ir::{Dim, NodeId};
 use crate::util::svd::{self, Par, Want};
+use rayon::prelude::*;
 
 /// Plans the decomposition of convolution `n`; `proposed` is the finding's rank, used unless the
 /// command line chose another.
@@ -45,9 +46,10 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     }
     let full = co.min(k);
 
-    // one SVD per input channel (small: C_out x k), all singular values kept for the rank choice
-    // (sequential: threads cost more than these tiny decompositions)
+    // one SVD per input channel (small: C_out x k), all singular values kept for the rank choice;
+    // the channels in parallel, each decomposition on one thread
     let factors: Vec<svd::Factors> = (0..ci)
+        .into_par_iter()
         .map(|c| {
             let m = faer::Mat::<f64>::from_fn(co, k, |o, t| w_vals[(o * ci + c) * k + t]);
             svd::truncated(&m, Want::Rank(full), 0, Par::Seq)

@@ -5,7 +5,7 @@
 //! lossy rewrite, to fine-tune; the verification measures how far it moves the output.
 
 use super::{
-    attr_int, gemm_attrs, new_tensor, node_proto, read_f64, Applied, BuildResult, Cx, Planned,
+    attr_int, float_weight, gemm_attrs, new_tensor, node_proto, Applied, BuildResult, Cx, Planned,
     RewriteKind, Safety,
 };
 use crate::analysis::ops::Op;
@@ -73,30 +73,35 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
             "the weight reads {kw} features, not C·H·W = {c}·{spatial}"
         ));
     }
-    let wv = read_f64(wt)?;
-    if Some(wv.len()) != kw.checked_mul(nout) {
-        return Err("the weight's data does not match its shape".into());
-    }
-    // the flattened feature index is c·spatial + s (channel-major)
+    float_weight(wt)?;
+    // the flattened feature index is c·spatial + s (channel-major); each sum adds its terms in
+    // order of s, from 0. The weight is read a chunk at a time: a VGG-16 head's is 411 MB.
     let mut summed = vec![0.0; c * nout];
-    for o in 0..nout {
-        for ch in 0..c {
-            let mut acc = 0.0;
-            for s in 0..spatial {
-                let k = ch * spatial + s;
-                acc += if trans_b {
-                    wv[o * kw + k]
-                } else {
-                    wv[k * nout + o]
-                };
-            }
-            if trans_b {
-                summed[o * c + ch] = acc;
+    let sum_chunk = |start: usize, vals: &[f64]| {
+        let (mut idx, mut rest) = (start, vals);
+        while !rest.is_empty() {
+            let take = if trans_b {
+                // [nout, c·spatial]: a run of one (o, ch) is one sum, at o·c + ch = idx / spatial
+                let take = (spatial - idx % spatial).min(rest.len());
+                let acc = &mut summed[idx / spatial];
+                rest[..take].iter().for_each(|&v| *acc += v);
+                take
             } else {
-                summed[ch * nout + o] = acc;
-            }
+                // [c·spatial, nout]: a run of one row k adds to row k / spatial of the sums
+                let (k, o) = (idx / nout, idx % nout);
+                let take = (nout - o).min(rest.len());
+                let row = &mut summed[(k / spatial) * nout + o..][..take];
+                row.iter_mut()
+                    .zip(&rest[..take])
+                    .for_each(|(a, &v)| *a += v);
+                take
+            };
+            idx += take;
+            rest = &rest[take..];
         }
-    }
+    };
+    wt.for_each_float_chunk(sum_chunk)
+        .ok_or_else(|| format!("the data of weight '{}' could not be read", wt.name))?;
     let dims = if trans_b {
         vec![nout as u64, c as u64]
     } else {

@@ -406,6 +406,15 @@ fn first_output(g: &Graph, n: &Node) -> String {
 
 /// Reads a float weight as f64 values.
 pub fn read_f64(t: &Tensor) -> Result<Vec<f64>, String> {
+    float_weight(t)?;
+    match t.read_values(u64::MAX) {
+        Some(Values::Float(v)) => Ok(v),
+        _ => Err(format!("the data of weight '{}' could not be read", t.name)),
+    }
+}
+
+/// Refuses a weight whose element type the rewrites cannot read as numbers.
+pub fn float_weight(t: &Tensor) -> Result<(), String> {
     if !matches!(t.dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
         return Err(format!(
             "weight '{}' is {}, not a float type",
@@ -413,10 +422,7 @@ pub fn read_f64(t: &Tensor) -> Result<Vec<f64>, String> {
             t.dtype.name()
         ));
     }
-    match t.read_values(u64::MAX) {
-        Some(Values::Float(v)) => Ok(v),
-        _ => Err(format!("the data of weight '{}' could not be read", t.name)),
-    }
+    Ok(())
 }
 
 /// Encodes f64 values in a float element type, little-endian.

@@ -102,7 +102,7 @@ pub fn singular_values(a: MatRef<'_, f64>, par: Par) -> Result<Vec<f64>, String>
         par,
         Default::default(),
     ));
-    faer::linalg::svd::svd(
+    let r = faer::linalg::svd::svd(
         a,
         s.as_mut(),
         None,
@@ -111,7 +111,9 @@ pub fn singular_values(a: MatRef<'_, f64>, par: Par) -> Result<Vec<f64>, String>
         MemStack::new(&mut mem),
         Default::default(),
     )
-    .map_err(|e| format!("the SVD did not converge ({e:?})"))?;
+    .map_err(|e| format!("the SVD did not converge ({e:?})"));
+    super::simd::settle(par);
+    r?;
     Ok(s.column_vector().iter().copied().collect())
 }
 
@@ -177,7 +179,7 @@ fn exact(a: MatRef<'_, f64>, total: f64, par: Par) -> Result<Factors, String> {
         par,
         Default::default(),
     ));
-    faer::linalg::svd::svd(
+    let r = faer::linalg::svd::svd(
         a,
         s.as_mut(),
         Some(u.as_mut()),
@@ -186,7 +188,9 @@ fn exact(a: MatRef<'_, f64>, total: f64, par: Par) -> Result<Factors, String> {
         MemStack::new(&mut mem),
         Default::default(),
     )
-    .map_err(|e| format!("the SVD did not converge ({e:?})"))?;
+    .map_err(|e| format!("the SVD did not converge ({e:?})"));
+    super::simd::settle(par);
+    r?;
     Ok(Factors {
         u,
         s: s.column_vector().iter().copied().collect(),
@@ -199,6 +203,7 @@ fn exact(a: MatRef<'_, f64>, total: f64, par: Par) -> Result<Factors, String> {
 fn mul(a: MatRef<'_, f64>, b: MatRef<'_, f64>, par: Par) -> Mat<f64> {
     let mut out = Mat::<f64>::zeros(a.nrows(), b.ncols());
     faer::linalg::matmul::matmul(out.as_mut(), Accum::Replace, a, b, 1.0, par);
+    super::simd::settle(par);
     out
 }
 
@@ -238,6 +243,7 @@ fn orthonormal(y: Mat<f64>, par: Par) -> Mat<f64> {
         par,
         MemStack::new(&mut mem),
     );
+    super::simd::settle(par);
     q
 }
 

@@ -558,13 +558,18 @@ fn lookup(
 /// Deterministic random normal f64 tensor: splitmix64 and Box-Muller, so that the numbers do not
 /// depend on candle's generator. A shape of more than [`MAX_ELEMENTS`] elements is an error.
 pub fn seeded_normal(shape: &[usize], seed: u64) -> Result<CTensor, String> {
+    let data = seeded_normal_values(shape, seed)?;
+    CTensor::from_vec(data, shape, &Device::Cpu).map_err(|e| first_line(&e))
+}
+
+/// The values of [`seeded_normal`], row-major.
+pub fn seeded_normal_values(shape: &[usize], seed: u64) -> Result<Vec<f64>, String> {
     let n = shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .filter(|&n| n <= MAX_ELEMENTS)
         .ok_or_else(|| format!("a random input of shape {shape:?} is too large"))?;
-    let data = crate::util::rng::normals(seed, n);
-    CTensor::from_vec(data, shape, &Device::Cpu).map_err(|e| first_line(&e))
+    Ok(crate::util::rng::normals(seed, n))
 }
 
 #[cfg(test)]

@@ -29,10 +29,9 @@ pub use tolerance::Tolerance;
 /// Seeded standard normal values rounded to f32, so that a runtime computing in f32 sees exactly
 /// the input the checker used.
 fn random_input(shape: &[usize], seed: u64) -> Result<CTensor, String> {
-    exec::seeded_normal(shape, seed)?
-        .to_dtype(candle_core::DType::F32)
-        .and_then(|t| t.to_dtype(candle_core::DType::F64))
-        .map_err(|e| e.to_string())
+    let mut data = exec::seeded_normal_values(shape, seed)?;
+    data.iter_mut().for_each(|v| *v = *v as f32 as f64);
+    CTensor::from_vec(data, shape, &candle_core::Device::Cpu).map_err(|e| e.to_string())
 }
 
 /// The values an integer or boolean input is drawn from: indices into every table a `Gather`

@@ -11,8 +11,9 @@
 
 use candle_core::Tensor as CTensor;
 use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
 
-use super::{advance, attrs, check_size, checked_product, one, At, Cx, OpResult};
+use super::{advance, attrs, check_size, checked_product, one, with_values, At, Cx, OpResult};
 use crate::analysis::ops::conv::{AutoPad, Window};
 use crate::verify::exec::ExecError;
 
@@ -192,8 +193,11 @@ pub fn conv(cx: &Cx) -> OpResult {
         dilations: [ah.dilation, aw.dilation],
         pads: [ah.begin, aw.begin, ah.end, aw.end],
     };
-    let (out, [b, m_out, ho, wo]) =
-        conv2d(&flat(cx, x)?, &flat(cx, w)?, &geometry).map_err(|e| cx.fail(e))?;
+    let (out, [b, m_out, ho, wo]) = with_values(x, |x| {
+        with_values(w, |w| conv2d(x, w, &geometry)).map(|r| r.map_err(|e| cx.fail(e)))
+    })
+    .and_then(|r| r)
+    .at(cx)??;
     let shape = if axes.len() == 1 {
         vec![b, m_out, wo]
     } else {
@@ -475,6 +479,96 @@ impl Geometry {
 
 /// `y = conv(x, w)` without bias; `x` and `w` row-major, the result `[n, m, ho, wo]` row-major.
 pub fn conv2d(x: &[f64], w: &[f64], g: &Geometry) -> Result<(Vec<f64>, [usize; 4]), String> {
+    let [_, cg, kh, kw] = g.kernel;
+    let p = g.output().map_or(1, |[ho, wo]| ho.saturating_mul(wo));
+    conv2d_tiled(
+        x,
+        w,
+        g,
+        tile_len(cg.saturating_mul(kh).saturating_mul(kw), p),
+    )
+}
+
+/// The im2col buffer of one tile of output positions: 2 MiB of f64 (the product of a tile reads
+/// it once, from cache).
+const TILE_BYTES: usize = 2 << 20;
+
+/// The most f64 values one tile's im2col buffer may hold (2 GiB).
+const MAX_COL: usize = 1 << 28;
+
+/// Output positions per tile: what fits [`TILE_BYTES`] of im2col rows of length `k`, at least 64
+/// (for the product's efficiency), and at most an even share of `p` per core, so that every core
+/// has work.
+fn tile_len(k: usize, p: usize) -> usize {
+    let cores = rayon::current_num_threads().max(1);
+    let fit = (TILE_BYTES / 8 / k.max(1)).max(64);
+    fit.min(p.div_ceil(cores)).max(1)
+}
+
+/// The im2col rows of the output positions `p0..p0 + len` (`len = col.len() / k`) of one group's
+/// input `x` (`cg × h × w`): row `(ci, ky, kx)` holds, for each position, the input it reads under
+/// that tap, or 0 in the padding. Column-major `len × k`, as the product reads it.
+fn im2col(x: &[f64], g: &Geometry, [_, wo]: [usize; 2], p0: usize, col: &mut [f64]) {
+    let [_, _, h, wd] = g.input;
+    let [_, cg, kh, kw] = g.kernel;
+    let len = col.len() / (cg * kh * kw);
+    let [pt, pl, _, _] = g.pads;
+    let [sh, sw] = g.strides;
+    let [dh, dw] = g.dilations;
+    for ci in 0..cg {
+        let xin = &x[ci * h * wd..][..h * wd];
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let row = &mut col[((ci * kh + ky) * kw + kx) * len..][..len];
+                // the output columns whose tap kx reads inside the input: ox·sw + kx·dw - pl
+                // in 0..wd
+                let off = kx * dw;
+                let lo = pl.saturating_sub(off).div_ceil(sw).min(wo);
+                let hi = (wd + pl)
+                    .checked_sub(off)
+                    .map_or(0, |e| e.div_ceil(sw))
+                    .clamp(lo, wo);
+                let mut i = 0;
+                while i < len {
+                    let pos = p0 + i;
+                    let (oy, ox0) = (pos / wo, pos % wo);
+                    let run = (wo - ox0).min(len - i);
+                    let seg = &mut row[i..i + run];
+                    let iy = (oy * sh + ky * dh).checked_sub(pt).filter(|&iy| iy < h);
+                    match iy {
+                        None => seg.fill(0.0),
+                        Some(iy) => {
+                            let src = &xin[iy * wd..][..wd];
+                            // zeros left and right of the columns inside the input
+                            let a = lo.clamp(ox0, ox0 + run);
+                            let e = hi.clamp(a, ox0 + run);
+                            let (left, rest) = seg.split_at_mut(a - ox0);
+                            let (mid, right) = rest.split_at_mut(e - a);
+                            left.fill(0.0);
+                            right.fill(0.0);
+                            if sw == 1 {
+                                mid.copy_from_slice(&src[a + off - pl..e + off - pl]);
+                            } else {
+                                for (j, v) in mid.iter_mut().enumerate() {
+                                    *v = src[(a + j) * sw + off - pl];
+                                }
+                            }
+                        }
+                    }
+                    i += run;
+                }
+            }
+        }
+    }
+}
+
+/// [`conv2d`] with im2col tiles of `tile` output positions.
+fn conv2d_tiled(
+    x: &[f64],
+    w: &[f64],
+    g: &Geometry,
+    tile: usize,
+) -> Result<(Vec<f64>, [usize; 4]), String> {
     let [n, c, h, wd] = g.input;
     let [m, cg, kh, kw] = g.kernel;
     if g.group == 0 || c != cg * g.group || m % g.group != 0 {
@@ -505,14 +599,19 @@ pub fn conv2d(x: &[f64], w: &[f64], g: &Geometry) -> Result<(Vec<f64>, [usize; 4
         (o * s + k * d).checked_sub(pad).filter(|&i| i < len)
     };
     if cg == 1 {
-        // depthwise: each output channel reads one input channel
-        for b in 0..n {
-            for oc in 0..m {
+        // depthwise: each output channel reads one input channel; the channels in parallel, and
+        // each tap's row split into the padding (skipped) and the columns inside the input
+        let area = kh * kw;
+        out.par_chunks_mut(p.max(1))
+            .enumerate()
+            .with_min_len((4096 / p.max(1)).max(1))
+            .for_each(|(bo, dst)| {
+                let (b, oc) = (bo / m, bo % m);
                 let ic = oc / mg;
                 let xin = &x[(b * c + ic) * h * wd..][..h * wd];
-                let filt = &w[oc * kh * kw..][..kh * kw];
-                let dst = &mut out[(b * m + oc) * p..][..p];
+                let filt = &w[oc * area..][..area];
                 for oy in 0..ho {
+                    let drow = &mut dst[oy * wo..][..wo];
                     for ky in 0..kh {
                         let Some(iy) = src(oy, ky, sh, dh, pt, h) else {
                             continue;
@@ -520,53 +619,71 @@ pub fn conv2d(x: &[f64], w: &[f64], g: &Geometry) -> Result<(Vec<f64>, [usize; 4
                         let row = &xin[iy * wd..][..wd];
                         for kx in 0..kw {
                             let f = filt[ky * kw + kx];
-                            for ox in 0..wo {
-                                if let Some(ix) = src(ox, kx, sw, dw, pl, wd) {
-                                    dst[oy * wo + ox] += f * row[ix];
+                            let off = kx * dw;
+                            let lo = pl.saturating_sub(off).div_ceil(sw).min(wo);
+                            let hi = (wd + pl)
+                                .checked_sub(off)
+                                .map_or(0, |e| e.div_ceil(sw))
+                                .clamp(lo, wo);
+                            if sw == 1 {
+                                let xs = &row[lo + off - pl..hi + off - pl];
+                                for (d, &v) in drow[lo..hi].iter_mut().zip(xs) {
+                                    *d += f * v;
+                                }
+                            } else {
+                                for (ox, d) in drow[lo..hi].iter_mut().enumerate() {
+                                    *d += f * row[(lo + ox) * sw + off - pl];
                                 }
                             }
                         }
                     }
                 }
-            }
-        }
+            });
         return Ok((out, [n, m, ho, wo]));
     }
     let k = cg * kh * kw;
-    let mut col = vec![0.0; k.checked_mul(p).ok_or("the im2col buffer is too large")?];
+    let pointwise = kh == 1 && kw == 1 && g.strides == [1, 1] && g.pads == [0; 4];
+    let tile = tile.clamp(1, p.max(1));
+    if k.checked_mul(tile).is_none_or(|e| e > MAX_COL) {
+        return Err("the im2col buffer is too large".into());
+    }
     for b in 0..n {
         for gi in 0..g.group {
-            // im2col: row (ci, ky, kx), column (oy, ox)
-            col.iter_mut().for_each(|v| *v = 0.0);
-            for ci in 0..cg {
-                let xin = &x[(b * c + gi * cg + ci) * h * wd..][..h * wd];
-                for ky in 0..kh {
-                    for kx in 0..kw {
-                        let row = &mut col[((ci * kh + ky) * kw + kx) * p..][..p];
-                        for oy in 0..ho {
-                            let Some(iy) = src(oy, ky, sh, dh, pt, h) else {
-                                continue;
-                            };
-                            for ox in 0..wo {
-                                if let Some(ix) = src(ox, kx, sw, dw, pl, wd) {
-                                    row[oy * wo + ox] = xin[iy * wd + ix];
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            let xg = &x[(b * c + gi * cg) * h * wd..][..cg * h * wd];
             // out[b, group block] (mg × p) = W_g (mg × k) · col (k × p); computed transposed so
             // that faer's column-major views are the row-major buffers themselves
-            let wg = &w[gi * mg * k..][..mg * k];
-            let dst = &mut out[(b * m + gi * mg) * p..][..mg * p];
-            faer::linalg::matmul::matmul(
-                MatMut::from_column_major_slice_mut(dst, p, mg),
-                Accum::Replace,
-                MatRef::from_column_major_slice(&col, p, k),
-                MatRef::from_column_major_slice(wg, k, mg),
-                1.0,
-                Par::rayon(0),
+            let wg = MatRef::from_column_major_slice(&w[gi * mg * k..][..mg * k], k, mg);
+            let dst = MatMut::from_column_major_slice_mut(
+                &mut out[(b * m + gi * mg) * p..][..mg * p],
+                p,
+                mg,
+            );
+            if pointwise {
+                // a 1×1 convolution reads the input as it is: col = x
+                let col = MatRef::from_column_major_slice(xg, p, k);
+                faer::linalg::matmul::matmul(dst, Accum::Replace, col, wg, 1.0, Par::rayon(0));
+                crate::util::simd::settle(Par::rayon(0));
+                continue;
+            }
+            // im2col one tile of output positions at a time, the tiles in parallel: the buffer
+            // stays small (no k × p buffer of hundreds of MB) and both the copy and the product
+            // use every core
+            dst.par_row_chunks_mut(tile).enumerate().for_each_init(
+                || vec![0.0; k * tile],
+                |col, (t, dtile)| {
+                    let (p0, len) = (t * tile, dtile.nrows());
+                    let col = &mut col[..k * len];
+                    im2col(xg, g, [ho, wo], p0, col);
+                    faer::linalg::matmul::matmul(
+                        dtile,
+                        Accum::Replace,
+                        MatRef::from_column_major_slice(col, len, k),
+                        wg,
+                        1.0,
+                        Par::Seq,
+                    );
+                    crate::util::simd::clear_upper();
+                },
             );
         }
     }
@@ -673,6 +790,34 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f64::max);
             assert!(err < 1e-12, "{g:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn tiles_of_any_length_give_the_same_result() {
+        // tiles that end mid-row, span rows, or hold one position; strides, dilations and pads
+        let cases = [
+            ([1, 3, 7, 9], [4, 3, 3, 3], 1, [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([2, 4, 8, 5], [6, 2, 3, 2], 2, [2, 1], [1, 2], [0, 1, 2, 0]),
+            ([1, 2, 9, 11], [3, 2, 2, 3], 1, [1, 3], [2, 1], [2, 0, 1, 3]),
+            ([1, 5, 4, 4], [2, 5, 1, 1], 1, [1, 1], [1, 1], [0, 0, 0, 0]),
+        ];
+        for (input, kernel, group, strides, dilations, pads) in cases {
+            let g = Geometry {
+                input,
+                kernel,
+                group,
+                strides,
+                dilations,
+                pads,
+            };
+            let x = ramp_scaled(input.iter().product(), 0.1);
+            let w = ramp_scaled(kernel.iter().product(), 0.05);
+            let want = reference(&x, &w, &g);
+            for tile in [1, 2, 3, 5, 7, 64, usize::MAX] {
+                let (y, _) = conv2d_tiled(&x, &w, &g, tile).unwrap();
+                assert_close(&y, &want);
+            }
         }
     }
 

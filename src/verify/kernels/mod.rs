@@ -389,6 +389,22 @@ pub(crate) fn values(t: &CTensor) -> candle_core::Result<Vec<f64>> {
     t.flatten_all()?.to_vec1::<f64>()
 }
 
+/// Runs `f` on a tensor's values, row-major, as one slice: borrowed from the tensor's storage when
+/// it is a contiguous f64 tensor (no copy of a large activation), copied otherwise.
+pub(crate) fn with_values<R>(t: &CTensor, f: impl FnOnce(&[f64]) -> R) -> candle_core::Result<R> {
+    {
+        let (storage, layout) = t.storage_and_layout();
+        if let (candle_core::Storage::Cpu(candle_core::CpuStorage::F64(v)), Some((a, b))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            if let Some(v) = v.get(a..b) {
+                return Ok(f(v));
+            }
+        }
+    }
+    Ok(f(&values(t)?))
+}
+
 /// The values of an integer-valued tensor (shapes, axes, indices) as i64.
 pub(crate) fn to_ints(t: &CTensor) -> Result<Vec<i64>, String> {
     values(t)

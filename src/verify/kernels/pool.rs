@@ -9,9 +9,12 @@
 use candle_core::Tensor as CTensor;
 
 use super::conv::{plan, Axis};
-use super::{advance, attrs, check_size, checked_product, one, tensor, values, At, Cx, OpResult};
+use super::{
+    advance, attrs, check_size, checked_product, one, tensor, with_values, At, Cx, OpResult,
+};
 use crate::analysis::ops::pool::Pool;
 use crate::verify::exec::ExecError;
+use rayon::prelude::*;
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Cell {
@@ -97,14 +100,14 @@ fn pool_nd(
         taps.push(t);
         pads.push(pd);
     }
-    let data = values(x).at(cx)?;
-    let mut out = Vec::with_capacity(total);
-    let mut found = Vec::with_capacity(if indices { total } else { 0 });
+    let mut out = vec![0.0; total];
+    let mut found = vec![0.0; if indices { total } else { 0 }];
     let last = n - 1;
-    let (mut o, mut k, mut lens) = (vec![0usize; n], vec![0usize; n], vec![0usize; n]);
-    for c in 0..channels {
+    // one channel's outputs (and argmax indices, when asked)
+    let pool_channel = |data: &[f64], c: usize, out: &mut [f64], found: &mut [f64]| {
+        let (mut o, mut k, mut lens) = (vec![0usize; n], vec![0usize; n], vec![0usize; n]);
         let base = c * in_size;
-        loop {
+        for (j, y) in out.iter_mut().enumerate() {
             let (mut best, mut best_at) = (f64::NEG_INFINITY, None::<usize>);
             let (mut sum, mut with_pads) = (0.0, 1usize);
             for i in 0..n {
@@ -142,20 +145,37 @@ fn pool_nd(
             }
             match kind {
                 Kind::Max => {
-                    out.push(best);
-                    if indices {
-                        found.push(best_at.map_or(-1.0, |i| i as f64));
+                    *y = best;
+                    if let Some(f) = found.get_mut(j) {
+                        *f = best_at.map_or(-1.0, |i| i as f64);
                     }
                 }
                 Kind::Average { include_pad } => {
                     let count = if include_pad { with_pads } else { inputs };
-                    out.push(sum / count as f64);
+                    *y = sum / count as f64;
                 }
             }
-            if !advance(&mut o, &out_dims) {
-                break;
-            }
+            advance(&mut o, &out_dims);
         }
+    };
+    if total > 0 {
+        // the channels in parallel
+        let min_len = (4096 / out_size).max(1);
+        with_values(x, |data| {
+            if indices {
+                out.par_chunks_mut(out_size)
+                    .zip(found.par_chunks_mut(out_size))
+                    .enumerate()
+                    .with_min_len(min_len)
+                    .for_each(|(c, (y, f))| pool_channel(data, c, y, f));
+            } else {
+                out.par_chunks_mut(out_size)
+                    .enumerate()
+                    .with_min_len(min_len)
+                    .for_each(|(c, y)| pool_channel(data, c, y, &mut []));
+            }
+        })
+        .at(cx)?;
     }
     let mut shape = dims[..2].to_vec();
     shape.extend_from_slice(&out_dims);
