@@ -13,7 +13,9 @@ use candle_core::Tensor as CTensor;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use super::{advance, attrs, check_size, checked_product, one, with_values, At, Cx, OpResult};
+use super::{
+    advance, attrs, check_size, checked_product, one, with_values, zeros, At, Cx, OpResult,
+};
 use crate::analysis::ops::conv::{AutoPad, Window};
 use crate::verify::exec::ExecError;
 
@@ -590,7 +592,7 @@ fn conv2d_tiled(
     let p = ho * wo;
     let mg = m / g.group;
     let out_len = size(&[n, m, ho, wo]).ok_or("the output is too large")?;
-    let mut out = vec![0.0; out_len];
+    let mut out = zeros(out_len);
     let [pt, pl, _, _] = g.pads;
     let [sh, sw] = g.strides;
     let [dh, dw] = g.dilations;
