@@ -74,33 +74,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         ));
     }
     float_weight(wt)?;
-    // the flattened feature index is c·spatial + s (channel-major); each sum adds its terms in
-    // order of s, from 0. The weight is read a chunk at a time: a VGG-16 head's is 411 MB.
-    let mut summed = vec![0.0; c * nout];
-    let sum_chunk = |start: usize, vals: &[f64]| {
-        let (mut idx, mut rest) = (start, vals);
-        while !rest.is_empty() {
-            let take = if trans_b {
-                // [nout, c·spatial]: a run of one (o, ch) is one sum, at o·c + ch = idx / spatial
-                let take = (spatial - idx % spatial).min(rest.len());
-                let acc = &mut summed[idx / spatial];
-                rest[..take].iter().for_each(|&v| *acc += v);
-                take
-            } else {
-                // [c·spatial, nout]: a run of one row k adds to row k / spatial of the sums
-                let (k, o) = (idx / nout, idx % nout);
-                let take = (nout - o).min(rest.len());
-                let row = &mut summed[(k / spatial) * nout + o..][..take];
-                row.iter_mut()
-                    .zip(&rest[..take])
-                    .for_each(|(a, &v)| *a += v);
-                take
-            };
-            idx += take;
-            rest = &rest[take..];
-        }
-    };
-    wt.for_each_float_chunk(sum_chunk)
+    let summed = spatial_sums(wt, trans_b, c, spatial, nout)
         .ok_or_else(|| format!("the data of weight '{}' could not be read", wt.name))?;
     let dims = if trans_b {
         vec![nout as u64, c as u64]
@@ -234,4 +208,111 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
             crate::ir::shape_to_string(&map[1..])
         )),
     })
+}
+
+/// The head's weight summed over each channel's spatial positions: `[nout, c]` from a `[nout,
+/// c·spatial]` weight (`trans_b`), `[c, nout]` from a `[c·spatial, nout]` one. The flattened
+/// feature index is `c·spatial + s` (channel-major); each sum adds its terms in order of `s`, from
+/// 0. The weight is read a chunk at a time (a VGG-16 head's is 411 MB); `None` when it cannot be.
+fn spatial_sums(
+    wt: &crate::ir::Tensor,
+    trans_b: bool,
+    c: usize,
+    spatial: usize,
+    nout: usize,
+) -> Option<Vec<f64>> {
+    if Some(wt.numel()?)
+        != (c as u64)
+            .checked_mul(spatial as u64)?
+            .checked_mul(nout as u64)
+    {
+        return None;
+    }
+    let mut summed = vec![0.0; c * nout];
+    wt.for_each_float_chunk(|start, vals| {
+        let (mut idx, mut rest) = (start, vals);
+        while !rest.is_empty() {
+            let take = if trans_b {
+                // a run of one (o, ch) is one sum, at o·c + ch = idx / spatial
+                let take = (spatial - idx % spatial).min(rest.len());
+                let acc = &mut summed[idx / spatial];
+                rest[..take].iter().for_each(|&v| *acc += v);
+                take
+            } else {
+                // a run of one row k adds to row k / spatial of the sums
+                let (k, o) = (idx / nout, idx % nout);
+                let take = (nout - o).min(rest.len());
+                let row = &mut summed[(k / spatial) * nout + o..][..take];
+                row.iter_mut()
+                    .zip(&rest[..take])
+                    .for_each(|(a, &v)| *a += v);
+                take
+            };
+            idx += take;
+            rest = &rest[take..];
+        }
+    })?;
+    Some(summed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{DType, Tensor, TensorData};
+
+    #[test]
+    fn spatial_sums_match_the_definition_across_read_chunks() {
+        // 3 outputs x (5 channels x 20,000 positions) f32: 1.2 MB, more than one read chunk, and
+        // chunks that end inside a sum
+        let (nout, c, spatial) = (3usize, 5usize, 20_000usize);
+        let w: Vec<f32> = (0..nout * c * spatial)
+            .map(|i| ((i * 7919) % 1013) as f32 * 0.001 - 0.5)
+            .collect();
+        let tensor = |dims: Vec<u64>| Tensor {
+            name: "w".into(),
+            dtype: DType::F32,
+            dims,
+            data: TensorData::Raw(
+                w.iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect::<Vec<u8>>()
+                    .into(),
+            ),
+        };
+        let k = c * spatial;
+        // [nout, c·spatial]
+        let got =
+            spatial_sums(&tensor(vec![nout as u64, k as u64]), true, c, spatial, nout).unwrap();
+        for o in 0..nout {
+            for ch in 0..c {
+                let want = (0..spatial).fold(0.0, |a, s| a + w[o * k + ch * spatial + s] as f64);
+                assert_eq!(got[o * c + ch].to_bits(), want.to_bits(), "[{o}, {ch}]");
+            }
+        }
+        // [c·spatial, nout]: the same values read as the transposed layout
+        let got = spatial_sums(
+            &tensor(vec![k as u64, nout as u64]),
+            false,
+            c,
+            spatial,
+            nout,
+        )
+        .unwrap();
+        for ch in 0..c {
+            for o in 0..nout {
+                let want =
+                    (0..spatial).fold(0.0, |a, s| a + w[(ch * spatial + s) * nout + o] as f64);
+                assert_eq!(got[ch * nout + o].to_bits(), want.to_bits(), "[{ch}, {o}]");
+            }
+        }
+        // a weight whose size is not c·spatial·nout is refused
+        assert!(spatial_sums(
+            &tensor(vec![nout as u64, k as u64]),
+            true,
+            c + 1,
+            spatial,
+            nout
+        )
+        .is_none());
+    }
 }

@@ -668,6 +668,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn zeros_of_any_length() {
+        for n in [0, 1, (1 << 16) - 1, 1 << 16, 3 * (1 << 16) + 5] {
+            let v = zeros(n);
+            assert_eq!(v.len(), n);
+            assert!(v.iter().all(|&x| x.to_bits() == 0));
+        }
+    }
+
+    #[test]
+    fn with_values_borrows_contiguous_data_and_copies_views() {
+        let t = CTensor::from_vec(
+            (0..6).map(f64::from).collect::<Vec<_>>(),
+            (2, 3),
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        assert_eq!(
+            with_values(&t, |v| v.to_vec()).unwrap(),
+            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
+        // a transposed view is read in its own row-major order
+        let tt = t.t().unwrap();
+        assert_eq!(
+            with_values(&tt, |v| v.to_vec()).unwrap(),
+            [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+        );
+        // a narrowed view starts at its offset
+        let n = t.narrow(0, 1, 1).unwrap();
+        assert_eq!(with_values(&n, |v| v.to_vec()).unwrap(), [3.0, 4.0, 5.0]);
+    }
+
+    #[test]
     fn kernels_are_found_by_the_parsed_op() {
         let parse = |domain: &str, name: &str| {
             let def = crate::analysis::ops::lookup(domain, name).expect("a registered op");
