@@ -543,11 +543,31 @@ pub fn errors(a: &CTensor, b: &CTensor) -> Result<Deviation, String> {
             b.dims()
         ));
     }
-    let max = |t: &CTensor| -> candle_core::Result<f64> {
-        t.abs()?.flatten_all()?.max(0)?.to_scalar::<f64>()
+    let (scale, abs) = if a.elem_count() == 0 {
+        // candle's error for an empty reduction
+        let max = |t: &CTensor| -> candle_core::Result<f64> {
+            t.abs()?.flatten_all()?.max(0)?.to_scalar::<f64>()
+        };
+        let scale = max(a).map_err(|e| e.to_string())?;
+        let abs = (a - b).and_then(|d| max(&d)).map_err(|e| e.to_string())?;
+        (scale, abs)
+    } else {
+        // one pass, no temporaries; the maximum as candle's reduction takes it (the first value,
+        // replaced by any larger one: a leading NaN stays, later ones are passed over)
+        fn max_of(mut it: impl Iterator<Item = f64>) -> f64 {
+            let first = it.next().unwrap_or(0.0);
+            it.fold(first, |m, v| if m < v { v } else { m })
+        }
+        kernels::with_values(a, |xa| {
+            kernels::with_values(b, |xb| {
+                let scale = max_of(xa.iter().map(|v| v.abs()));
+                let abs = max_of(xa.iter().zip(xb).map(|(p, q)| (p - q).abs()));
+                (scale, abs)
+            })
+        })
+        .and_then(|r| r)
+        .map_err(|e| e.to_string())?
     };
-    let scale = max(a).map_err(|e| e.to_string())?;
-    let abs = (a - b).and_then(|d| max(&d)).map_err(|e| e.to_string())?;
     let rel = if scale > 0.0 { abs / scale } else { abs };
     Ok(Deviation {
         max_abs: abs,

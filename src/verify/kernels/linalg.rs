@@ -6,6 +6,12 @@ use super::{advance, attrs, checked_product, one, tensor, values, At, Cx, OpResu
 use crate::analysis::ops::linalg::parse_einsum;
 use crate::analysis::ops::InferError;
 use crate::verify::exec::MAX_ELEMENTS;
+use rayon::prelude::*;
+
+/// At most this many rows of A, and at least this many weight elements (8 MiB of f64), make a
+/// Gemm a split product: memory-bound, so worth both cores.
+const FEW_ROWS: usize = 8;
+const SPLIT_WEIGHT: usize = 1 << 20;
 
 pub fn gemm(cx: &Cx) -> OpResult {
     let g = attrs!(cx, Gemm);
@@ -28,13 +34,25 @@ pub fn gemm(cx: &Cx) -> OpResult {
     }
     // candle multiplies a transposed view in place: copying a transposed 4096 x 25088 weight
     // first (strided, cache-hostile) cost more than the product itself
-    let mut y = match a.matmul(&b) {
-        Ok(y) => y,
-        Err(_) => a
-            .contiguous()
-            .at(cx)?
-            .matmul(&b.contiguous().at(cx)?)
-            .at(cx)?,
+    let product = |b: &CTensor| match a.matmul(b) {
+        Ok(y) => Ok(y),
+        Err(_) => a.contiguous()?.matmul(&b.contiguous()?),
+    };
+    let mut y = if m <= FEW_ROWS && k.saturating_mul(n) >= SPLIT_WEIGHT {
+        // a few rows times a large weight reads the weight once, on one core: the output's
+        // columns are split among the cores instead (each column's sum is the same computation)
+        let parts = rayon::current_num_threads().clamp(1, n);
+        let share = n.div_ceil(parts);
+        let cols: Vec<CTensor> = (0..n)
+            .step_by(share)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|start| product(&b.narrow(1, start, share.min(n - start))?))
+            .collect::<candle_core::Result<_>>()
+            .at(cx)?;
+        CTensor::cat(&cols, 1).at(cx)?
+    } else {
+        product(&b).at(cx)?
     };
     let alpha = f64::from(g.alpha);
     if alpha != 1.0 {
