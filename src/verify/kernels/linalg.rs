@@ -241,6 +241,38 @@ mod tests {
     }
 
     #[test]
+    fn gemm_of_few_rows_by_a_large_weight_splits_its_columns() {
+        // 2 x 1024 times a 1025 x 1024 weight (transB): over the split threshold, with an odd
+        // column count so that the shares differ
+        let (m, k, n) = (2usize, 1024usize, 1025usize);
+        let a: Vec<f64> = (0..m * k).map(|i| (i % 17) as f64 * 0.25 - 2.0).collect();
+        let w: Vec<f32> = (0..n * k).map(|i| (i % 13) as f32 * 0.5 - 3.0).collect();
+        let c: Vec<f32> = (0..n).map(|j| j as f32).collect();
+        let mut g = G::new();
+        g.input("a", &[m, k], a.clone())
+            .init("w", &[n as u64, k as u64], w.clone())
+            .init("c", &[n as u64], c.clone())
+            .node(
+                "Gemm",
+                &["a", "w", "c"],
+                &["y"],
+                vec![("transB", Attr::Int(1))],
+            );
+        let y = g.run1("y");
+        assert_eq!(y.dims(), [m, n]);
+        let want: Vec<f64> = (0..m * n)
+            .map(|i| {
+                let (r, j) = (i / n, i % n);
+                (0..k)
+                    .map(|t| a[r * k + t] * w[j * k + t] as f64)
+                    .sum::<f64>()
+                    + c[j] as f64
+            })
+            .collect();
+        assert_close(&flat(&y), &want);
+    }
+
+    #[test]
     fn matmul_broadcasts_batches_and_vectors() {
         // [2, 1, 2] x [2, 2] (broadcast) and [2] x [2, 2, 1] (vector lhs)
         let mut g = G::new();
