@@ -242,34 +242,45 @@ mod tests {
 
     #[test]
     fn gemm_of_few_rows_by_a_large_weight_splits_its_columns() {
-        // 2 x 1024 times a 1025 x 1024 weight (transB): over the split threshold, with an odd
-        // column count so that the shares differ
+        // 2 x 1024 times a weight of 1024 x 1025 (stored transposed, transB, or as it is): over
+        // the split threshold, with an odd column count so that the shares differ
         let (m, k, n) = (2usize, 1024usize, 1025usize);
         let a: Vec<f64> = (0..m * k).map(|i| (i % 17) as f64 * 0.25 - 2.0).collect();
-        let w: Vec<f32> = (0..n * k).map(|i| (i % 13) as f32 * 0.5 - 3.0).collect();
+        // B[t, j], the weight as the product reads it
+        let b = |t: usize, j: usize| ((t * n + j) % 13) as f32 * 0.5 - 3.0;
         let c: Vec<f32> = (0..n).map(|j| j as f32).collect();
-        let mut g = G::new();
-        g.input("a", &[m, k], a.clone())
-            .init("w", &[n as u64, k as u64], w.clone())
-            .init("c", &[n as u64], c.clone())
-            .node(
-                "Gemm",
-                &["a", "w", "c"],
-                &["y"],
-                vec![("transB", Attr::Int(1))],
-            );
-        let y = g.run1("y");
-        assert_eq!(y.dims(), [m, n]);
         let want: Vec<f64> = (0..m * n)
             .map(|i| {
                 let (r, j) = (i / n, i % n);
-                (0..k)
-                    .map(|t| a[r * k + t] * w[j * k + t] as f64)
-                    .sum::<f64>()
-                    + c[j] as f64
+                (0..k).map(|t| a[r * k + t] * b(t, j) as f64).sum::<f64>() + c[j] as f64
             })
             .collect();
-        assert_close(&flat(&y), &want);
+        for trans_b in [true, false] {
+            let (dims, w): (Vec<u64>, Vec<f32>) = if trans_b {
+                (
+                    vec![n as u64, k as u64],
+                    (0..n * k).map(|i| b(i % k, i / k)).collect(),
+                )
+            } else {
+                (
+                    vec![k as u64, n as u64],
+                    (0..k * n).map(|i| b(i / n, i % n)).collect(),
+                )
+            };
+            let mut g = G::new();
+            g.input("a", &[m, k], a.clone())
+                .init("w", &dims, w)
+                .init("c", &[n as u64], c.clone())
+                .node(
+                    "Gemm",
+                    &["a", "w", "c"],
+                    &["y"],
+                    vec![("transB", Attr::Int(i64::from(trans_b)))],
+                );
+            let y = g.run1("y");
+            assert_eq!(y.dims(), [m, n]);
+            assert_close(&flat(&y), &want);
+        }
     }
 
     #[test]
