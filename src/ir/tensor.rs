@@ -111,9 +111,7 @@ impl Tensor {
             }
         }
     }
-}
 
-impl Tensor {
     /// Visits the values of a float tensor in order, a chunk at a time (the index of the chunk's
     /// first value, the values), without holding them all: what reads a large weight once.
     /// `None` when the tensor is not float, or its data cannot be read.
@@ -126,18 +124,14 @@ impl Tensor {
         }
         let n = usize::try_from(self.numel()?).ok()?;
         let len = self.dtype.bytes_for(n as u64)?;
-        let mut chunk = Values::Float(Vec::new());
+        let width = usize::try_from(self.dtype.bytes_for(1)?).ok()?;
+        let mut chunk: Vec<f64> = Vec::new();
         let mut start = 0;
         let mut visit = |b: &[u8]| {
-            if let Values::Float(v) = &mut chunk {
-                v.clear();
-            }
-            decode_le_into(self.dtype, b, &mut chunk)?;
-            let Values::Float(v) = &chunk else {
-                return None;
-            };
-            f(start, v);
-            start += v.len();
+            chunk.resize(b.len() / width, 0.0);
+            decode_float_into(self.dtype, b, &mut chunk)?;
+            f(start, &chunk);
+            start += chunk.len();
             Some(())
         };
         match &self.data {
@@ -322,16 +316,12 @@ fn decode_le_into(dtype: DType, b: &[u8], out: &mut Values) -> Option<()> {
         }
         (DType::I8, Values::Int(v)) => v.extend(b.iter().map(|&c| c as i8 as i64)),
         (DType::U8 | DType::Bool, Values::Int(v)) => v.extend(b.iter().map(|&c| c as i64)),
-        (DType::F32, Values::Float(v)) => {
-            v.extend(chunks::<4>(b)?.map(|c| f32::from_le_bytes(c) as f64))
+        (DType::F32 | DType::F64 | DType::F16 | DType::BF16, Values::Float(v)) => {
+            let width = usize::try_from(dtype.bytes_for(1)?).ok()?;
+            let at = v.len();
+            v.resize(at + b.len() / width, 0.0);
+            decode_float_into(dtype, b, &mut v[at..])?;
         }
-        (DType::F64, Values::Float(v)) => v.extend(chunks::<8>(b)?.map(f64::from_le_bytes)),
-        (DType::F16, Values::Float(v)) => {
-            v.extend(chunks::<2>(b)?.map(|c| f16_to_f64(u16::from_le_bytes(c))))
-        }
-        (DType::BF16, Values::Float(v)) => v.extend(
-            chunks::<2>(b)?.map(|c| f32::from_bits((u16::from_le_bytes(c) as u32) << 16) as f64),
-        ),
         _ => return None,
     }
     Some(())
