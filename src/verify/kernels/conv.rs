@@ -507,6 +507,12 @@ fn tile_len(k: usize, p: usize) -> usize {
     fit.min(p.div_ceil(cores)).max(1)
 }
 
+/// The input row or column that output position `o` reads under kernel tap `k` (stride `s`,
+/// dilation `d`, leading pad `pad`), if it is inside the input's `len`.
+fn src(o: usize, k: usize, s: usize, d: usize, pad: usize, len: usize) -> Option<usize> {
+    (o * s + k * d).checked_sub(pad).filter(|&i| i < len)
+}
+
 /// The output columns `lo..hi` whose tap at offset `off` (`kx · dilation`) reads inside a row of
 /// `wd` inputs: `ox · stride + off - pad` in `0..wd`, for `ox` in `0..wo`.
 fn inside(off: usize, pad: usize, stride: usize, wd: usize, wo: usize) -> (usize, usize) {
@@ -541,7 +547,7 @@ fn im2col(x: &[f64], g: &Geometry, [_, wo]: [usize; 2], p0: usize, col: &mut [f6
                     let (oy, ox0) = (pos / wo, pos % wo);
                     let run = (wo - ox0).min(len - i);
                     let seg = &mut row[i..i + run];
-                    let iy = (oy * sh + ky * dh).checked_sub(pt).filter(|&iy| iy < h);
+                    let iy = src(oy, ky, sh, dh, pt, h);
                     match iy {
                         None => seg.fill(0.0),
                         Some(iy) => {
@@ -601,10 +607,6 @@ fn conv2d_tiled(
     let [pt, pl, _, _] = g.pads;
     let [sh, sw] = g.strides;
     let [dh, dw] = g.dilations;
-    // input row/column of output position o and kernel tap k, if inside the input
-    let src = |o: usize, k: usize, s: usize, d: usize, pad: usize, len: usize| -> Option<usize> {
-        (o * s + k * d).checked_sub(pad).filter(|&i| i < len)
-    };
     if cg == 1 {
         // depthwise: each output channel reads one input channel; the channels in parallel, and
         // each tap's row split into the padding (skipped) and the columns inside the input
