@@ -8,7 +8,7 @@
 //! modelled: this is the peak of a plain executor that frees each tensor after its last use.
 
 use super::fact::Fact;
-use super::ops::{lookup, Outputs};
+use super::ops::{def_of, Outputs};
 use crate::ir::{Dim, Graph, NodeId, ValueId};
 
 /// The inference peak and where it happens.
@@ -33,7 +33,7 @@ pub enum PeakError {
 }
 
 fn outputs_of(node: &crate::ir::Node) -> Outputs {
-    lookup(&node.domain, &node.op_type).map_or(Outputs::Computed, |d| d.outputs)
+    def_of(node).map_or(Outputs::Computed, |d| d.outputs)
 }
 
 /// Values computed from stored tensors alone (initializers, `Constant`s, and nodes reading only

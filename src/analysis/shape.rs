@@ -602,7 +602,7 @@ fn trace(
     if let Some((n, _)) = val.producer {
         let node = &g.nodes[n];
         let reads_shape = matches!(
-            ops::lookup(&node.domain, &node.op_type).map(|d| d.outputs),
+            ops::def_of(node).map(|d| d.outputs),
             Some(ops::Outputs::ShapeOnly)
         );
         for &i in node.inputs.iter().flatten() {

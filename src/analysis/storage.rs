@@ -6,7 +6,7 @@
 //! unless it feeds a BatchNorm's mean or variance (a buffer) or only feeds inputs that are never
 //! weights (a reshape target, resize scales, clip bounds...). Everything else is a constant.
 
-use super::ops::{lookup, SlotRole};
+use super::ops::{def_of, SlotRole};
 use crate::ir::{DType, Graph, Tensor, ValueId, Values};
 
 /// The role of a stored tensor.
@@ -19,8 +19,7 @@ pub enum Role {
 
 /// The role the registry gives input `slot` of a node (unknown ops: data).
 fn slot_role(graph: &Graph, node: usize, slot: usize) -> SlotRole {
-    let n = &graph.nodes[node];
-    lookup(&n.domain, &n.op_type).map_or(SlotRole::Data, |d| d.slots.role(slot))
+    def_of(&graph.nodes[node]).map_or(SlotRole::Data, |d| d.slots.role(slot))
 }
 
 /// Classifies the stored tensor (initializer or `Constant` output) of value `id`, of the given
@@ -69,8 +68,7 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
 }
 
 fn is(graph: &Graph, n: usize, name: &str) -> bool {
-    let node = &graph.nodes[n];
-    lookup(&node.domain, &node.op_type).is_some_and(|d| d.name == name && d.domain.is_empty())
+    def_of(&graph.nodes[n]).is_some_and(|d| d.name == name && d.domain.is_empty())
 }
 
 /// Whether node `n`'s first output is read by a `DequantizeLinear` as its data.

@@ -61,6 +61,22 @@ pub struct Node {
     /// `None` for an omitted optional output.
     pub outputs: Vec<Option<ValueId>>,
     pub attrs: Attrs,
+    /// The op registry's entry for this node, found by name once, on first use
+    /// (`analysis::ops::def_of`; the IR does not know the registry). Every later stage reads it by
+    /// index: no op is looked up by its name again.
+    pub resolved: Resolved,
+}
+
+/// A node's registry position, resolved once (see [`Node::resolved`]). A node's op type and domain
+/// are not changed after it is built, so the resolution cannot go stale.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved(std::sync::OnceLock<Option<u16>>);
+
+impl Resolved {
+    /// The position, resolved by `find` on first use.
+    pub fn get_or_init(&self, find: impl FnOnce() -> Option<u16>) -> Option<u16> {
+        *self.0.get_or_init(find)
+    }
 }
 
 impl Node {
@@ -228,6 +244,7 @@ impl GraphBuilder {
             inputs,
             outputs,
             attrs,
+            resolved: Resolved::default(),
         });
     }
 

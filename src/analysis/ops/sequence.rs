@@ -185,6 +185,7 @@ mod tests {
                 inputs: Vec::new(),
                 outputs: Vec::new(),
                 attrs: Attrs::default(),
+                resolved: Default::default(),
             };
             assert!(lookup("", op).is_some(), "{op}");
             assert!(!matches!(parse(&node, 17), Op::Opaque), "{op}");
