@@ -58,21 +58,66 @@ impl From<Verdict> for ExitStatus {
     }
 }
 
-/// A command's result: the text for standard output, lines for standard error, and its verdict.
+/// A command's result: what it writes on standard output, lines for standard error, and its
+/// verdict.
 #[derive(Debug)]
 pub struct Outcome {
-    pub text: String,
+    pub body: Body,
     pub stderr: Vec<String>,
     pub verdict: Verdict,
+}
+
+/// What a command writes on standard output.
+pub enum Body {
+    Text(String),
+    /// Written as it is rendered (the rows of a 100,000-layer table go out one by one); it owns
+    /// what it renders.
+    Stream(Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>),
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Body::Text(t) => f.debug_tuple("Text").field(t).finish(),
+            Body::Stream(_) => f.write_str("Stream(..)"),
+        }
+    }
 }
 
 impl Outcome {
     pub fn new(text: String, verdict: Verdict) -> Outcome {
         Outcome {
-            text,
+            body: Body::Text(text),
             stderr: Vec::new(),
             verdict,
         }
+    }
+
+    /// Output written as it is rendered, and nothing that fails.
+    pub fn streamed(
+        write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send + 'static,
+    ) -> Outcome {
+        Outcome {
+            body: Body::Stream(Box::new(write)),
+            stderr: Vec::new(),
+            verdict: Verdict::Clean,
+        }
+    }
+
+    /// Writes the output to `out`.
+    pub fn write_body(self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match self.body {
+            Body::Text(t) => out.write_all(t.as_bytes()),
+            Body::Stream(write) => write(out),
+        }
+    }
+
+    /// The output as text (embedders and tests; `nnlint` itself writes it as it comes).
+    pub fn text(self) -> String {
+        let mut out = Vec::new();
+        self.write_body(&mut out)
+            .expect("writing to memory does not fail");
+        String::from_utf8(out).expect("the output is text")
     }
 
     /// Output and nothing that fails.

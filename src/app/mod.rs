@@ -14,7 +14,7 @@ mod terminal;
 
 use std::io::Write;
 
-pub use exit::{ExitStatus, Outcome, Verdict};
+pub use exit::{Body, ExitStatus, Outcome, Verdict};
 
 use cli::{Cli, Command};
 
@@ -31,8 +31,9 @@ pub fn run(cli: Cli) -> ExitStatus {
             for line in outcome.stderr.iter().filter(|l| keep(l)) {
                 eprintln!("{line}");
             }
-            match emit(&outcome.text) {
-                Ok(()) => ExitStatus::from(outcome.verdict),
+            let verdict = outcome.verdict;
+            match emit(outcome) {
+                Ok(()) => ExitStatus::from(verdict),
                 Err(e) => {
                     eprintln!("nnlint: error: writing output: {e}");
                     ExitStatus::Error
@@ -63,10 +64,11 @@ pub fn execute(cli: &Cli) -> crate::Result<Outcome> {
     }
 }
 
-/// Writes to stdout; a closed pipe (`nnlint mem m.onnx | head`) is a normal end.
-fn emit(text: &str) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+/// Writes to stdout (through one 64 KiB buffer); a closed pipe (`nnlint mem m.onnx | head`) is a
+/// normal end.
+fn emit(outcome: Outcome) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match outcome.write_body(&mut out).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }

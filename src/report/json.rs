@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use std::io::Write;
+
 use serde::Serialize;
 
 use super::MemView;
@@ -75,7 +77,7 @@ struct Report<'a> {
     format: Format,
     batch: Option<u64>,
     dims: &'a BTreeMap<String, i64>,
-    layers: Vec<LayerJson<'a>>,
+    layers: Layers<'a>,
     totals: TotalsJson,
     peak: Option<PeakJson<'a>>,
     unknown_ops: &'a [UnknownOp],
@@ -258,39 +260,51 @@ fn quantity(d: Option<&Dim>) -> (Option<u64>, Option<String>) {
     }
 }
 
+/// The layer rows, each made into its JSON object as it is written.
+struct Layers<'a>(&'a [(&'a crate::analysis::Layer, f64)]);
+
+impl Serialize for Layers<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|&(l, share)| layer_json(l, share)))
+    }
+}
+
+fn layer_json(l: &crate::analysis::Layer, share: f64) -> LayerJson<'_> {
+    let (activation_bytes, activation_bytes_expr) = quantity(l.activation_bytes.as_ref());
+    let (macs, macs_expr) = quantity(l.macs.as_ref());
+    LayerJson {
+        name: &l.name,
+        op: &l.op,
+        output_shapes: l
+            .output_shapes
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.iter().map(dim_json).collect()))
+            .collect(),
+        params: l.params,
+        param_bytes: l.param_bytes,
+        buffers: l.buffers,
+        buffer_bytes: l.buffer_bytes,
+        activation_bytes,
+        activation_bytes_expr,
+        macs,
+        macs_expr,
+        share: (share * 1e6).round() / 1e6,
+        folded: l.folded,
+        saved_bytes: l.saved_bytes,
+        gradient_bytes: l.gradient_bytes,
+        depth: l.depth,
+        branch: l.branch.as_deref(),
+    }
+}
+
 pub fn render(view: &MemView) -> String {
+    super::to_string(|out| write(view, out))
+}
+
+/// [`render`], written to `out` as it is serialised (the layers one by one).
+pub fn write(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let r = view.report;
-    let layers = view
-        .rows
-        .iter()
-        .map(|(l, share)| {
-            let (activation_bytes, activation_bytes_expr) = quantity(l.activation_bytes.as_ref());
-            let (macs, macs_expr) = quantity(l.macs.as_ref());
-            LayerJson {
-                name: &l.name,
-                op: &l.op,
-                output_shapes: l
-                    .output_shapes
-                    .iter()
-                    .map(|s| s.as_ref().map(|s| s.iter().map(dim_json).collect()))
-                    .collect(),
-                params: l.params,
-                param_bytes: l.param_bytes,
-                buffers: l.buffers,
-                buffer_bytes: l.buffer_bytes,
-                activation_bytes,
-                activation_bytes_expr,
-                macs,
-                macs_expr,
-                share: (share * 1e6).round() / 1e6,
-                folded: l.folded,
-                saved_bytes: l.saved_bytes,
-                gradient_bytes: l.gradient_bytes,
-                depth: l.depth,
-                branch: l.branch.as_deref(),
-            }
-        })
-        .collect();
+    let layers = Layers(&view.rows);
     let t = &r.totals;
     let (activation_bytes, activation_bytes_expr) = quantity(t.activation_bytes.as_ref());
     let (macs, macs_expr) = quantity(t.macs.as_ref());
@@ -399,7 +413,8 @@ pub fn render(view: &MemView) -> String {
         inference: r.llm.as_ref().and_then(|l| l.inference.as_ref()),
         llm: r.llm.as_ref(),
     };
-    let mut s = serde_json::to_string_pretty(&report).expect("the report serialises");
-    s.push('\n');
-    s
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut out, &report)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }

@@ -216,20 +216,26 @@ impl<'a> MemView<'a> {
 
 /// Renders output shapes as `[1,64,112,112]`, several separated by spaces, `?` when unknown.
 pub fn shapes_text(shapes: &[Option<Vec<Dim>>]) -> String {
+    let mut out = String::with_capacity(24 * shapes.len().max(1));
+    write_shapes(&mut out, shapes);
+    out
+}
+
+/// [`shapes_text`], appended to `out`.
+pub fn write_shapes(out: &mut String, shapes: &[Option<Vec<Dim>>]) {
     if shapes.is_empty() {
-        return "-".into();
+        out.push('-');
+        return;
     }
-    let mut out = String::with_capacity(24 * shapes.len());
     for (i, s) in shapes.iter().enumerate() {
         if i > 0 {
             out.push(' ');
         }
         match s {
-            Some(s) => crate::ir::write_shape(&mut out, s),
+            Some(s) => crate::ir::write_shape(out, s),
             None => out.push('?'),
         }
     }
-    out
 }
 
 /// Renders a report in the chosen format.
@@ -245,22 +251,53 @@ pub fn render_mem_from(
     opts: ViewOptions,
     source: Option<&crate::load::hub::Snapshot>,
 ) -> String {
+    to_string(|out| write_mem(report, format, opts, source, out))
+}
+
+/// [`render_mem_from`], written to `out` as it is rendered: the rows of a table, CSV or JSON
+/// document go out one by one, and the whole document is never held as one text.
+pub fn write_mem(
+    report: &MemReport,
+    format: MemFormat,
+    opts: ViewOptions,
+    source: Option<&crate::load::hub::Snapshot>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     match format {
-        MemFormat::Table => table::render(&MemView::new(report, opts)),
-        MemFormat::Markdown => table::render_markdown(&MemView::new(report, opts)),
-        MemFormat::Csv => {
-            table::render_csv(&MemView::new(report, ViewOptions { all: true, ..opts }))
+        MemFormat::Table => table::write(&MemView::new(report, opts), out),
+        MemFormat::Markdown => {
+            out.write_all(table::render_markdown(&MemView::new(report, opts)).as_bytes())
         }
-        MemFormat::Json => json::render(&MemView {
-            source,
-            ..MemView::new(report, ViewOptions { all: true, ..opts })
-        }),
-        MemFormat::Html => html::render(&html::Page {
-            mem: report,
-            training_missing: Some("add --train for the memory of a training step".into()),
-            fit: None,
-            lint: None,
-            rewrite: None,
-        }),
+        MemFormat::Csv => table::write_csv(
+            &MemView::new(report, ViewOptions { all: true, ..opts }),
+            out,
+        ),
+        MemFormat::Json => json::write(
+            &MemView {
+                source,
+                ..MemView::new(report, ViewOptions { all: true, ..opts })
+            },
+            out,
+        ),
+        MemFormat::Html => out.write_all(
+            html::render(&html::Page {
+                mem: report,
+                training_missing: Some("add --train for the memory of a training step".into()),
+                fit: None,
+                lint: None,
+                rewrite: None,
+            })
+            .as_bytes(),
+        ),
     }
+}
+
+/// What a writer of text writes, as a string (the renderers that return text are their writers
+/// run into memory).
+pub(crate) fn to_string(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> String {
+    let mut out = Vec::new();
+    write(&mut out).expect("writing to memory does not fail");
+    String::from_utf8(out).expect("the renderers write text")
 }

@@ -1,7 +1,10 @@
 //! The memory table as aligned text, Markdown and CSV.
 
-use super::units::{bytes, count, dim_bytes, dim_count, percent};
-use super::{shapes_text, MemView};
+use super::units::{
+    bytes, count, dim_bytes, dim_count, write_bytes, write_count, write_dim_bytes, write_dim_count,
+    write_percent,
+};
+use super::{write_shapes, MemView};
 use crate::analysis::{Format, Layer, MemReport};
 use crate::util::table::{Align, Table};
 
@@ -35,75 +38,64 @@ fn per_layer_training(r: &MemReport) -> bool {
     r.training.is_some() && !matches!(r.format, Format::Checkpoint | Format::Gguf)
 }
 
-fn opt_bytes(b: Option<u64>) -> String {
-    match b {
-        Some(0) | None => "-".into(),
-        Some(b) => bytes(b),
-    }
-}
-
-/// Cells of one row, formatted for people.
-fn cells(view: &MemView) -> Vec<Vec<String>> {
+/// The layer rows' cells, formatted for people, written into `t` in place.
+fn fill(view: &MemView, t: &mut Table) {
     let training = per_layer_training(view.report);
     let width = headers(view).len();
-    let mut out = Vec::new();
     let mut last_branch: Option<&str> = None;
     for (l, share) in &view.rows {
         // a subgraph's rows: a label line, then the nodes indented under their control-flow node
         if l.branch.as_deref() != last_branch {
             if let Some(b) = &l.branch {
-                let mut label = vec![format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1))];
-                label.resize(width, String::new());
-                out.push(label);
+                t.start_row();
+                t.cell(&format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1)));
+                for _ in 1..width {
+                    t.cell("");
+                }
             }
             last_branch = l.branch.as_deref();
         }
-        out.push(cell_row(l, *share, view, training));
+        cell_row(t, l, *share, view, training);
     }
-    out
 }
 
-fn cell_row(l: &Layer, share: f64, view: &MemView, training: bool) -> Vec<String> {
-    {
-        {
-            let mut row = vec![
-                if l.depth == 0 {
-                    l.name.clone()
-                } else {
-                    format!("{}{}", "  ".repeat(l.depth as usize), l.name)
-                },
-                l.op.clone(),
-                shapes_text(&l.output_shapes),
-                if l.params > 0 {
-                    count(l.params)
-                } else {
-                    "-".into()
-                },
-                if l.param_bytes > 0 {
-                    bytes(l.param_bytes)
-                } else {
-                    "-".into()
-                },
-                match (&l.activation_bytes, view.report.format) {
-                    (_, Format::Safetensors) => "n/a".into(),
-                    (Some(b), _) => dim_bytes(b),
-                    (None, _) => "?".into(),
-                },
-                match (&l.macs, view.report.format) {
-                    (_, Format::Safetensors) => "n/a".into(),
-                    (Some(m), _) if m.as_i64() == Some(0) => "-".into(),
-                    (Some(m), _) => dim_count(m),
-                    (None, _) => "-".into(),
-                },
-            ];
-            if training {
-                row.push(opt_bytes(l.saved_bytes));
-                row.push(opt_bytes(l.gradient_bytes));
+fn cell_row(t: &mut Table, l: &Layer, share: f64, view: &MemView, training: bool) {
+    let dash_or = |n: u64, write: fn(&mut String, u64)| {
+        move |s: &mut String| {
+            if n > 0 {
+                write(s, n);
+            } else {
+                s.push('-');
             }
-            row.push(percent(share, 1.0));
-            row
         }
+    };
+    t.start_row();
+    t.cell_with(|s| {
+        for _ in 0..l.depth {
+            s.push_str("  ");
+        }
+        s.push_str(&l.name);
+    });
+    t.cell(&l.op);
+    t.cell_with(|s| write_shapes(s, &l.output_shapes));
+    t.cell_with(dash_or(l.params, write_count));
+    t.cell_with(dash_or(l.param_bytes, write_bytes));
+    t.cell_with(|s| match (&l.activation_bytes, view.report.format) {
+        (_, Format::Safetensors) => s.push_str("n/a"),
+        (Some(b), _) => write_dim_bytes(s, b),
+        (None, _) => s.push('?'),
+    });
+    t.cell_with(|s| match (&l.macs, view.report.format) {
+        (_, Format::Safetensors) => s.push_str("n/a"),
+        (Some(m), _) if m.as_i64() == Some(0) => s.push('-'),
+        (Some(m), _) => write_dim_count(s, m),
+        (None, _) => s.push('-'),
+    });
+    if training {
+        t.cell_with(dash_or(l.saved_bytes.unwrap_or(0), write_bytes));
+        t.cell_with(dash_or(l.gradient_bytes.unwrap_or(0), write_bytes));
     }
+    t.cell_with(|s| write_percent(s, share, 1.0));
 }
 
 /// `(label, value, detail)` lines of the training step, which add up to the total.
@@ -644,24 +636,27 @@ fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
     )
     .squeeze_column(0)
     .optional_columns(&optional);
-    for row in cells(view) {
-        t.push(row);
-    }
+    fill(view, &mut t);
     t
 }
 
 /// Aligned text for a terminal.
 pub fn render(view: &MemView) -> String {
-    let mut out = format!("{}\n\n", heading(view.report));
+    super::to_string(|out| write(view, out))
+}
+
+/// [`render`], written to `out`: the layer table line by line.
+pub fn write(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    writeln!(out, "{}\n", heading(view.report))?;
     // `--top 0`: the totals only
     if !view.rows.is_empty() || view.hidden == 0 {
-        out.push_str(&layer_table(view, headers(view)).render_fitting(view.width));
-        out.push('\n');
+        layer_table(view, headers(view)).write_fitting(view.width, out)?;
+        out.write_all(b"\n")?;
     }
-    out.push_str(&aligned(&totals_lines(view.report)));
+    let mut rest = aligned(&totals_lines(view.report));
     if let Some(h) = training_heading(view.report) {
-        out.push_str(&format!("\n{h}\n"));
-        out.push_str(&aligned(&training_lines(view.report)));
+        rest.push_str(&format!("\n{h}\n"));
+        rest.push_str(&aligned(&training_lines(view.report)));
     }
     let mut tail = String::new();
     trailer(view, &mut tail, "");
@@ -671,10 +666,10 @@ pub fn render(view: &MemView) -> String {
         }
     }
     if !tail.is_empty() {
-        out.push('\n');
-        out.push_str(&tail);
+        rest.push('\n');
+        rest.push_str(&tail);
     }
-    out
+    out.write_all(rest.as_bytes())
 }
 
 /// `label  value  detail` lines with labels left- and values right-aligned.
@@ -723,20 +718,14 @@ pub fn render_markdown(view: &MemView) -> String {
         .map(|(i, h)| (md_escape(h), if i < 3 { Align::Left } else { Align::Right }))
         .collect();
     let mut t = Table::new(headers);
-    for row in cells(view) {
-        t.push(
-            row.iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    if i < 3 {
-                        format!("`{}`", md_escape(c))
-                    } else {
-                        md_escape(c)
-                    }
-                })
-                .collect(),
-        );
-    }
+    fill(view, &mut t);
+    let t = t.map_cells(|i, c| {
+        if i < 3 {
+            format!("`{}`", md_escape(c))
+        } else {
+            md_escape(c)
+        }
+    });
     out.push_str(&t.render_markdown());
     out.push_str("\n| total | | |\n|---|---:|---|\n");
     for (label, value, detail) in totals_lines(view.report) {
@@ -770,11 +759,11 @@ pub fn render_markdown(view: &MemView) -> String {
     out
 }
 
-fn csv_field(s: &str) -> String {
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {
-        s.to_string()
+        s.into()
     }
 }
 
@@ -783,46 +772,58 @@ fn csv_field(s: &str) -> String {
 /// training step as `item,bytes` rows (the peak's parts, which add up to `total_bytes`). The last
 /// two columns, `folded` and `depth`, say which rows the totals add (`false`, `0`).
 pub fn render_csv(view: &MemView) -> String {
+    super::to_string(|out| write_csv(view, out))
+}
+
+/// [`render_csv`], written to `out` row by row.
+pub fn write_csv(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use std::fmt::Write;
     let training = view.report.training.as_ref();
-    let mut out = String::from(
+    let mut buf = String::from(
         "name,op,output_shapes,params,param_bytes,buffers,buffer_bytes,activation_bytes,macs,share",
     );
     if training.is_some() {
-        out.push_str(",saved_bytes,gradient_bytes");
+        buf.push_str(",saved_bytes,gradient_bytes");
     }
     // the rows the table hides (folded shape computations) and the nodes of control-flow
     // subgraphs, whose costs are in their node's row: the totals add `folded=false, depth=0`
-    out.push_str(",folded,depth");
-    out.push('\n');
+    buf.push_str(",folded,depth");
+    buf.push('\n');
     let opt = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
+    let mut shapes = String::new();
     for (l, share) in &view.rows {
-        let mut fields = vec![
-            l.name.clone(),
-            l.op.clone(),
-            shapes_text(&l.output_shapes),
-            l.params.to_string(),
-            l.param_bytes.to_string(),
-            l.buffers.to_string(),
-            l.buffer_bytes.to_string(),
-            l.activation_bytes
-                .as_ref()
-                .map_or(String::new(), |d| d.to_string()),
-            l.macs.as_ref().map_or(String::new(), |d| d.to_string()),
-            format!("{share:.6}"),
-        ];
-        if training.is_some() {
-            fields.push(opt(l.saved_bytes));
-            fields.push(opt(l.gradient_bytes));
+        shapes.clear();
+        write_shapes(&mut shapes, &l.output_shapes);
+        buf.push_str(&csv_field(&l.name));
+        buf.push(',');
+        buf.push_str(&csv_field(&l.op));
+        buf.push(',');
+        buf.push_str(&csv_field(&shapes));
+        let _ = write!(
+            buf,
+            ",{},{},{},{},",
+            l.params, l.param_bytes, l.buffers, l.buffer_bytes
+        );
+        if let Some(d) = &l.activation_bytes {
+            buf.push_str(&csv_field(&d.to_string()));
         }
-        fields.push(l.folded.to_string());
-        fields.push(l.depth.to_string());
-        let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-        out.push_str(&row.join(","));
-        out.push('\n');
+        buf.push(',');
+        if let Some(d) = &l.macs {
+            buf.push_str(&csv_field(&d.to_string()));
+        }
+        let _ = write!(buf, ",{share:.6}");
+        if training.is_some() {
+            let _ = write!(buf, ",{},{}", opt(l.saved_bytes), opt(l.gradient_bytes));
+        }
+        let _ = writeln!(buf, ",{},{}", l.folded, l.depth);
+        if buf.len() >= 1 << 16 {
+            out.write_all(buf.as_bytes())?;
+            buf.clear();
+        }
     }
     if let Some(t) = training {
         let p = &t.peak;
-        out.push_str("\nitem,bytes\n");
+        buf.push_str("\nitem,bytes\n");
         for (item, v) in [
             ("weights_bytes", p.weights_bytes),
             ("gradient_bytes", p.gradient_bytes),
@@ -834,9 +835,9 @@ pub fn render_csv(view: &MemView) -> String {
             ("total_bytes", t.total_bytes),
             ("host_bytes", t.host_bytes),
         ] {
-            out.push_str(&format!("{item},{v}\n"));
+            let _ = writeln!(buf, "{item},{v}");
         }
-        out.push_str(&format!("lower_bound,{}\n", t.lower_bound));
+        let _ = writeln!(buf, "lower_bound,{}", t.lower_bound);
     }
-    out
+    out.write_all(buf.as_bytes())
 }

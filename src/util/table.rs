@@ -11,11 +11,22 @@ pub enum Align {
 }
 
 /// A table: optional headers, one alignment per column, rows of text cells.
+///
+/// The cells are held in one string (`text`, each cell's end in `ends`), and the columns' widths
+/// are kept as rows come: a table of 100,000 rows is three allocations, not 800,000 strings, and
+/// is written line by line ([`Table::write_fitting`]) without becoming a second whole text.
 #[derive(Clone, Debug, Default)]
 pub struct Table {
     headers: Option<Vec<String>>,
     align: Vec<Align>,
-    rows: Vec<Vec<String>>,
+    /// Every cell's text, one after another.
+    text: String,
+    /// Where each cell ends in `text`.
+    ends: Vec<usize>,
+    /// Where each row's cells start in `ends`.
+    rows: Vec<usize>,
+    /// Each column's width in characters: the widest of its header and cells so far.
+    widths: Vec<usize>,
     /// The column to shorten (from its end, with `…`) when the table must fit a width.
     squeeze: Option<usize>,
     /// Columns that may be left out to fit a width, the first given up first.
@@ -29,12 +40,22 @@ const COMFORTABLE: usize = 28;
 /// What it keeps at the least.
 const NARROWEST: usize = 8;
 
+/// A cell's width in characters (ASCII, the common case: its bytes).
+fn chars(c: &str) -> usize {
+    if c.is_ascii() {
+        c.len()
+    } else {
+        c.chars().count()
+    }
+}
+
 impl Table {
     /// A table with a header line and a rule under it.
     pub fn new<S: Into<String>>(columns: impl IntoIterator<Item = (S, Align)>) -> Table {
         let (headers, align): (Vec<String>, Vec<Align>) =
             columns.into_iter().map(|(h, a)| (h.into(), a)).unzip();
         Table {
+            widths: headers.iter().map(|h| chars(h)).collect(),
             headers: Some(headers),
             align,
             ..Table::default()
@@ -45,12 +66,47 @@ impl Table {
     pub fn plain(align: &[Align]) -> Table {
         Table {
             align: align.to_vec(),
+            widths: vec![0; align.len()],
             ..Table::default()
         }
     }
 
     pub fn push(&mut self, row: Vec<String>) {
-        self.rows.push(row);
+        self.start_row();
+        for c in &row {
+            self.cell(c);
+        }
+    }
+
+    /// Starts a row; its cells follow ([`Table::cell`], [`Table::cell_with`]).
+    pub fn start_row(&mut self) {
+        self.rows.push(self.ends.len());
+    }
+
+    /// Appends a cell to the row being written.
+    pub fn cell(&mut self, text: &str) {
+        self.cell_with(|s| s.push_str(text));
+    }
+
+    /// Appends a cell that `write` writes in place (no string of its own).
+    pub fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
+        let start = self.text.len();
+        write(&mut self.text);
+        let column = self.ends.len() - self.rows.last().copied().unwrap_or(0);
+        if let Some(w) = self.widths.get_mut(column) {
+            *w = (*w).max(chars(&self.text[start..]));
+        }
+        self.ends.push(self.text.len());
+    }
+
+    /// The cells of row `r`.
+    fn row(&self, r: usize) -> impl Iterator<Item = &str> + '_ {
+        let first = self.rows[r];
+        let last = self.rows.get(r + 1).copied().unwrap_or(self.ends.len());
+        (first..last).map(move |i| {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            &self.text[start..self.ends[i]]
+        })
     }
 
     /// Which column gives up width first when [`Table::render_within`] must shorten the table.
@@ -66,29 +122,18 @@ impl Table {
         self
     }
 
-    fn widths(&self) -> Vec<usize> {
-        let n = self.align.len();
-        let mut w = vec![0usize; n];
-        for row in self.headers.iter().chain(&self.rows) {
-            for (i, c) in row.iter().enumerate().take(n) {
-                let len = if c.is_ascii() {
-                    c.len()
-                } else {
-                    c.chars().count()
-                };
-                w[i] = w[i].max(len);
-            }
-        }
-        w
-    }
-
     /// Appends one aligned line to `out`: cells padded to `width` (truncated with `…` when
     /// longer), trailing blanks trimmed. Writes in place: a table of 100k rows allocates nothing
     /// per cell.
-    fn line(&self, out: &mut String, cells: &[String], width: &[Option<usize>]) {
+    fn line<'c>(
+        &self,
+        out: &mut String,
+        cells: impl Iterator<Item = &'c str>,
+        width: &[Option<usize>],
+    ) {
         let start = out.len();
         let mut first = true;
-        for (i, c) in cells.iter().enumerate().take(width.len()) {
+        for (i, c) in cells.enumerate().take(width.len()) {
             // a column left out to fit the width
             let Some(w) = width[i] else {
                 continue;
@@ -97,12 +142,7 @@ impl Table {
                 out.push_str("  ");
             }
             first = false;
-            // ASCII (the common case): bytes are chars
-            let len = if c.is_ascii() {
-                c.len()
-            } else {
-                c.chars().count()
-            };
+            let len = chars(c);
             let (shown, shown_len) = if len > w {
                 let cut = c
                     .char_indices()
@@ -110,7 +150,7 @@ impl Table {
                     .map_or(c.len(), |(i, _)| i);
                 (&c[..cut], w.saturating_sub(1) + 1)
             } else {
-                (c.as_str(), len)
+                (c, len)
             };
             let truncated = len > w;
             let pad = w.saturating_sub(shown_len);
@@ -142,7 +182,7 @@ impl Table {
 
     /// Aligned text.
     pub fn render(&self) -> String {
-        self.render_with(self.widths().into_iter().map(Some).collect())
+        self.render_fitting(None)
     }
 
     /// Aligned text no wider than `max` characters where it can be: the squeezed column gives way
@@ -150,7 +190,63 @@ impl Table {
     /// line names them; a wider terminal, `COLUMNS` or a pipe shows them), then the squeezed
     /// column goes down to 8 characters. The other columns, the numbers, are never cut.
     pub fn render_within(&self, max: usize) -> String {
-        let natural = self.widths();
+        self.render_fitting(Some(max))
+    }
+
+    /// [`Table::render_within`] a width when there is one (a terminal), else [`Table::render`].
+    pub fn render_fitting(&self, width: Option<usize>) -> String {
+        let mut out = Vec::new();
+        self.write_fitting(width, &mut out)
+            .expect("writing to memory does not fail");
+        String::from_utf8(out).expect("the cells are text")
+    }
+
+    /// [`Table::render_fitting`], written to `out` line by line.
+    pub fn write_fitting(
+        &self,
+        width: Option<usize>,
+        out: &mut dyn std::io::Write,
+    ) -> std::io::Result<()> {
+        let (w, left_out) = match width {
+            Some(max) => self.fit(max),
+            None => (self.widths.iter().copied().map(Some).collect(), Vec::new()),
+        };
+        // lines go out through one buffer, flushed every 64 KiB
+        let mut buf = String::with_capacity(1 << 16);
+        let flush = |buf: &mut String, out: &mut dyn std::io::Write, last: bool| {
+            if last || buf.len() >= 1 << 16 {
+                out.write_all(buf.as_bytes())?;
+                buf.clear();
+            }
+            std::io::Result::Ok(())
+        };
+        if let Some(h) = &self.headers {
+            self.line(&mut buf, h.iter().map(String::as_str), &w);
+            let rule: Vec<String> = w.iter().map(|n| "-".repeat(n.unwrap_or(0))).collect();
+            self.line(&mut buf, rule.iter().map(String::as_str), &w);
+        }
+        for r in 0..self.rows.len() {
+            self.line(&mut buf, self.row(r), &w);
+            flush(&mut buf, out, false)?;
+        }
+        if let Some(max) = width.filter(|_| !left_out.is_empty()) {
+            let names: Vec<&str> = left_out
+                .iter()
+                .filter_map(|&c| self.headers.as_ref().and_then(|h| h.get(c)))
+                .map(String::as_str)
+                .collect();
+            buf.push_str(&format!(
+                "(left out at {max} columns: {})\n",
+                names.join(", ")
+            ));
+        }
+        flush(&mut buf, out, true)
+    }
+
+    /// The widths that fit `max` characters (see [`Table::render_within`]), `None` for a column
+    /// left out, and the columns left out in their order.
+    fn fit(&self, max: usize) -> (Vec<Option<usize>>, Vec<usize>) {
+        let natural = &self.widths;
         let mut w: Vec<Option<usize>> = natural.iter().copied().map(Some).collect();
         let total = |w: &[Option<usize>]| {
             let shown: Vec<usize> = w.iter().flatten().copied().collect();
@@ -181,40 +277,7 @@ impl Table {
             cut(&mut w, COMFORTABLE);
         }
         cut(&mut w, NARROWEST);
-        let mut out = self.render_with(w);
-        if !left_out.is_empty() {
-            let names: Vec<&str> = left_out
-                .iter()
-                .filter_map(|&c| self.headers.as_ref().and_then(|h| h.get(c)))
-                .map(String::as_str)
-                .collect();
-            out.push_str(&format!(
-                "(left out at {max} columns: {})\n",
-                names.join(", ")
-            ));
-        }
-        out
-    }
-
-    /// [`Table::render_within`] a width when there is one (a terminal), else [`Table::render`].
-    pub fn render_fitting(&self, width: Option<usize>) -> String {
-        match width {
-            Some(w) => self.render_within(w),
-            None => self.render(),
-        }
-    }
-
-    fn render_with(&self, w: Vec<Option<usize>>) -> String {
-        let mut out = String::new();
-        if let Some(h) = &self.headers {
-            self.line(&mut out, h, &w);
-            let rule: Vec<String> = w.iter().map(|n| "-".repeat(n.unwrap_or(0))).collect();
-            self.line(&mut out, &rule, &w);
-        }
-        for row in &self.rows {
-            self.line(&mut out, row, &w);
-        }
-        out
+        (w, left_out)
     }
 
     /// A Markdown table (cells as given: the caller escapes and quotes them).
@@ -234,10 +297,33 @@ impl Table {
             })
             .collect();
         out.push_str(&format!("|{}|\n", marks.join("|")));
-        for row in &self.rows {
+        for r in 0..self.rows.len() {
+            let row: Vec<&str> = self.row(r).collect();
             out.push_str(&format!("| {} |\n", row.join(" | ")));
         }
         out
+    }
+
+    /// A copy with every cell passed through `map` (the Markdown table quotes and escapes).
+    pub fn map_cells(&self, map: impl Fn(usize, &str) -> String) -> Table {
+        let mut t = Table {
+            headers: self.headers.clone(),
+            align: self.align.clone(),
+            widths: self.headers.as_ref().map_or_else(
+                || vec![0; self.align.len()],
+                |h| h.iter().map(|h| chars(h)).collect(),
+            ),
+            squeeze: self.squeeze,
+            optional: self.optional.clone(),
+            ..Table::default()
+        };
+        for r in 0..self.rows.len() {
+            t.start_row();
+            for (i, c) in self.row(r).enumerate() {
+                t.cell(&map(i, c));
+            }
+        }
+        t
     }
 }
 

@@ -3,17 +3,25 @@
 
 /// `0 B`, `512 B`, `1.5 KiB`, `97.5 MiB`, `1.21 GiB` (three significant digits).
 pub fn bytes(n: u64) -> String {
+    let mut s = String::with_capacity(12);
+    write_bytes(&mut s, n);
+    s
+}
+
+/// [`bytes`], appended to `out` (a table of 100k rows formats 200k sizes in place).
+pub fn write_bytes(out: &mut String, n: u64) {
+    use std::fmt::Write;
     if n < 1024 {
-        return format!("{n} B");
+        let _ = write!(out, "{n} B");
+    } else if n < 1 << 53 {
+        bytes_exact(out, n);
+    } else {
+        float_bytes(out, n);
     }
-    if n < 1 << 53 {
-        return bytes_exact(n);
-    }
-    float_bytes(n)
 }
 
 /// [`bytes`] through `f64` (exact for every `n` below 2^53, where [`bytes_exact`] answers).
-fn float_bytes(n: u64) -> String {
+fn float_bytes(out: &mut String, n: u64) {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = n as f64;
     let mut unit = "B";
@@ -24,10 +32,9 @@ fn float_bytes(n: u64) -> String {
         v /= 1024.0;
         unit = u;
     }
-    let mut out = sig3(v);
+    sig3(out, v);
     out.push(' ');
     out.push_str(unit);
-    out
 }
 
 /// [`bytes`] for `1024 <= n < 2^53` in integers, the same text as formatting
@@ -35,7 +42,8 @@ fn float_bytes(n: u64) -> String {
 /// `n / 2^(10k)`, rounded to its decimals half to even as `format!("{:.2}")` rounds. A table of
 /// 100k rows formats 200k sizes; float formatting took 5% of `mem` (its exact mode runs
 /// bignum arithmetic).
-fn bytes_exact(n: u64) -> String {
+fn bytes_exact(out: &mut String, n: u64) {
+    use std::fmt::Write;
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut k = 0u32;
     while k < 5 && n >> (10 * (k + 1)) != 0 {
@@ -56,22 +64,34 @@ fn bytes_exact(n: u64) -> String {
     if 2 * r > den || (2 * r == den && q % 2 == 1) {
         q += 1;
     }
-    let mut out = q.to_string();
+    let start = out.len();
+    let _ = write!(out, "{q}");
     if decimals > 0 {
         // v >= 1 (n >= 1024^k), so q >= 10^decimals has a digit before the point
         out.insert(out.len() - decimals as usize, '.');
-        let kept = out.trim_end_matches('0').trim_end_matches('.').len();
-        out.truncate(kept);
+        let kept = out[start..]
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .len();
+        out.truncate(start + kept);
     }
     out.push(' ');
     out.push_str(UNITS[k as usize - 1]);
-    out
 }
 
 /// `0`, `999`, `1.5K`, `25.6M`, `138M`, `4.09G` (three significant digits, SI steps).
 pub fn count(n: u64) -> String {
+    let mut s = String::with_capacity(8);
+    write_count(&mut s, n);
+    s
+}
+
+/// [`count`], appended to `out`.
+pub fn write_count(out: &mut String, n: u64) {
+    use std::fmt::Write;
     if n < 1000 {
-        return n.to_string();
+        let _ = write!(out, "{n}");
+        return;
     }
     let mut v = n as f64;
     let mut unit = "";
@@ -82,40 +102,49 @@ pub fn count(n: u64) -> String {
         v /= 1000.0;
         unit = u;
     }
-    let mut out = sig3(v);
+    sig3(out, v);
     out.push_str(unit);
-    out
 }
 
-/// Three significant digits, without trailing zeros after the point.
-fn sig3(v: f64) -> String {
+/// Three significant digits, without trailing zeros after the point, appended to `out`.
+fn sig3(out: &mut String, v: f64) {
     use std::fmt::Write;
-    // one allocation, room for the unit the callers append (a table of 100k rows formats 300k)
-    let mut s = String::with_capacity(12);
+    let start = out.len();
     let _ = if v >= 100.0 {
-        write!(s, "{v:.0}")
+        write!(out, "{v:.0}")
     } else if v >= 10.0 {
-        write!(s, "{v:.1}")
+        write!(out, "{v:.1}")
     } else {
-        write!(s, "{v:.2}")
+        write!(out, "{v:.2}")
     };
-    if s.contains('.') {
-        let kept = s.trim_end_matches('0').trim_end_matches('.').len();
-        s.truncate(kept);
+    if out[start..].contains('.') {
+        let kept = out[start..]
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .len();
+        out.truncate(start + kept);
     }
-    s
 }
 
 /// A percentage with one decimal, `<0.1%` for tiny non-zero shares.
 pub fn percent(part: f64, total: f64) -> String {
+    let mut s = String::with_capacity(8);
+    write_percent(&mut s, part, total);
+    s
+}
+
+/// [`percent`], appended to `out`.
+pub fn write_percent(out: &mut String, part: f64, total: f64) {
+    use std::fmt::Write;
     if total <= 0.0 {
-        return "-".into();
+        out.push('-');
+        return;
     }
     let p = 100.0 * part / total;
     if p > 0.0 && p < 0.05 {
-        "<0.1%".into()
+        out.push_str("<0.1%");
     } else {
-        format!("{p:.1}%")
+        let _ = write!(out, "{p:.1}%");
     }
 }
 
@@ -157,6 +186,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    fn with(f: fn(&mut String, u64), n: u64) -> String {
+        // written after other text, as a table writes it
+        let mut s = String::from("x");
+        f(&mut s, n);
+        s.split_off(1)
+    }
+
     #[test]
     fn exact_sizes_read_as_the_float_formatting_reads_them() {
         // every n near each unit's boundaries and decimal steps, rounding ties (n·10^d an odd
@@ -168,7 +204,11 @@ mod tests {
                 let at = base * unit;
                 for n in at.saturating_sub(4096)..at + 4096 {
                     if (1024..1 << 53).contains(&n) {
-                        assert_eq!(super::bytes_exact(n), super::float_bytes(n), "{n}");
+                        assert_eq!(
+                            with(super::bytes_exact, n),
+                            with(super::float_bytes, n),
+                            "{n}"
+                        );
                         seen += 1;
                     }
                 }
@@ -176,7 +216,11 @@ mod tests {
             let hi = (unit.saturating_mul(1024)).min(1 << 53) as i64;
             for n in crate::util::rng::integers(u64::from(k), 20_000, unit as i64, hi) {
                 let n = n as u64;
-                assert_eq!(super::bytes_exact(n), super::float_bytes(n), "{n}");
+                assert_eq!(
+                    with(super::bytes_exact, n),
+                    with(super::float_bytes, n),
+                    "{n}"
+                );
             }
         }
         assert!(seen > 100_000);

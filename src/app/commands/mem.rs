@@ -87,19 +87,20 @@ pub fn run(args: &MemArgs) -> Result<Outcome> {
         all: args.all,
         width: super::super::terminal::width(),
     };
-    let outcome = Outcome::clean(report::render_mem_from(
-        &report,
-        args.format,
-        view,
-        model.snapshot(),
-    ));
+    let format = args.format;
+    let warnings = report.warnings.clone();
+    let source = model.snapshot().cloned();
+    // written as it is rendered; the process ends after the output, so the report (a 100k-node
+    // graph's rows) is left to the exit, not freed one row at a time
+    let outcome = Outcome::streamed(move |out| {
+        let report = std::mem::ManuallyDrop::new(report);
+        report::write_mem(&report, format, view, source.as_ref(), out)
+    });
     // the table shows its warnings; the other formats keep them in the data (JSON) or not at all
-    let outcome = if args.format == report::MemFormat::Table {
+    let outcome = if format == report::MemFormat::Table {
         outcome
     } else {
-        outcome.warn(&args.model, &report.warnings)
+        outcome.warn(&args.model, &warnings)
     };
-    // as for `loaded`: a 100k-node graph's rows are freed by the exit, not one by one
-    std::mem::forget(report);
     Ok(outcome.chosen(chosen))
 }
