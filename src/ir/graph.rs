@@ -303,19 +303,39 @@ impl GraphBuilder {
             }
         }
         let order = topo_order(g, &producer)?;
-        let mut new_index = vec![0; g.nodes.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new;
+        // a file whose nodes are already in order (the common case) keeps its array as it is
+        if order.iter().enumerate().any(|(new, &old)| new != old) {
+            let mut new_index = vec![0; g.nodes.len()];
+            for (new, &old) in order.iter().enumerate() {
+                new_index[old] = new;
+            }
+            let mut old_nodes: Vec<Option<Node>> =
+                std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
+            g.nodes = order
+                .iter()
+                .map(|&i| old_nodes[i].take().expect("each node is placed once"))
+                .collect();
+            for p in producer.iter_mut().flatten() {
+                p.0 = new_index[p.0];
+            }
         }
-        let mut old_nodes: Vec<Option<Node>> =
-            std::mem::take(&mut g.nodes).into_iter().map(Some).collect();
-        g.nodes = order
-            .iter()
-            .map(|&i| old_nodes[i].take().expect("each node is placed once"))
-            .collect();
+        drop(order);
         for (v, p) in producer.into_iter().enumerate() {
-            g.values[v].producer = p.map(|(n, s)| (new_index[n], s));
+            g.values[v].producer = p;
         }
+        // each value's readers in a list of exactly their number: counted first
+        let mut readers = vec![0u32; g.values.len()];
+        for node in &g.nodes {
+            for v in node.inputs.iter().flatten() {
+                readers[*v] = readers[*v].saturating_add(1);
+            }
+        }
+        for (value, &n) in g.values.iter_mut().zip(&readers) {
+            if n > 0 {
+                value.consumers.reserve_exact(n as usize);
+            }
+        }
+        drop(readers);
         for (n, node) in g.nodes.iter().enumerate() {
             for (slot, v) in node.inputs.iter().enumerate() {
                 if let Some(v) = v {
@@ -344,43 +364,72 @@ impl GraphBuilder {
 fn topo_order(g: &Graph, producer: &[Option<(NodeId, usize)>]) -> Result<Vec<NodeId>, String> {
     let n = g.nodes.len();
     let mut indegree = vec![0usize; n];
-    let mut succ: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+    // each node's distinct predecessors, one after another (`starts[i]..starts[i + 1]`): one
+    // array, not a list per node
+    let mut preds_of: Vec<NodeId> = Vec::with_capacity(n);
+    let mut starts: Vec<usize> = Vec::with_capacity(n + 1);
+    starts.push(0);
     for (i, node) in g.nodes.iter().enumerate() {
-        let mut preds: Vec<NodeId> = node
-            .inputs
-            .iter()
-            .flatten()
-            .filter_map(|&v| producer[v].map(|(p, _)| p))
-            .collect();
+        let first = preds_of.len();
+        preds_of.extend(
+            node.inputs
+                .iter()
+                .flatten()
+                .filter_map(|&v| producer[v].map(|(p, _)| p)),
+        );
         // a node reading a value captured by a subgraph also depends on the value's producer
         for (_, sub) in node.attrs.subgraphs() {
             collect_captures(sub, &mut |name| {
                 if let Some(v) = g.value_by_name(name) {
                     if let Some((p, _)) = producer[v] {
-                        preds.push(p);
+                        preds_of.push(p);
                     }
                 }
             });
         }
+        let preds = &mut preds_of[first..];
         preds.sort_unstable();
-        preds.dedup();
-        for p in preds {
-            if p == i {
-                return Err(format!(
-                    "node {} reads its own output (a cycle)",
-                    node.label()
-                ));
+        let mut kept = 0;
+        for k in 0..preds.len() {
+            if k == 0 || preds[k] != preds[kept - 1] {
+                preds[kept] = preds[k];
+                kept += 1;
             }
-            indegree[i] += 1;
-            succ[p].push(i);
+        }
+        preds_of.truncate(first + kept);
+        if preds_of[first..].contains(&i) {
+            return Err(format!(
+                "node {} reads its own output (a cycle)",
+                node.label()
+            ));
+        }
+        indegree[i] = kept;
+        starts.push(preds_of.len());
+    }
+    // successors from the predecessors, in the same layout
+    let mut succ_start = vec![0usize; n + 1];
+    for &p in &preds_of {
+        succ_start[p + 1] += 1;
+    }
+    for i in 0..n {
+        succ_start[i + 1] += succ_start[i];
+    }
+    let mut fill = succ_start.clone();
+    let mut succ_of = vec![0; preds_of.len()];
+    for i in 0..n {
+        for &p in &preds_of[starts[i]..starts[i + 1]] {
+            succ_of[fill[p]] = i;
+            fill[p] += 1;
         }
     }
+    drop((preds_of, starts, fill));
+    let succ = |i: usize| &succ_of[succ_start[i]..succ_start[i + 1]];
     let mut ready: BinaryHeap<Reverse<NodeId>> =
         (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
     let mut order = Vec::with_capacity(n);
     while let Some(Reverse(i)) = ready.pop() {
         order.push(i);
-        for &s in &succ[i] {
+        for &s in succ(i) {
             indegree[s] -= 1;
             if indegree[s] == 0 {
                 ready.push(Reverse(s));
