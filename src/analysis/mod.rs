@@ -444,15 +444,10 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
     if matches!(inf.ops.get(n), Some(ops::Op::Constant(_))) {
         return None;
     }
-    let outs: Vec<&Fact> = node
-        .outputs
-        .iter()
-        .flatten()
-        .map(|&v| &inf.facts[v])
-        .collect();
-    let activation_bytes = outs
-        .iter()
-        .map(|f| f.bytes())
+    let outs = || node.outputs.iter().flatten().map(|&v| &inf.facts[v]);
+    // unknown when any output's size is (then nothing is added), or the sum overflows
+    let activation_bytes = outs()
+        .map(Fact::bytes)
         .collect::<Option<Vec<Dim>>>()
         .and_then(|b| Dim::sum(&b));
     // sorted (the walk goes in node order): a graph of 100k unknown ops stays linear
@@ -461,7 +456,7 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
     Some(Layer {
         name: node.name.clone(),
         op: op_label(&node.domain, &node.op_type),
-        output_shapes: outs.iter().map(|f| f.shape.clone()).collect(),
+        output_shapes: outs().map(|f| f.shape.clone()).collect(),
         params: 0,
         param_bytes: 0,
         buffers: 0,
@@ -472,9 +467,9 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
         gradient_bytes: None,
         // a value known because it is computed from a `--value` input still runs
         folded: !opaque
-            && !outs.is_empty()
+            && outs().next().is_some()
             && (computed_once
-                || (outs.iter().all(|f| f.value.is_some())
+                || (outs().all(|f| f.value.is_some())
                     && node.outputs.iter().flatten().all(|&v| !f.given[v]))),
         depth,
         branch: None,

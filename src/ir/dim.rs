@@ -498,11 +498,17 @@ pub fn shape_to_string(shape: &[Dim]) -> String {
 pub fn write_shape(out: &mut String, shape: &[Dim]) {
     use std::fmt::Write;
     out.push('[');
+    let mut digits = itoa::Buffer::new();
     for (i, d) in shape.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(out, "{d}");
+        match &d.0 {
+            Repr::Known(v) => out.push_str(digits.format(*v)),
+            Repr::Poly(_) => {
+                let _ = write!(out, "{d}");
+            }
+        }
     }
     out.push(']');
 }

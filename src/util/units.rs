@@ -10,9 +10,9 @@ pub fn bytes(n: u64) -> String {
 
 /// [`bytes`], appended to `out` (a table of 100k rows formats 200k sizes in place).
 pub fn write_bytes(out: &mut String, n: u64) {
-    use std::fmt::Write;
     if n < 1024 {
-        let _ = write!(out, "{n} B");
+        out.push_str(itoa::Buffer::new().format(n));
+        out.push_str(" B");
     } else if n < 1 << 53 {
         bytes_exact(out, n);
     } else {
@@ -43,7 +43,6 @@ fn float_bytes(out: &mut String, n: u64) {
 /// 100k rows formats 200k sizes; float formatting took 5% of `mem` (its exact mode runs
 /// bignum arithmetic).
 fn bytes_exact(out: &mut String, n: u64) {
-    use std::fmt::Write;
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut k = 0u32;
     while k < 5 && n >> (10 * (k + 1)) != 0 {
@@ -65,7 +64,7 @@ fn bytes_exact(out: &mut String, n: u64) {
         q += 1;
     }
     let start = out.len();
-    let _ = write!(out, "{q}");
+    out.push_str(itoa::Buffer::new().format(q));
     if decimals > 0 {
         // v >= 1 (n >= 1024^k), so q >= 10^decimals has a digit before the point
         out.insert(out.len() - decimals as usize, '.');
@@ -88,9 +87,8 @@ pub fn count(n: u64) -> String {
 
 /// [`count`], appended to `out`.
 pub fn write_count(out: &mut String, n: u64) {
-    use std::fmt::Write;
     if n < 1000 {
-        let _ = write!(out, "{n}");
+        out.push_str(itoa::Buffer::new().format(n));
         return;
     }
     let mut v = n as f64;
