@@ -376,11 +376,14 @@ fn checkpointed(
         first = s;
     }
     bounds.push((first, n));
+    // the bounds are contiguous and ordered, from node 0 to the last: a bisection
     let segment_of = |node: NodeId| {
-        bounds
-            .iter()
-            .position(|&(a, b)| node >= a && node < b)
-            .unwrap_or(0)
+        let i = bounds.partition_point(|&(_, end)| end <= node);
+        if i < bounds.len() && node >= bounds[i].0 {
+            i
+        } else {
+            0
+        }
     };
     // saved bytes per segment
     let mut seg_saved = vec![0u64; bounds.len()];
@@ -388,22 +391,15 @@ fn checkpointed(
         seg_saved[segment_of(node)] += bytes;
     }
     // boundary tensors: values produced before a segment start and read at or after it
+    // (each counted once: a value produced in one segment and read in a later one; the segments
+    // are contiguous, so this is what checking every later segment's start finds, in one pass
+    // rather than one pass per segment)
     let mut boundary = 0u64;
-    let mut counted = std::collections::HashSet::new();
-    for (seg, &(start, _)) in bounds.iter().enumerate().skip(1) {
-        for (v, val) in graph.values.iter().enumerate() {
-            let Some((p, _)) = val.producer else { continue };
-            if p >= start || counted.contains(&v) {
-                continue;
-            }
-            if val
-                .consumers
-                .iter()
-                .any(|&(c, _)| c >= start && segment_of(c) >= seg)
-            {
-                counted.insert(v);
-                boundary += facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0);
-            }
+    for (v, val) in graph.values.iter().enumerate() {
+        let Some((p, _)) = val.producer else { continue };
+        let made_in = segment_of(p);
+        if val.consumers.iter().any(|&(c, _)| segment_of(c) > made_in) {
+            boundary += facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0);
         }
     }
     let last = *seg_saved.last().unwrap_or(&0);
