@@ -72,8 +72,11 @@ pub enum Body {
     Text(String),
     /// Written as it is rendered (the rows of a 100,000-layer table go out one by one); it owns
     /// what it renders.
-    Stream(Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>),
+    Stream(Writer),
 }
+
+/// A command's output written to standard output as it is rendered.
+pub type Writer = Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>;
 
 impl std::fmt::Debug for Body {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

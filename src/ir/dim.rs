@@ -77,7 +77,9 @@ enum Repr {
     Known(i64),
     /// Sorted by monomial, no zero coefficients, at least one symbol. The constant term has an
     /// empty monomial. Boxed (one pointer): a `Dim` is 16 bytes, not 24, and the shapes of a
-    /// graph of 100,000 nodes are mostly known numbers.
+    /// graph of 100,000 nodes are mostly known numbers. (A `Box<[Term]>` is two words: the `Dim`
+    /// would be 24 bytes again.)
+    #[allow(clippy::box_collection)]
     Poly(Box<Vec<Term>>),
 }
 

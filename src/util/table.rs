@@ -406,6 +406,41 @@ mod tests {
     }
 
     #[test]
+    fn cells_written_in_place_read_as_pushed_ones_and_stream_the_same_lines() {
+        let mut pushed =
+            Table::new([("layer", Align::Left), ("n", Align::Right)]).squeeze_column(0);
+        let mut written = pushed.clone();
+        for (name, n) in [("a", 1u64), ("a·very·long·name", 22), ("short", 333)] {
+            pushed.push(vec![name.into(), n.to_string()]);
+            written.start_row();
+            written.cell(name);
+            written.cell_with(|s| s.push_str(&n.to_string()));
+        }
+        // a row shorter than the columns, and one cell past them (left out)
+        pushed.push(vec!["x".into()]);
+        written.start_row();
+        written.cell("x");
+        written.start_row();
+        written.cell("y");
+        written.cell("4");
+        written.cell("beyond the columns");
+        pushed.push(vec!["y".into(), "4".into()]);
+        for width in [None, Some(12), Some(80)] {
+            let text = pushed.render_fitting(width);
+            assert_eq!(written.render_fitting(width), text, "{width:?}");
+            let mut streamed = Vec::new();
+            written.write_fitting(width, &mut streamed).unwrap();
+            assert_eq!(String::from_utf8(streamed).unwrap(), text, "{width:?}");
+        }
+        assert_eq!(
+            pushed.render(),
+            "layer               n\n----------------  ---\na                   1\na·very·long·name   22\nshort             333\nx\ny                   4\n"
+        );
+        let quoted = pushed.map_cells(|i, c| if i == 0 { format!("`{c}`") } else { c.into() });
+        assert!(quoted.render_markdown().contains("| `short` | 333 |"));
+    }
+
+    #[test]
     fn markdown_marks_alignment() {
         let mut t = Table::new([("a", Align::Left), ("b", Align::Right)]);
         t.push(vec!["x".into(), "1".into()]);
