@@ -322,6 +322,11 @@ impl Context<'_> {
     fn graph_view(&mut self, g: GraphView<'_>, is_subgraph: bool) -> Result<Graph> {
         let name = g.name.unwrap_or_default().to_string();
         let mut b = GraphBuilder::new(name, is_subgraph);
+        // a value per initializer and graph input, and about one per node output
+        b.reserve(
+            g.initializer.len() + g.sparse_initializer.len() + g.input.len() + g.node.len(),
+            g.node.len(),
+        );
         for tp in g.initializer.iter() {
             let tp = tp.map_err(|l| self.lazy_error(l))?;
             let t = self.tensor(&tp, "initializer")?;
