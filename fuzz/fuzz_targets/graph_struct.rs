@@ -411,7 +411,8 @@ fuzz_target!(|spec: Spec| {
             argv.extend(["--batch".into(), b.to_string()]);
         }
         if let Ok(cli) = <nnlint::app::cli::Cli as clap::Parser>::try_parse_from(&argv) {
-            let _ = nnlint::app::execute(&cli);
+            // the output too: a command may return it as a writer that runs only when printed
+            let _ = nnlint::app::execute(&cli).map(nnlint::app::Outcome::text);
         }
     }
 });
