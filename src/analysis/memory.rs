@@ -180,15 +180,33 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
     }
     let bytes = |v: ValueId| size[v].as_ref().and_then(Dim::as_u64).unwrap_or(0);
     let last = last_use(graph);
-    // frees[i]: values whose last use is step i
-    let mut frees: Vec<Vec<ValueId>> = vec![Vec::new(); graph.nodes.len()];
-    for (v, (val, last)) in graph.values.iter().zip(&last).enumerate() {
-        match (val.producer, *last) {
-            (_, Some(l)) if l < graph.nodes.len() => frees[l].push(v),
-            (Some((p, _)), None) => frees[p].push(v),
-            _ => {}
+    // the values whose last use is step i: `freed[starts[i]..starts[i + 1]]`, in value order (one
+    // array, not a list per node)
+    let n_steps = graph.nodes.len();
+    let step_freeing = |v: ValueId| match (graph.values[v].producer, last[v]) {
+        (_, Some(l)) if l < n_steps => Some(l),
+        (Some((p, _)), None) => Some(p),
+        _ => None,
+    };
+    let mut starts = vec![0usize; n_steps + 1];
+    for v in 0..graph.values.len() {
+        if let Some(i) = step_freeing(v) {
+            starts[i + 1] += 1;
         }
     }
+    for i in 0..n_steps {
+        starts[i + 1] += starts[i];
+    }
+    let mut freed = vec![0; starts[n_steps]];
+    let mut fill = starts.clone();
+    for v in 0..graph.values.len() {
+        if let Some(i) = step_freeing(v) {
+            freed[fill[i]] = v;
+            fill[i] += 1;
+        }
+    }
+    drop(fill);
+    let frees = |i: usize| &freed[starts[i]..starts[i + 1]];
     // Replays the schedule up to `stop` (all of it when `None`); returns the peak and its step, and
     // leaves `alive` as it was at step `stop`.
     let replay = |stop: Option<usize>,
@@ -217,7 +235,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
             if stop == Some(n) {
                 break;
             }
-            for &v in &frees[n] {
+            for &v in frees(n) {
                 if alive[v] {
                     alive[v] = false;
                     live -= bytes(v) as u128;

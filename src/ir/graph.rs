@@ -182,10 +182,11 @@ impl GraphBuilder {
         self.graph.values.reserve(values);
         self.graph.nodes.reserve(nodes);
         let (values, hasher) = (&self.graph.values, &self.hasher);
-        self.by_name.reserve(values.capacity() - values.len(), |&id| {
-            use std::hash::BuildHasher;
-            hasher.hash_one(values[id].name.as_str())
-        });
+        self.by_name
+            .reserve(values.capacity() - values.len(), |&id| {
+                use std::hash::BuildHasher;
+                hasher.hash_one(values[id].name.as_str())
+            });
     }
 
     /// The value with this name, created on first use.

@@ -495,16 +495,12 @@ fn liveness(out: &mut String, r: &MemReport) {
     // beyond MAX_BARS steps, a point stands for `per_point` consecutive steps and draws the most
     // live among them (the envelope: the peak stays on the curve)
     let per_point = n.div_ceil(MAX_BARS).max(1);
-    let points: Vec<(usize, &(String, u64))> = curve
-        .chunks(per_point)
-        .enumerate()
-        .map(|(g, group)| {
-            let (k, most) = group
-                .iter()
-                .enumerate()
+    let points: Vec<(usize, (&str, u64))> = (0..n.div_ceil(per_point))
+        .map(|g| {
+            (g * per_point..((g + 1) * per_point).min(n))
+                .map(|k| (k, curve.get(k)))
                 .reduce(|a, b| if b.1 .1 > a.1 .1 { b } else { a })
-                .expect("chunks are not empty");
-            (g * per_point + k, most)
+                .expect("groups are not empty")
         })
         .collect();
     let step = plot_w / points.len() as f64;
@@ -520,8 +516,8 @@ fn liveness(out: &mut String, r: &MemReport) {
     );
     y_axis(out, max, left, top, plot_w, plot_h);
     let mut path = format!("M{:.2},{base:.2}", left + step * 0.5);
-    for (i, (_, (_, b))) in points.iter().enumerate() {
-        let (x, y) = xy(i, *b);
+    for (i, &(_, (_, b))) in points.iter().enumerate() {
+        let (x, y) = xy(i, b);
         let _ = write!(path, " L{x:.2},{y:.2}");
     }
     let _ = write!(
@@ -533,7 +529,7 @@ fn liveness(out: &mut String, r: &MemReport) {
         out,
         "<path d=\"{path}\" fill=\"var(--acts)\" fill-opacity=\"0.25\" stroke=\"var(--acts)\" stroke-width=\"1.5\"/>"
     );
-    for (i, (k, (name, b))) in points.iter().enumerate() {
+    for (i, &(k, (name, b))) in points.iter().enumerate() {
         let steps = if per_point > 1 {
             let first = i * per_point + 1;
             format!(
@@ -549,12 +545,12 @@ fn liveness(out: &mut String, r: &MemReport) {
             "<rect x=\"{:.2}\" y=\"{top}\" width=\"{step:.2}\" height=\"{plot_h:.2}\" fill=\"transparent\"><title>{steps}: {}\n{} live</title></rect>",
             left + step * i as f64,
             escape(name),
-            bytes(*b)
+            bytes(b)
         );
     }
     if let Some(i) = curve
         .iter()
-        .position(|(name, b)| *b == peak && at.as_deref() == Some(name.as_str()))
+        .position(|(name, b)| b == peak && at.as_deref() == Some(name))
         .map(|i| i / per_point)
     {
         let (x, y) = xy(i, peak);
