@@ -67,7 +67,9 @@ pub struct MemReport {
 #[derive(Clone, Debug)]
 pub struct Layer {
     pub name: String,
-    pub op: String,
+    /// The op type (`domain.Type` outside the default domain): the registry's own text for a
+    /// registered op, not a copy per row.
+    pub op: std::borrow::Cow<'static, str>,
     /// Output shapes (`None` where unknown). For weights files, the shapes of the stored tensors.
     pub output_shapes: Vec<Option<Vec<Dim>>>,
     pub params: u64,
@@ -98,7 +100,7 @@ impl Layer {
     pub fn of_tensors(name: String, op: String, output_shapes: Vec<Option<Vec<Dim>>>) -> Layer {
         Layer {
             name,
-            op,
+            op: op.into(),
             output_shapes,
             params: 0,
             param_bytes: 0,
@@ -492,7 +494,10 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
     let computed_once = node.outputs.iter().flatten().all(|&v| is_static[v]);
     Some(Layer {
         name: node.name.clone(),
-        op: op_label(&node.domain, &node.op_type),
+        op: match ops::def_of(node) {
+            Some(def) if def.domain.is_empty() => def.name.into(),
+            _ => op_label(&node.domain, &node.op_type).into(),
+        },
         output_shapes: outs().map(|f| f.shape.clone()).collect(),
         params: 0,
         param_bytes: 0,

@@ -186,11 +186,7 @@ mod tests {
             notes: vec![],
         };
         let r = analyze(&w);
-        let ops: Vec<(&str, &str)> = r
-            .layers
-            .iter()
-            .map(|l| (l.name.as_str(), l.op.as_str()))
-            .collect();
+        let ops: Vec<(&str, &str)> = r.layers.iter().map(|l| (l.name.as_str(), &*l.op)).collect();
         assert_eq!(
             ops,
             [

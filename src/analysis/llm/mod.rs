@@ -1589,7 +1589,7 @@ pub fn analyze_checkpoint(
             macs = macs.saturating_add(t.numel);
         }
         let known = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok()).map(Dim::known);
-        l.op = class.clone();
+        l.op = class.clone().into();
         l.activation_bytes = known(o.batch.checked_mul(out).and_then(|x| x.checked_mul(elem)));
         l.macs = known(o.batch.checked_mul(macs));
     }
@@ -2241,7 +2241,7 @@ fn finish(
             // computed by the caller (a sentence-transformers module)
             continue;
         }
-        if vision_row(&l.name).is_some() || matches!(l.op.as_str(), "Vision" | "Projector") {
+        if vision_row(&l.name).is_some() || matches!(&*l.op, "Vision" | "Projector") {
             // a multimodal wrapper's vision side runs on images only: known zeros on text
             let projector = l.op == "Projector";
             let (act, macs) = match (&images, &a.vision) {
@@ -2300,7 +2300,7 @@ fn finish(
         l.macs = known(macs);
     }
     // graph order: embeddings, blocks, the final norm, the head
-    layers.sort_by_key(|l| match l.op.as_str() {
+    layers.sort_by_key(|l| match &*l.op {
         "Vision" => 0,
         "Projector" => 1,
         "Embedding" => 2,
