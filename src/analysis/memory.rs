@@ -180,33 +180,16 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
     }
     let bytes = |v: ValueId| size[v].as_ref().and_then(Dim::as_u64).unwrap_or(0);
     let last = last_use(graph);
-    // the values whose last use is step i: `freed[starts[i]..starts[i + 1]]`, in value order (one
-    // array, not a list per node)
+    // the values whose last use is step i, in value order
     let n_steps = graph.nodes.len();
     let step_freeing = |v: ValueId| match (graph.values[v].producer, last[v]) {
         (_, Some(l)) if l < n_steps => Some(l),
         (Some((p, _)), None) => Some(p),
         _ => None,
     };
-    let mut starts = vec![0usize; n_steps + 1];
-    for v in 0..graph.values.len() {
-        if let Some(i) = step_freeing(v) {
-            starts[i + 1] += 1;
-        }
-    }
-    for i in 0..n_steps {
-        starts[i + 1] += starts[i];
-    }
-    let mut freed = vec![0; starts[n_steps]];
-    let mut fill = starts.clone();
-    for v in 0..graph.values.len() {
-        if let Some(i) = step_freeing(v) {
-            freed[fill[i]] = v;
-            fill[i] += 1;
-        }
-    }
-    drop(fill);
-    let frees = |i: usize| &freed[starts[i]..starts[i + 1]];
+    let frees = crate::util::lists::Lists::build(n_steps, || {
+        (0..graph.values.len()).filter_map(|v| step_freeing(v).map(|i| (i, v)))
+    });
     // Replays the schedule up to `stop` (all of it when `None`); returns the peak and its step, and
     // leaves `alive` as it was at step `stop`.
     let replay = |stop: Option<usize>,
@@ -235,7 +218,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
             if stop == Some(n) {
                 break;
             }
-            for &v in frees(n) {
+            for &v in frees.get(n) {
                 if alive[v] {
                     alive[v] = false;
                     live -= bytes(v) as u128;

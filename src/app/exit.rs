@@ -117,10 +117,7 @@ impl Outcome {
 
     /// The output as text (embedders and tests; `nnlint` itself writes it as it comes).
     pub fn text(self) -> String {
-        let mut out = Vec::new();
-        self.write_body(&mut out)
-            .expect("writing to memory does not fail");
-        String::from_utf8(out).expect("the output is text")
+        crate::util::written(|out| self.write_body(out))
     }
 
     /// Output and nothing that fails.

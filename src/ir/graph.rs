@@ -419,30 +419,21 @@ fn topo_order(g: &Graph, producer: &[Option<(NodeId, usize)>]) -> Result<Vec<Nod
         indegree[i] = kept;
         starts.push(preds_of.len());
     }
-    // successors from the predecessors, in the same layout
-    let mut succ_start = vec![0usize; n + 1];
-    for &p in &preds_of {
-        succ_start[p + 1] += 1;
-    }
-    for i in 0..n {
-        succ_start[i + 1] += succ_start[i];
-    }
-    let mut fill = succ_start.clone();
-    let mut succ_of = vec![0; preds_of.len()];
-    for i in 0..n {
-        for &p in &preds_of[starts[i]..starts[i + 1]] {
-            succ_of[fill[p]] = i;
-            fill[p] += 1;
-        }
-    }
-    drop((preds_of, starts, fill));
-    let succ = |i: usize| &succ_of[succ_start[i]..succ_start[i + 1]];
+    // successors from the predecessors
+    let succ = crate::util::lists::Lists::build(n, || {
+        (0..n).flat_map(|i| {
+            preds_of[starts[i]..starts[i + 1]]
+                .iter()
+                .map(move |&p| (p, i))
+        })
+    });
+    drop((preds_of, starts));
     let mut ready: BinaryHeap<Reverse<NodeId>> =
         (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
     let mut order = Vec::with_capacity(n);
     while let Some(Reverse(i)) = ready.pop() {
         order.push(i);
-        for &s in succ(i) {
+        for &s in succ.get(i) {
             indegree[s] -= 1;
             if indegree[s] == 0 {
                 ready.push(Reverse(s));

@@ -298,7 +298,7 @@ fn layer_json(l: &crate::analysis::Layer, share: f64) -> LayerJson<'_> {
 }
 
 pub fn render(view: &MemView) -> String {
-    super::to_string(|out| write(view, out))
+    crate::util::written(|out| write(view, out))
 }
 
 /// [`render`], written to `out` as it is serialised (the layers one by one).

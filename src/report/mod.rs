@@ -251,7 +251,7 @@ pub fn render_mem_from(
     opts: ViewOptions,
     source: Option<&crate::load::hub::Snapshot>,
 ) -> String {
-    to_string(|out| write_mem(report, format, opts, source, out))
+    crate::util::written(|out| write_mem(report, format, opts, source, out))
 }
 
 /// [`render_mem_from`], written to `out` as it is rendered: the rows of a table, CSV or JSON
@@ -290,14 +290,4 @@ pub fn write_mem(
             .as_bytes(),
         ),
     }
-}
-
-/// What a writer of text writes, as a string (the renderers that return text are their writers
-/// run into memory).
-pub(crate) fn to_string(
-    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-) -> String {
-    let mut out = Vec::new();
-    write(&mut out).expect("writing to memory does not fail");
-    String::from_utf8(out).expect("the renderers write text")
 }

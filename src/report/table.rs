@@ -642,7 +642,7 @@ fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
 
 /// Aligned text for a terminal.
 pub fn render(view: &MemView) -> String {
-    super::to_string(|out| write(view, out))
+    crate::util::written(|out| write(view, out))
 }
 
 /// [`render`], written to `out`: the layer table line by line.
@@ -772,7 +772,7 @@ fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
 /// training step as `item,bytes` rows (the peak's parts, which add up to `total_bytes`). The last
 /// two columns, `folded` and `depth`, say which rows the totals add (`false`, `0`).
 pub fn render_csv(view: &MemView) -> String {
-    super::to_string(|out| write_csv(view, out))
+    crate::util::written(|out| write_csv(view, out))
 }
 
 /// [`render_csv`], written to `out` row by row.

@@ -195,10 +195,7 @@ impl Table {
 
     /// [`Table::render_within`] a width when there is one (a terminal), else [`Table::render`].
     pub fn render_fitting(&self, width: Option<usize>) -> String {
-        let mut out = Vec::new();
-        self.write_fitting(width, &mut out)
-            .expect("writing to memory does not fail");
-        String::from_utf8(out).expect("the cells are text")
+        super::written(|out| self.write_fitting(width, out))
     }
 
     /// [`Table::render_fitting`], written to `out` line by line.
