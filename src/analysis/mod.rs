@@ -224,16 +224,13 @@ pub struct PeakInfo {
 /// peak), for the report page's hover labels.
 #[derive(Clone, Debug, Default)]
 pub struct Curve {
-    names: String,
-    /// Where each step's name ends in `names`.
-    ends: Vec<usize>,
+    names: crate::util::lists::Texts,
     bytes: Vec<u64>,
 }
 
 impl Curve {
     pub fn push(&mut self, name: &str, bytes: u64) {
-        self.names.push_str(name);
-        self.ends.push(self.names.len());
+        self.names.push(name);
         self.bytes.push(bytes);
     }
 
@@ -247,8 +244,7 @@ impl Curve {
 
     /// Step `i`: its node's name and the bytes live.
     pub fn get(&self, i: usize) -> (&str, u64) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        (&self.names[start..self.ends[i]], self.bytes[i])
+        (self.names.get(i), self.bytes[i])
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> + '_ {

@@ -1,5 +1,6 @@
-//! Lists of items, one per key, in one array: what a `Vec<Vec<T>>` holds, in two allocations
-//! instead of one per list (a graph of 100,000 nodes made 100,000 of them per use).
+//! Many small things in one allocation: lists of items per key in one array ([`Lists`], what a
+//! `Vec<Vec<T>>` holds) and strings in one string ([`Texts`], what a `Vec<String>` holds). A graph
+//! of 100,000 nodes made 100,000 allocations for each such use.
 
 /// List `k` is `items[starts[k]..starts[k + 1]]`.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +36,41 @@ impl<T: Copy + Default> Lists<T> {
     }
 }
 
+/// Strings one after another in one `String`; string `i` ends at `ends[i]`.
+#[derive(Clone, Debug, Default)]
+pub struct Texts {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Texts {
+    pub fn push(&mut self, s: &str) {
+        self.push_with(|out| out.push_str(s));
+    }
+
+    /// Appends the string that `write` writes in place, and returns it.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut String)) -> &str {
+        let start = self.text.len();
+        write(&mut self.text);
+        self.ends.push(self.text.len());
+        &self.text[start..]
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// String `i`.
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +86,14 @@ mod tests {
             assert_eq!(lists.get(k), want.as_slice(), "key {k}");
         }
         assert!(Lists::<u8>::build(0, std::iter::empty).starts == [0]);
+    }
+
+    #[test]
+    fn texts_read_back_as_pushed() {
+        let mut t = Texts::default();
+        t.push("a");
+        t.push("");
+        assert_eq!(t.push_with(|s| s.push_str("βγ")), "βγ");
+        assert_eq!((t.len(), t.get(0), t.get(1), t.get(2)), (3, "a", "", "βγ"));
     }
 }

@@ -12,7 +12,7 @@ pub enum Align {
 
 /// A table: optional headers, one alignment per column, rows of text cells.
 ///
-/// The cells are held in one string (`text`, each cell's end in `ends`), and the columns' widths
+/// The cells are held in one string (`util::lists::Texts`), and the columns' widths
 /// are kept as rows come: a table of 100,000 rows is three allocations, not 800,000 strings, and
 /// is written line by line ([`Table::write_fitting`]) without becoming a second whole text.
 #[derive(Clone, Debug, Default)]
@@ -20,10 +20,8 @@ pub struct Table {
     headers: Option<Vec<String>>,
     align: Vec<Align>,
     /// Every cell's text, one after another.
-    text: String,
-    /// Where each cell ends in `text`.
-    ends: Vec<usize>,
-    /// Where each row's cells start in `ends`.
+    cells: super::lists::Texts,
+    /// Where each row's cells start in `cells`.
     rows: Vec<usize>,
     /// Each column's width in characters: the widest of its header and cells so far.
     widths: Vec<usize>,
@@ -80,7 +78,7 @@ impl Table {
 
     /// Starts a row; its cells follow ([`Table::cell`], [`Table::cell_with`]).
     pub fn start_row(&mut self) {
-        self.rows.push(self.ends.len());
+        self.rows.push(self.cells.len());
     }
 
     /// Appends a cell to the row being written.
@@ -90,23 +88,18 @@ impl Table {
 
     /// Appends a cell that `write` writes in place (no string of its own).
     pub fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
-        let start = self.text.len();
-        write(&mut self.text);
-        let column = self.ends.len() - self.rows.last().copied().unwrap_or(0);
+        let column = self.cells.len() - self.rows.last().copied().unwrap_or(0);
+        let width = chars(self.cells.push_with(write));
         if let Some(w) = self.widths.get_mut(column) {
-            *w = (*w).max(chars(&self.text[start..]));
+            *w = (*w).max(width);
         }
-        self.ends.push(self.text.len());
     }
 
     /// The cells of row `r`.
     fn row(&self, r: usize) -> impl Iterator<Item = &str> + '_ {
         let first = self.rows[r];
-        let last = self.rows.get(r + 1).copied().unwrap_or(self.ends.len());
-        (first..last).map(move |i| {
-            let start = if i == 0 { 0 } else { self.ends[i - 1] };
-            &self.text[start..self.ends[i]]
-        })
+        let last = self.rows.get(r + 1).copied().unwrap_or(self.cells.len());
+        (first..last).map(move |i| self.cells.get(i))
     }
 
     /// Which column gives up width first when [`Table::render_within`] must shorten the table.
