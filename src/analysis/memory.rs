@@ -178,7 +178,12 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
     if !symbolic.is_empty() {
         return Err(PeakError::Symbolic(symbolic.into_iter().collect()));
     }
-    let bytes = |v: ValueId| size[v].as_ref().and_then(Dim::as_u64).unwrap_or(0);
+    // every size is known now (symbols were refused above): 8 bytes a value, not a `Dim` each
+    let size: Vec<u64> = size
+        .into_iter()
+        .map(|d| d.as_ref().and_then(Dim::as_u64).unwrap_or(0))
+        .collect();
+    let bytes = |v: ValueId| size[v];
     let last = last_use(graph);
     // the values whose last use is step i, in value order
     let n_steps = graph.nodes.len();
