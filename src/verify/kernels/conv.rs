@@ -647,6 +647,10 @@ fn conv2d_tiled(
         return Ok((out, [n, m, ho, wo]));
     }
     let k = cg * kh * kw;
+    if k == 0 || p == 0 {
+        // no input channel or no tap (a weight with a zero dimension): each output is an empty sum
+        return Ok((out, [n, m, ho, wo]));
+    }
     let pointwise = kh == 1 && kw == 1 && g.strides == [1, 1] && g.pads == [0; 4];
     let tile = tile.clamp(1, p.max(1));
     if k.checked_mul(tile).is_none_or(|e| e > MAX_COL) {
@@ -1136,6 +1140,29 @@ mod tests {
             ("pads", ints(&[0, 3])),
         ]);
         assert_close(&flat(&shaped), &[1.0, 3.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn a_weight_with_a_zero_dimension_gives_zeros_not_a_division_by_zero() {
+        // no input channel: each output is an empty sum (a fuzzer found im2col dividing by 0)
+        let g = Geometry {
+            input: [1, 0, 3, 3],
+            kernel: [2, 0, 2, 2],
+            group: 1,
+            strides: [1, 1],
+            dilations: [1, 1],
+            pads: [0; 4],
+        };
+        let (out, shape) = conv2d_tiled(&[], &[], &g, 4).unwrap();
+        assert_eq!(shape, [1, 2, 2, 2]);
+        assert!(out.len() == 8 && out.iter().all(|&v| v == 0.0), "{out:?}");
+        // with a batch, the same
+        let g = Geometry {
+            input: [2, 0, 3, 3],
+            ..g
+        };
+        let (out, _) = conv2d_tiled(&[], &[], &g, 1).unwrap();
+        assert!(out.len() == 16 && out.iter().all(|&v| v == 0.0));
     }
 
     #[test]
