@@ -753,18 +753,22 @@ mod tests {
             .collect()
     }
 
+    /// One group, unit strides and dilations, no padding.
+    fn plain(input: [usize; 4], kernel: [usize; 4]) -> Geometry {
+        Geometry {
+            input,
+            kernel,
+            group: 1,
+            strides: [1, 1],
+            dilations: [1, 1],
+            pads: [0; 4],
+        }
+    }
     #[test]
     fn a_3x3_kernel_on_a_ramp_by_hand() {
         // 1 channel 3x3 input 1..9, 2x2 kernel of ones, no padding: sums of 2x2 windows
         let x: Vec<f64> = (1..=9).map(f64::from).collect();
-        let g = Geometry {
-            input: [1, 1, 3, 3],
-            kernel: [1, 1, 2, 2],
-            group: 1,
-            strides: [1, 1],
-            dilations: [1, 1],
-            pads: [0, 0, 0, 0],
-        };
+        let g = plain([1, 1, 3, 3], [1, 1, 2, 2]);
         let (y, dims) = conv2d(&x, &[1.0; 4], &g).unwrap();
         assert_eq!(dims, [1, 1, 2, 2]);
         assert_eq!(y, vec![12.0, 16.0, 24.0, 28.0]);
@@ -809,14 +813,7 @@ mod tests {
 
     #[test]
     fn inconsistent_shapes_are_errors() {
-        let g = Geometry {
-            input: [1, 3, 2, 2],
-            kernel: [1, 3, 3, 3],
-            group: 1,
-            strides: [1, 1],
-            dilations: [1, 1],
-            pads: [0, 0, 0, 0],
-        };
+        let g = plain([1, 3, 2, 2], [1, 3, 3, 3]);
         assert!(conv2d(&[0.0; 12], &[0.0; 27], &g).is_err());
     }
 
@@ -1145,14 +1142,7 @@ mod tests {
     #[test]
     fn a_weight_with_a_zero_dimension_gives_zeros_not_a_division_by_zero() {
         // no input channel: each output is an empty sum (a fuzzer found im2col dividing by 0)
-        let g = Geometry {
-            input: [1, 0, 3, 3],
-            kernel: [2, 0, 2, 2],
-            group: 1,
-            strides: [1, 1],
-            dilations: [1, 1],
-            pads: [0; 4],
-        };
+        let g = plain([1, 0, 3, 3], [2, 0, 2, 2]);
         let (out, shape) = conv2d_tiled(&[], &[], &g, 4).unwrap();
         assert_eq!(shape, [1, 2, 2, 2]);
         assert!(out.len() == 8 && out.iter().all(|&v| v == 0.0), "{out:?}");
