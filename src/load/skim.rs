@@ -179,6 +179,11 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// The bytes `v` takes as a varint.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 fn put_bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
     put_varint(out, field << 3 | 2);
     put_varint(out, bytes.len() as u64);
@@ -193,17 +198,13 @@ fn entry(key: &str, value: &str) -> Vec<u8> {
     e
 }
 
-/// Appends the compacted message `r.pos..end` of `kind` to `out`. A nested message is compacted
-/// into a buffer of `pool` (one per depth, reused: a 100k-node graph would otherwise allocate a
-/// buffer per node and attribute) and copied in after its length.
-fn compact(
-    r: &mut Reader,
-    end: u64,
-    kind: Kind,
-    depth: usize,
-    out: &mut Vec<u8>,
-    pool: &mut Vec<Vec<u8>>,
-) -> Result<(), String> {
+/// Appends the compacted message `r.pos..end` of `kind` to `out`. A nested message is compacted in
+/// place, after room for its length as the file wrote it (a compacted message is never longer than
+/// its original: an elided payload of at least 512 bytes gives way to ~100 bytes of location); the
+/// length is written there when the message is done, and the message moves back only when its
+/// length takes fewer bytes than the original's (an elided payload crossed a power of 128). Each
+/// byte is copied once, not once per level of nesting.
+fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err("the model is nested too deeply".into());
     }
@@ -251,14 +252,29 @@ fn compact(
                     elided = Some((start, len));
                     r.pos = stop;
                 } else if let Some(k) = child(kind, field) {
-                    let mut inner = pool.pop().unwrap_or_default();
-                    inner.clear();
-                    let done = compact(r, stop, k, depth + 1, &mut inner, pool);
-                    if done.is_ok() {
-                        put_bytes_field(out, field, &inner);
+                    put_varint(out, tag);
+                    let width = varint_len(len);
+                    let len_at = out.len();
+                    out.extend_from_slice(&[0; 10][..width]);
+                    let body = out.len();
+                    compact(r, stop, k, depth + 1, out)?;
+                    let n = (out.len() - body) as u64;
+                    let used = varint_len(n);
+                    if used > width {
+                        return Err(r.err("a message grew when compacted"));
                     }
-                    pool.push(inner);
-                    done?;
+                    let mut at = len_at;
+                    let mut v = n;
+                    while v >= 0x80 {
+                        out[at] = (v as u8) | 0x80;
+                        v >>= 7;
+                        at += 1;
+                    }
+                    out[at] = v as u8;
+                    if used < width {
+                        out.copy_within(body.., len_at + used);
+                        out.truncate(out.len() - (width - used));
+                    }
                     r.pos = stop;
                 } else {
                     put_varint(out, tag);
@@ -303,7 +319,7 @@ pub fn skim(file: &File, len: u64) -> Result<Vec<u8>, String> {
         buf_start: 0,
     };
     let mut out = Vec::new();
-    compact(&mut r, len, Kind::Model, 0, &mut out, &mut Vec::new())?;
+    compact(&mut r, len, Kind::Model, 0, &mut out)?;
     Ok(out)
 }
 
@@ -411,6 +427,72 @@ mod tests {
             .unwrap()
             .raw_data
             .is_some());
+    }
+
+    #[test]
+    fn varint_len_is_what_put_varint_writes() {
+        for v in [0, 1, 127, 128, 16_383, 16_384, (1 << 35) - 1, 1 << 35, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(varint_len(v), out.len(), "{v}");
+        }
+    }
+
+    /// Messages whose lengths take fewer bytes once compacted (a node, its attribute, the graph
+    /// and the model around an elided payload) move back over the room kept for the longer length:
+    /// the result decodes to the same model, minus the payloads, and every length is minimal.
+    #[test]
+    fn nested_messages_that_shrink_across_a_length_byte_decode_the_same() {
+        let tensor = |name: &str, len: usize| pb::TensorProto {
+            name: Some(name.into()),
+            dims: vec![len as i64 / 4],
+            data_type: Some(1),
+            raw_data: Some(vec![3u8; len].into()),
+            ..Default::default()
+        };
+        let node = |name: &str, len: usize| pb::NodeProto {
+            name: Some(name.into()),
+            op_type: Some("Constant".into()),
+            output: vec![name.into()],
+            attribute: vec![pb::AttributeProto {
+                name: Some("value".into()),
+                r#type: Some(4),
+                t: Some(Box::new(tensor(name, len))),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            graph: Some(pb::GraphProto {
+                name: Some("g".into()),
+                // 2-byte, 3-byte and 1-byte lengths before, 1-byte after (or unchanged)
+                node: vec![node("a", 5000), node("b", 40_000), node("c", 16)],
+                initializer: vec![tensor("w", 20_000), tensor("s", 8)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        let compacted = skim_encoded(&bytes);
+        let back = pb::ModelProto::decode(compacted.as_slice()).unwrap();
+        // minimal lengths: re-encoding gives the same bytes
+        assert_eq!(back.encode_to_vec(), compacted);
+        let g = back.graph.unwrap();
+        let payloads: Vec<bool> = g
+            .node
+            .iter()
+            .map(|n| n.attribute[0].t.as_ref().unwrap().raw_data.is_some())
+            .chain(g.initializer.iter().map(|t| t.raw_data.is_some()))
+            .collect();
+        assert_eq!(payloads, [false, false, true, false, true]);
+        let names: Vec<&str> = g.node.iter().map(|n| n.name.as_deref().unwrap()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        let mut stripped = model.graph.unwrap();
+        stripped.node[2].attribute[0].t.as_mut().unwrap().external_data.clear();
+        assert_eq!(g.node[2], stripped.node[2]);
+        assert_eq!(g.initializer[1], stripped.initializer[1]);
+        assert_eq!(g.name.as_deref(), Some("g"));
     }
 
     #[test]
