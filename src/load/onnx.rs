@@ -349,7 +349,7 @@ impl Context<'_> {
             let decl = self.value_info(vi)?;
             let id = b.value(&name);
             let v = b.value_mut(id);
-            v.declared = decl;
+            v.declared = decl.map(Box::new);
             if v.init.is_none() {
                 b.add_input(id);
             }
@@ -360,7 +360,7 @@ impl Context<'_> {
             let decl = self.value_info(&vi)?;
             let id = b.value(vi.name.as_deref().unwrap_or_default());
             if decl.is_some() {
-                b.value_mut(id).declared = decl;
+                b.value_mut(id).declared = decl.map(Box::new);
             }
         }
         for vi in g.output {
