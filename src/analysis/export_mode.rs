@@ -48,7 +48,7 @@ fn into_activation(g: &Graph, n: &Node) -> bool {
     let Some(y) = n.output(0) else {
         return false;
     };
-    let consumers = &g.values[y].consumers;
+    let consumers = g.consumers(y);
     let op = |c: &(NodeId, usize)| g.nodes[c.0].op_type.as_str();
     match consumers.len() {
         1 => ACTIVATIONS.contains(&op(&consumers[0])),

@@ -481,10 +481,7 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
     }
     let outs = || node.outputs.iter().flatten().map(|&v| &inf.facts[v]);
     // unknown when any output's size is (then nothing is added), or the sum overflows
-    let activation_bytes = outs()
-        .map(Fact::bytes)
-        .collect::<Option<Vec<Dim>>>()
-        .and_then(|b| Dim::sum(&b));
+    let activation_bytes = outs().try_fold(Dim::ZERO, |sum, f| sum.checked_add(&f.bytes()?));
     // sorted (the walk goes in node order): a graph of 100k unknown ops stays linear
     let opaque = inf.opaque.binary_search(&n).is_ok();
     let computed_once = node.outputs.iter().flatten().all(|&v| is_static[v]);

@@ -490,7 +490,7 @@ fn producer(g: &Graph, v: ValueId) -> Option<(NodeId, &Node)> {
 }
 
 fn single_consumer(g: &Graph, v: ValueId) -> Option<(NodeId, &Node)> {
-    match g.values[v].consumers.as_slice() {
+    match g.consumers(v) {
         [(n, _)] => Some((*n, &g.nodes[*n])),
         _ => None,
     }
@@ -793,7 +793,7 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
 /// softmax (part of the SDPA kernel in PyTorch). Returns the guard's nodes and its output.
 fn nan_guard(flow: &Flow, p: ValueId) -> Option<([NodeId; 2], ValueId)> {
     let g = flow.graph;
-    let consumers = &g.values[p].consumers;
+    let consumers = g.consumers(p);
     if consumers.len() != 2 {
         return None;
     }

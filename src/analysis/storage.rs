@@ -27,7 +27,7 @@ fn slot_role(graph: &Graph, node: usize, slot: usize) -> SlotRole {
 /// uint8, read by a quantized op's weight slot or a `DequantizeLinear`) is a parameter whatever
 /// its type; its scales and zero points are buffers.
 pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
-    let uses = &graph.values[id].consumers;
+    let uses = graph.consumers(id);
     let roles: Vec<SlotRole> = uses
         .iter()
         .map(|&(n, slot)| match slot_role(graph, n, slot) {
@@ -74,8 +74,8 @@ fn is(graph: &Graph, n: usize, name: &str) -> bool {
 /// Whether node `n`'s first output is read by a `DequantizeLinear` as its data.
 fn feeds_dequantize(graph: &Graph, n: usize) -> bool {
     graph.nodes[n].output(0).is_some_and(|v| {
-        graph.values[v]
-            .consumers
+        graph
+            .consumers(v)
             .iter()
             .any(|&(c, slot)| slot == 0 && is(graph, c, "DequantizeLinear"))
     })
@@ -87,7 +87,7 @@ pub fn logical_numel(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> u6
     if dtype != DType::U8 {
         return numel;
     }
-    for &(n, slot) in &graph.values[id].consumers {
+    for &(n, slot) in graph.consumers(id) {
         let op = super::ops::parse(&graph.nodes[n], 0);
         let bits = match (&op, slot) {
             (super::ops::Op::MatMulNBits(nb), 1) => nb.bits,
@@ -135,7 +135,7 @@ fn parameter_slot(graph: &Graph, n: usize, slot: usize) -> bool {
 /// the graph reads it per layer. (A model that really shares such tensors across layers, as
 /// ALBERT does, is then over-counted; [`notes`] says so.)
 pub fn shared_readers(graph: &Graph, id: ValueId, t: &Tensor) -> Option<Vec<usize>> {
-    let uses = &graph.values[id].consumers;
+    let uses = graph.consumers(id);
     if uses.len() < 2 || t.dims.len() != 1 || !t.dtype.is_float() {
         return None;
     }
@@ -144,7 +144,7 @@ pub fn shared_readers(graph: &Graph, id: ValueId, t: &Tensor) -> Option<Vec<usiz
         if graph.nodes[n].op_type == "Identity" {
             // the TorchScript exporter's copy: one parameter, read where its output is
             let out = graph.nodes[n].output(0)?;
-            let reads = &graph.values[out].consumers;
+            let reads = graph.consumers(out);
             if reads.is_empty() || !reads.iter().all(|&(r, s)| parameter_slot(graph, r, s)) {
                 return None;
             }
@@ -309,7 +309,7 @@ pub fn notes(graph: &Graph) -> Vec<String> {
             let numel = t.numel().unwrap_or(0);
             generated_name(&t.name)
                 && classify(graph, *id, t.dtype, numel) == Role::Param
-                && graph.values[*id].consumers.iter().any(|&(n, slot)| {
+                && graph.consumers(*id).iter().any(|&(n, slot)| {
                     !(slot == 1
                         && matches!(
                             graph.nodes[n].op_type.as_str(),
@@ -366,7 +366,7 @@ fn attention_bias(graph: &Graph, id: ValueId, t: &Tensor) -> bool {
     if t.dims.len() < 3 {
         return false;
     }
-    let uses = &graph.values[id].consumers;
+    let uses = graph.consumers(id);
     !uses.is_empty()
         && uses.iter().all(|&(n, slot)| {
             let node = &graph.nodes[n];
@@ -398,7 +398,7 @@ fn from_scores(graph: &Graph, v: ValueId, depth: usize) -> bool {
 
 /// Whether `v` is read by a `Softmax` through at most `depth` reshapes, adds, casts or masks.
 fn reaches_softmax(graph: &Graph, v: ValueId, depth: usize) -> bool {
-    graph.values[v].consumers.iter().any(|&(n, _)| {
+    graph.consumers(v).iter().any(|&(n, _)| {
         let node = &graph.nodes[n];
         match node.op_type.as_str() {
             "Softmax" => true,
@@ -416,12 +416,12 @@ fn reaches_softmax(graph: &Graph, v: ValueId, depth: usize) -> bool {
 /// The node a stored tensor is charged to in the per-layer table: its first reader, or, for a
 /// weight a `DequantizeLinear` turns back into floats, the layer that reads the dequantized value.
 pub fn charged_node(graph: &Graph, id: ValueId) -> Option<usize> {
-    let first = graph.values[id].consumers.iter().map(|&(n, _)| n).min()?;
+    let first = graph.consumers(id).iter().map(|&(n, _)| n).min()?;
     let node = &graph.nodes[first];
     let is_dq = is(graph, first, "DequantizeLinear");
     if is_dq {
         if let Some(out) = node.output(0) {
-            if let Some(reader) = graph.values[out].consumers.iter().map(|&(n, _)| n).min() {
+            if let Some(reader) = graph.consumers(out).iter().map(|&(n, _)| n).min() {
                 return Some(reader);
             }
         }

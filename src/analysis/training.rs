@@ -419,8 +419,8 @@ fn boundary_bytes(graph: &Graph, facts: &[Fact], bounds: &[(NodeId, NodeId)]) ->
     for (v, val) in graph.values.iter().enumerate() {
         let Some((p, _)) = val.producer else { continue };
         let made_in = segment_of(bounds, p);
-        if val
-            .consumers
+        if graph
+            .consumers(v)
             .iter()
             .any(|&(c, _)| segment_of(bounds, c) > made_in)
         {
@@ -434,7 +434,7 @@ fn boundary_bytes(graph: &Graph, facts: &[Fact], bounds: &[(NodeId, NodeId)]) ->
 /// it out, up to `depth` of them.
 fn last_reader(graph: &Graph, v: ValueId, depth: u32) -> Option<NodeId> {
     let mut last = None;
-    for &(n, _) in &graph.values[v].consumers {
+    for &(n, _) in graph.consumers(v) {
         let node = &graph.nodes[n];
         let through = depth > 0
             && matches!(
@@ -851,8 +851,8 @@ mod tests {
                 if p >= start || counted.contains(&v) {
                     continue;
                 }
-                if val
-                    .consumers
+                if graph
+                    .consumers(v)
                     .iter()
                     .any(|&(c, _)| c >= start && segment_of(bounds, c) >= seg)
                 {

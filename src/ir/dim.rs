@@ -167,6 +167,9 @@ impl Dim {
 
     /// Names of the symbols this dimension depends on, sorted, without repeats.
     pub fn symbols(&self) -> Vec<Arc<str>> {
+        if let Repr::Known(_) = self.0 {
+            return Vec::new();
+        }
         let mut out: Vec<Arc<str>> = self
             .terms()
             .iter()

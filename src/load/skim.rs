@@ -204,7 +204,13 @@ fn entry(key: &str, value: &str) -> Vec<u8> {
 /// length is written there when the message is done, and the message moves back only when its
 /// length takes fewer bytes than the original's (an elided payload crossed a power of 128). Each
 /// byte is copied once, not once per level of nesting.
-fn compact(r: &mut Reader, end: u64, kind: Kind, depth: usize, out: &mut Vec<u8>) -> Result<(), String> {
+fn compact(
+    r: &mut Reader,
+    end: u64,
+    kind: Kind,
+    depth: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err("the model is nested too deeply".into());
     }
@@ -431,7 +437,17 @@ mod tests {
 
     #[test]
     fn varint_len_is_what_put_varint_writes() {
-        for v in [0, 1, 127, 128, 16_383, 16_384, (1 << 35) - 1, 1 << 35, u64::MAX] {
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            (1 << 35) - 1,
+            1 << 35,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             assert_eq!(varint_len(v), out.len(), "{v}");
@@ -489,7 +505,12 @@ mod tests {
         let names: Vec<&str> = g.node.iter().map(|n| n.name.as_deref().unwrap()).collect();
         assert_eq!(names, ["a", "b", "c"]);
         let mut stripped = model.graph.unwrap();
-        stripped.node[2].attribute[0].t.as_mut().unwrap().external_data.clear();
+        stripped.node[2].attribute[0]
+            .t
+            .as_mut()
+            .unwrap()
+            .external_data
+            .clear();
         assert_eq!(g.node[2], stripped.node[2]);
         assert_eq!(g.initializer[1], stripped.initializer[1]);
         assert_eq!(g.name.as_deref(), Some("g"));

@@ -39,7 +39,8 @@ impl Rule for UnusedInitializer {
         let mut out = Vec::new();
         for (id, t) in g.initializers() {
             let v = &g.values[id];
-            if !v.consumers.is_empty() || g.outputs.contains(&id) || captured.contains(&v.name) {
+            if !g.consumers(id).is_empty() || g.outputs.contains(&id) || captured.contains(&v.name)
+            {
                 continue;
             }
             let b = t.byte_size().unwrap_or(0);

@@ -34,6 +34,12 @@ impl<T: Copy + Default> Lists<T> {
     pub fn get(&self, k: usize) -> &[T] {
         &self.items[self.starts[k]..self.starts[k + 1]]
     }
+
+    /// The items of key `k`; `None` for a key the lists were not built for.
+    pub fn get_checked(&self, k: usize) -> Option<&[T]> {
+        let (&start, &end) = (self.starts.get(k)?, self.starts.get(k.checked_add(1)?)?);
+        self.items.get(start..end)
+    }
 }
 
 /// Strings one after another in one `String`; string `i` ends at `ends[i]`.
