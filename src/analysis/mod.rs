@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::ir::{Attr, Dim, Graph, Model, NodeId};
-use fact::Fact;
 use memory::PeakError;
 pub use shape::{Bindings, Inference};
 use storage::Role;

@@ -28,28 +28,35 @@ fn slot_role(graph: &Graph, node: usize, slot: usize) -> SlotRole {
 /// its type; its scales and zero points are buffers.
 pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     let uses = graph.consumers(id);
-    let roles: Vec<SlotRole> = uses
-        .iter()
-        .map(|&(n, slot)| match slot_role(graph, n, slot) {
+    // what the readers' slots say, in one pass (a list of roles per stored tensor was an
+    // allocation per call, two per initializer on every `mem`)
+    let (mut buffer, mut quant_weight, mut all_quant_params, mut all_config) =
+        (false, false, true, true);
+    for &(n, slot) in uses {
+        let role = match slot_role(graph, n, slot) {
             // a quantized embedding table: gathered, then dequantized
             SlotRole::Table if feeds_dequantize(graph, n) => SlotRole::QuantWeight,
             SlotRole::Table | SlotRole::Affine => SlotRole::Data,
             role => role,
-        })
-        .collect();
-    if roles.contains(&SlotRole::Buffer) {
+        };
+        buffer |= role == SlotRole::Buffer;
+        quant_weight |= role == SlotRole::QuantWeight;
+        all_quant_params &= role == SlotRole::QuantParam;
+        all_config &= role == SlotRole::Config;
+    }
+    if buffer {
         return Role::Buffer;
     }
-    if numel >= 1 && roles.contains(&SlotRole::QuantWeight) && !dtype.is_float() {
+    if numel >= 1 && quant_weight && !dtype.is_float() {
         return Role::Param;
     }
-    if !roles.is_empty() && roles.iter().all(|r| *r == SlotRole::QuantParam) {
+    if !uses.is_empty() && all_quant_params {
         return Role::Buffer;
     }
     if !dtype.is_float() || numel <= 1 {
         return Role::Constant;
     }
-    if !roles.is_empty() && roles.iter().all(|r| *r == SlotRole::Config) {
+    if !uses.is_empty() && all_config {
         return Role::Constant;
     }
     // values a Scatter writes into a mask, and masks or folded biases added to attention scores
