@@ -68,18 +68,52 @@ struct Reader<'f> {
     pos: u64,
     buf: Vec<u8>,
     buf_start: u64,
+    /// Whether messages that fit the window are read from memory ([`Slice`]); off only in tests,
+    /// which compare both ways.
+    slices: bool,
 }
 
 /// Read size: headers sit right before their payloads, so a small window reads little of the weights.
 const WINDOW: usize = 16 << 10;
 
+/// Why a walk stopped: a problem with the file (the message the user sees), or a [`Slice`] that ran
+/// out of window (the [`Reader`] takes the message over).
+enum Fail {
+    Msg(String),
+    Refill,
+}
+
+impl From<String> for Fail {
+    fn from(m: String) -> Fail {
+        Fail::Msg(m)
+    }
+}
+
+/// What [`compact`] reads from: the file through its window, or a message already in the window.
+trait Source {
+    fn pos(&self) -> u64;
+    fn seek(&mut self, pos: u64);
+    fn err(&self, msg: &str) -> Fail;
+    fn varint(&mut self) -> Result<u64, Fail>;
+    /// Appends the `n` bytes at the position to `out`.
+    fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail>;
+    /// Whether the bytes read are at hand in memory ([`Source::raw`], [`Source::skip`]).
+    fn in_memory(&self) -> bool;
+    /// The bytes `[from, to)`, read already (only in memory).
+    fn raw(&self, from: u64, to: u64) -> &[u8];
+    /// Moves past `n` bytes, which the caller copies later with [`Source::raw`] (only in memory).
+    fn skip(&mut self, n: u64) -> Result<(), Fail>;
+    /// The message `[start, start + len)`, at the position, in memory when it fits the window.
+    fn window(&mut self, start: u64, len: u64) -> Result<Option<Slice<'_>>, Fail>;
+}
+
 impl Reader<'_> {
-    fn err(&self, msg: &str) -> String {
-        format!("{msg} at byte {}", self.pos)
+    fn err(&self, msg: &str) -> Fail {
+        Fail::Msg(format!("{msg} at byte {}", self.pos))
     }
 
     /// Makes `[pos, pos + n)` available in the window (n ≤ WINDOW).
-    fn fill(&mut self, n: usize) -> Result<(), String> {
+    fn fill(&mut self, n: usize) -> Result<(), Fail> {
         let end = self
             .pos
             .checked_add(n as u64)
@@ -98,7 +132,7 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
+    fn byte(&mut self) -> Result<u8, Fail> {
         // in the window: no bounds arithmetic beyond this (a varint reads bytes one by one)
         if let Some(&b) = self
             .pos
@@ -114,7 +148,7 @@ impl Reader<'_> {
         Ok(b)
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, Fail> {
         let mut v = 0u64;
         for shift in (0..70).step_by(7) {
             let b = self.byte()?;
@@ -130,7 +164,7 @@ impl Reader<'_> {
     }
 
     /// Appends `n` bytes at the position to `out`.
-    fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), String> {
+    fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {
         let end = self
             .pos
             .checked_add(n)
@@ -148,6 +182,129 @@ impl Reader<'_> {
             left -= chunk as u64;
         }
         Ok(())
+    }
+}
+
+impl Source for Reader<'_> {
+    fn pos(&self) -> u64 {
+        self.pos
+    }
+
+    fn seek(&mut self, pos: u64) {
+        self.pos = pos;
+    }
+
+    fn err(&self, msg: &str) -> Fail {
+        Reader::err(self, msg)
+    }
+
+    fn varint(&mut self) -> Result<u64, Fail> {
+        Reader::varint(self)
+    }
+
+    fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {
+        Reader::copy(self, n, out)
+    }
+
+    fn in_memory(&self) -> bool {
+        false
+    }
+
+    fn raw(&self, _from: u64, _to: u64) -> &[u8] {
+        &[]
+    }
+
+    fn skip(&mut self, _n: u64) -> Result<(), Fail> {
+        Err(Fail::Refill)
+    }
+
+    fn window(&mut self, start: u64, len: u64) -> Result<Option<Slice<'_>>, Fail> {
+        if !self.slices || len > WINDOW as u64 {
+            return Ok(None);
+        }
+        debug_assert_eq!(self.pos, start);
+        self.fill(len as usize)?;
+        let at = (start - self.buf_start) as usize;
+        Ok(Some(Slice {
+            bytes: &self.buf[at..],
+            base: start,
+            at: 0,
+        }))
+    }
+}
+
+/// A message that lies whole in the reader's window, read from memory: the bytes from its start to
+/// the window's end. Reading past them is [`Fail::Refill`]: the message is read again through the
+/// [`Reader`], which gives the same result or the same error as if it had never been sliced.
+struct Slice<'b> {
+    bytes: &'b [u8],
+    /// File offset of `bytes[0]`.
+    base: u64,
+    at: usize,
+}
+
+impl Source for Slice<'_> {
+    fn pos(&self) -> u64 {
+        self.base + self.at as u64
+    }
+
+    fn seek(&mut self, pos: u64) {
+        // past the bytes when it skips an elided payload beyond the window: the next read refills
+        self.at = usize::try_from(pos - self.base).unwrap_or(usize::MAX);
+    }
+
+    fn err(&self, msg: &str) -> Fail {
+        Fail::Msg(format!("{msg} at byte {}", self.pos()))
+    }
+
+    #[inline]
+    fn varint(&mut self) -> Result<u64, Fail> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let &b = self.bytes.get(self.at).ok_or(Fail::Refill)?;
+            self.at += 1;
+            if shift == 63 && b > 1 {
+                return Err(self.err("invalid varint"));
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.err("invalid varint"))
+    }
+
+    fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| self.at.checked_add(n))
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or(Fail::Refill)?;
+        out.extend_from_slice(&self.bytes[self.at..end]);
+        self.at = end;
+        Ok(())
+    }
+
+    fn in_memory(&self) -> bool {
+        true
+    }
+
+    fn raw(&self, from: u64, to: u64) -> &[u8] {
+        let at = |p: u64| usize::try_from(p.saturating_sub(self.base)).unwrap_or(usize::MAX);
+        self.bytes.get(at(from)..at(to)).unwrap_or(&[])
+    }
+
+    fn skip(&mut self, n: u64) -> Result<(), Fail> {
+        self.at = usize::try_from(n)
+            .ok()
+            .and_then(|n| self.at.checked_add(n))
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or(Fail::Refill)?;
+        Ok(())
+    }
+
+    fn window(&mut self, _start: u64, _len: u64) -> Result<Option<Slice<'_>>, Fail> {
+        Ok(None)
     }
 }
 
@@ -204,27 +361,41 @@ fn entry(key: &str, value: &str) -> Vec<u8> {
 /// length is written there when the message is done, and the message moves back only when its
 /// length takes fewer bytes than the original's (an elided payload crossed a power of 128). Each
 /// byte is copied once, not once per level of nesting.
-fn compact(
-    r: &mut Reader,
+fn compact<S: Source>(
+    r: &mut S,
     end: u64,
     kind: Kind,
     depth: usize,
     out: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), Fail> {
     if depth > MAX_DEPTH {
-        return Err("the model is nested too deeply".into());
+        return Err(Fail::Msg("the model is nested too deeply".into()));
     }
     let tensor = matches!(kind, Kind::Tensor | Kind::Initializer);
     let mut elided: Option<(u64, u64)> = None;
     let mut data_location: Option<u64> = None;
     // an initializer's data_type, when it comes before the payload (as every exporter writes it)
     let mut float = false;
-    while r.pos < end {
+    // in memory: where the fields read but not yet written, to be copied as they are, begin
+    let mut run: Option<u64> = None;
+    fn flush<S: Source>(r: &S, run: &mut Option<u64>, to: u64, out: &mut Vec<u8>) {
+        if let Some(from) = run.take() {
+            out.extend_from_slice(r.raw(from, to));
+        }
+    }
+    while r.pos() < end {
+        let from = r.pos();
         let tag = r.varint()?;
         let (field, wire) = (tag >> 3, tag & 7);
         if field == 0 {
             return Err(r.err("invalid field number 0"));
         }
+        // in memory, a field whose tag and varint are minimal (as they are written here) is copied
+        // as the file has it, with the fields before and after it: one copy per run of such fields
+        let minimal = |r: &S, second: Option<u64>| {
+            r.in_memory()
+                && r.pos() - from == (varint_len(tag) + second.map_or(0, varint_len)) as u64
+        };
         match wire {
             0 => {
                 let v = r.varint()?;
@@ -237,33 +408,60 @@ fn compact(
                 if tensor && field == 14 {
                     // data_location: written once at the end (an elided tensor's becomes EXTERNAL;
                     // a second copy would read as bytes of an unknown field)
+                    flush(r, &mut run, from, out);
                     data_location = Some(v);
                     continue;
                 }
-                put_varint(out, tag);
-                put_varint(out, v);
+                if minimal(r, Some(v)) {
+                    run.get_or_insert(from);
+                } else {
+                    flush(r, &mut run, from, out);
+                    put_varint(out, tag);
+                    put_varint(out, v);
+                }
             }
             1 | 5 => {
-                put_varint(out, tag);
-                r.copy(if wire == 1 { 8 } else { 4 }, out)?;
+                let n = if wire == 1 { 8 } else { 4 };
+                if minimal(r, None) {
+                    r.skip(n)?;
+                    run.get_or_insert(from);
+                } else {
+                    flush(r, &mut run, from, out);
+                    put_varint(out, tag);
+                    r.copy(n, out)?;
+                }
             }
             2 => {
                 let len = r.varint()?;
-                let start = r.pos;
+                let start = r.pos();
                 let stop = start.checked_add(len).filter(|&s| s <= end).ok_or_else(|| {
                     r.err("a field runs past the end of its message (a truncated or corrupt file?)")
                 })?;
                 let min = if float { MIN_ELIDED_FLOAT } else { MIN_ELIDED };
                 if tensor && field == 9 && len >= min {
+                    flush(r, &mut run, from, out);
                     elided = Some((start, len));
-                    r.pos = stop;
+                    r.seek(stop);
                 } else if let Some(k) = child(kind, field) {
+                    flush(r, &mut run, from, out);
                     put_varint(out, tag);
                     let width = varint_len(len);
                     let len_at = out.len();
                     out.extend_from_slice(&[0; 10][..width]);
                     let body = out.len();
-                    compact(r, stop, k, depth + 1, out)?;
+                    let sliced = match r.window(start, len)? {
+                        Some(mut slice) => compact(&mut slice, stop, k, depth + 1, out),
+                        None => Err(Fail::Refill),
+                    };
+                    match sliced {
+                        Err(Fail::Refill) => {
+                            // not in memory, or it reads past the window: through the reader
+                            out.truncate(body);
+                            r.seek(start);
+                            compact(r, stop, k, depth + 1, out)?;
+                        }
+                        done => done?,
+                    }
                     let n = (out.len() - body) as u64;
                     let used = varint_len(n);
                     if used > width {
@@ -281,8 +479,12 @@ fn compact(
                         out.copy_within(body.., len_at + used);
                         out.truncate(out.len() - (width - used));
                     }
-                    r.pos = stop;
+                    r.seek(stop);
+                } else if minimal(r, Some(len)) {
+                    r.skip(len)?;
+                    run.get_or_insert(from);
                 } else {
+                    flush(r, &mut run, from, out);
                     put_varint(out, tag);
                     put_varint(out, len);
                     r.copy(len, out)?;
@@ -291,9 +493,10 @@ fn compact(
             _ => return Err(r.err(&format!("invalid wire type {wire}"))),
         }
     }
-    if r.pos != end {
+    if r.pos() != end {
         return Err(r.err("a message ends inside a field"));
     }
+    flush(r, &mut run, end, out);
     if let Some((offset, length)) = elided {
         put_bytes_field(out, 13, &entry("location", SELF_LOCATION));
         put_bytes_field(out, 13, &entry("offset", &offset.to_string()));
@@ -309,6 +512,10 @@ fn compact(
 
 /// The model's protobuf with large `raw_data` payloads replaced by references into the file.
 pub fn skim(file: &File, len: u64) -> Result<Vec<u8>, String> {
+    skim_with(file, len, true)
+}
+
+fn skim_with(file: &File, len: u64, slices: bool) -> Result<Vec<u8>, String> {
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
@@ -323,10 +530,15 @@ pub fn skim(file: &File, len: u64) -> Result<Vec<u8>, String> {
         pos: 0,
         buf: Vec::new(),
         buf_start: 0,
+        slices,
     };
     let mut out = Vec::new();
-    compact(&mut r, len, Kind::Model, 0, &mut out)?;
-    Ok(out)
+    match compact(&mut r, len, Kind::Model, 0, &mut out) {
+        Ok(()) => Ok(out),
+        Err(Fail::Msg(m)) => Err(m),
+        // the reader takes over every slice that runs out; it never runs out itself
+        Err(Fail::Refill) => Err("the file could not be read in order".into()),
+    }
 }
 
 #[cfg(test)]
@@ -514,6 +726,90 @@ mod tests {
         assert_eq!(g.node[2], stripped.node[2]);
         assert_eq!(g.initializer[1], stripped.initializer[1]);
         assert_eq!(g.name.as_deref(), Some("g"));
+    }
+
+    /// Messages read from memory ([`Slice`]) give what the reader alone gives, byte for byte and
+    /// error for error: on a model larger than the window (nodes straddle its ends), whole, cut at
+    /// many lengths, and with single bytes overwritten.
+    #[test]
+    fn slices_read_as_the_reader_does_whole_truncated_and_corrupt() {
+        let node = |i: usize| pb::NodeProto {
+            name: Some(format!("/blocks.{i}/conv/Conv")),
+            op_type: Some(if i % 50 == 7 { "Constant" } else { "Conv" }.into()),
+            input: vec![format!("x{i}"), format!("w{i}")],
+            output: vec![format!("x{}", i + 1)],
+            attribute: vec![pb::AttributeProto {
+                name: Some(if i % 50 == 7 { "value" } else { "strides" }.into()),
+                r#type: Some(if i % 50 == 7 { 4 } else { 7 }),
+                ints: if i % 50 == 7 { vec![] } else { vec![1, 1] },
+                // a payload elided inside a node, and one kept
+                t: (i % 50 == 7).then(|| {
+                    Box::new(pb::TensorProto {
+                        dims: vec![1200 + i as i64],
+                        data_type: Some(1),
+                        raw_data: Some(vec![9u8; 4 * (1200 + i)].into()),
+                        data_location: Some(0),
+                        ..Default::default()
+                    })
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            graph: Some(pb::GraphProto {
+                node: (0..300).map(node).collect(),
+                initializer: (0..40)
+                    .map(|i| pb::TensorProto {
+                        name: Some(format!("w{i}")),
+                        dims: vec![i * 40],
+                        data_type: Some(1),
+                        raw_data: Some(vec![1u8; 160 * i as usize].into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        assert!(bytes.len() > 3 * WINDOW, "{}", bytes.len());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        let both = |b: &[u8]| {
+            std::fs::write(&path, b).unwrap();
+            let f = File::open(&path).unwrap();
+            let len = b.len() as u64;
+            (skim_with(&f, len, true), skim_with(&f, len, false))
+        };
+        let (sliced, read) = both(&bytes);
+        assert!(sliced.is_ok());
+        assert_eq!(sliced, read);
+        let (mut oks, mut errs) = (0, 0);
+        for cut in (1..bytes.len()).step_by(97) {
+            let (sliced, read) = both(&bytes[..cut]);
+            assert_eq!(sliced, read, "cut at {cut}");
+            if sliced.is_ok() {
+                oks += 1
+            } else {
+                errs += 1
+            }
+        }
+        for at in (0..bytes.len()).step_by(89) {
+            for byte in [0x00, 0x80, 0xff, 0x0a] {
+                let mut b = bytes.clone();
+                b[at] = byte;
+                let (sliced, read) = both(&b);
+                assert_eq!(sliced, read, "byte {at} set to {byte:#x}");
+                if sliced.is_ok() {
+                    oks += 1
+                } else {
+                    errs += 1
+                }
+            }
+        }
+        assert!(oks > 100 && errs > 100, "{oks} {errs}");
     }
 
     #[test]
