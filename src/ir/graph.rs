@@ -200,15 +200,23 @@ impl GraphBuilder {
 
     /// The value with this name, created on first use.
     pub fn value(&mut self, name: &str) -> ValueId {
+        self.value_named(name)
+    }
+
+    /// [`GraphBuilder::value`] from a name the caller gives up: a new value keeps its string.
+    fn value_named<S: AsRef<str> + Into<String>>(&mut self, name: S) -> ValueId {
         use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one(name);
+        let hash = self.hasher.hash_one(name.as_ref());
         let values = &self.graph.values;
-        if let Some(&id) = self.by_name.find(hash, |&id| values[id].name == name) {
+        if let Some(&id) = self
+            .by_name
+            .find(hash, |&id| values[id].name == name.as_ref())
+        {
             return id;
         }
         let id = self.graph.values.len();
         self.graph.values.push(Value {
-            name: name.to_string(),
+            name: name.into(),
             ..Value::default()
         });
         let (values, hasher) = (&self.graph.values, &self.hasher);
@@ -259,6 +267,37 @@ impl GraphBuilder {
     ) {
         let inputs = self.ids(inputs);
         let outputs = self.ids(outputs);
+        self.push_node(name, op_type, domain, inputs, outputs, attrs);
+    }
+
+    /// [`GraphBuilder::add_node`] taking the output names: each new value keeps its name's string
+    /// (a graph of 100,000 nodes copied one per node).
+    pub fn add_node_owning(
+        &mut self,
+        name: String,
+        op_type: String,
+        domain: String,
+        inputs: &[impl AsRef<str>],
+        outputs: Vec<String>,
+        attrs: Attrs,
+    ) {
+        let inputs = self.ids(inputs);
+        let outputs = outputs
+            .into_iter()
+            .map(|n| (!n.is_empty()).then(|| self.value_named(n)))
+            .collect();
+        self.push_node(name, op_type, domain, inputs, outputs, attrs);
+    }
+
+    fn push_node(
+        &mut self,
+        name: String,
+        op_type: String,
+        domain: String,
+        inputs: Vec<Option<ValueId>>,
+        outputs: Vec<Option<ValueId>>,
+        attrs: Attrs,
+    ) {
         self.graph.nodes.push(Node {
             name,
             op_type,

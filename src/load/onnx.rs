@@ -369,11 +369,28 @@ impl Context<'_> {
         }
         for n in g.node.iter() {
             let n = n.map_err(|l| self.lazy_error(l))?;
-            let op_type = n.op_type.clone().unwrap_or_default();
+            // a node decoded here gives up its strings to the IR; a subgraph's is borrowed
+            let (name, op_type, domain, outputs, n) = match n {
+                std::borrow::Cow::Owned(mut p) => (
+                    p.name.take(),
+                    p.op_type.take(),
+                    p.domain.take(),
+                    std::mem::take(&mut p.output),
+                    std::borrow::Cow::Owned(p),
+                ),
+                std::borrow::Cow::Borrowed(p) => (
+                    p.name.clone(),
+                    p.op_type.clone(),
+                    p.domain.clone(),
+                    p.output.clone(),
+                    std::borrow::Cow::Borrowed(p),
+                ),
+            };
+            let op_type = op_type.unwrap_or_default();
             if op_type.is_empty() {
                 return Err(self.malformed(format!(
                     "node '{}' has no op_type",
-                    n.name.as_deref().unwrap_or("")
+                    name.as_deref().unwrap_or("")
                 )));
             }
             let attrs = n
@@ -381,19 +398,19 @@ impl Context<'_> {
                 .iter()
                 .map(|a| self.attribute(a, &op_type))
                 .collect::<Result<Vec<_>>>()?;
-            if let Some(out) = n.output.first() {
+            if let Some(out) = outputs.first() {
                 if op_type != "BatchNormalization" && fused_eval_norm(&n.metadata_props) {
                     b.mark_fused_norm(out);
                 } else if removed_bias(&n.metadata_props) {
                     b.mark_removed_bias(out);
                 }
             }
-            b.add_node(
-                n.name.clone().unwrap_or_default(),
+            b.add_node_owning(
+                name.unwrap_or_default(),
                 op_type,
-                n.domain.clone().unwrap_or_default(),
+                domain.unwrap_or_default(),
                 &n.input,
-                &n.output,
+                outputs,
                 Attrs(attrs),
             );
         }
