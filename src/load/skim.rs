@@ -94,7 +94,22 @@ trait Source {
     fn pos(&self) -> u64;
     fn seek(&mut self, pos: u64);
     fn err(&self, msg: &str) -> Fail;
-    fn varint(&mut self) -> Result<u64, Fail>;
+    fn byte(&mut self) -> Result<u8, Fail>;
+
+    fn varint(&mut self) -> Result<u64, Fail> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            if shift == 63 && b > 1 {
+                return Err(self.err("invalid varint"));
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.err("invalid varint"))
+    }
     /// Appends the `n` bytes at the position to `out`.
     fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail>;
     /// Whether the bytes read are at hand in memory ([`Source::raw`], [`Source::skip`]).
@@ -148,21 +163,6 @@ impl Reader<'_> {
         Ok(b)
     }
 
-    fn varint(&mut self) -> Result<u64, Fail> {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let b = self.byte()?;
-            if shift == 63 && b > 1 {
-                return Err(self.err("invalid varint"));
-            }
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(self.err("invalid varint"))
-    }
-
     /// Appends `n` bytes at the position to `out`.
     fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {
         let end = self
@@ -198,8 +198,8 @@ impl Source for Reader<'_> {
         Reader::err(self, msg)
     }
 
-    fn varint(&mut self) -> Result<u64, Fail> {
-        Reader::varint(self)
+    fn byte(&mut self) -> Result<u8, Fail> {
+        Reader::byte(self)
     }
 
     fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {
@@ -258,20 +258,10 @@ impl Source for Slice<'_> {
     }
 
     #[inline]
-    fn varint(&mut self) -> Result<u64, Fail> {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let &b = self.bytes.get(self.at).ok_or(Fail::Refill)?;
-            self.at += 1;
-            if shift == 63 && b > 1 {
-                return Err(self.err("invalid varint"));
-            }
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(self.err("invalid varint"))
+    fn byte(&mut self) -> Result<u8, Fail> {
+        let &b = self.bytes.get(self.at).ok_or(Fail::Refill)?;
+        self.at += 1;
+        Ok(b)
     }
 
     fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {
