@@ -83,12 +83,6 @@ enum Fail {
     Refill,
 }
 
-impl From<String> for Fail {
-    fn from(m: String) -> Fail {
-        Fail::Msg(m)
-    }
-}
-
 /// What [`compact`] reads from: the file through its window, or a message already in the window.
 trait Source {
     fn pos(&self) -> u64;
@@ -110,12 +104,13 @@ trait Source {
         }
         Err(self.err("invalid varint"))
     }
+
     /// Appends the `n` bytes at the position to `out`.
     fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail>;
     /// Whether the bytes read are at hand in memory ([`Source::raw`], [`Source::skip`]).
     fn in_memory(&self) -> bool;
-    /// The bytes `[from, to)`, read already (only in memory).
-    fn raw(&self, from: u64, to: u64) -> &[u8];
+    /// The bytes `[from, to)`, read already (only in memory; `None` otherwise).
+    fn raw(&self, from: u64, to: u64) -> Option<&[u8]>;
     /// Moves past `n` bytes, which the caller copies later with [`Source::raw`] (only in memory).
     fn skip(&mut self, n: u64) -> Result<(), Fail>;
     /// The message `[start, start + len)`, at the position, in memory when it fits the window.
@@ -210,8 +205,8 @@ impl Source for Reader<'_> {
         false
     }
 
-    fn raw(&self, _from: u64, _to: u64) -> &[u8] {
-        &[]
+    fn raw(&self, _from: u64, _to: u64) -> Option<&[u8]> {
+        None
     }
 
     fn skip(&mut self, _n: u64) -> Result<(), Fail> {
@@ -250,7 +245,10 @@ impl Source for Slice<'_> {
 
     fn seek(&mut self, pos: u64) {
         // past the bytes when it skips an elided payload beyond the window: the next read refills
-        self.at = usize::try_from(pos - self.base).unwrap_or(usize::MAX);
+        self.at = pos
+            .checked_sub(self.base)
+            .and_then(|at| usize::try_from(at).ok())
+            .unwrap_or(usize::MAX);
     }
 
     fn err(&self, msg: &str) -> Fail {
@@ -279,9 +277,9 @@ impl Source for Slice<'_> {
         true
     }
 
-    fn raw(&self, from: u64, to: u64) -> &[u8] {
-        let at = |p: u64| usize::try_from(p.saturating_sub(self.base)).unwrap_or(usize::MAX);
-        self.bytes.get(at(from)..at(to)).unwrap_or(&[])
+    fn raw(&self, from: u64, to: u64) -> Option<&[u8]> {
+        let at = |p: u64| usize::try_from(p.checked_sub(self.base)?).ok();
+        self.bytes.get(at(from)?..at(to)?)
     }
 
     fn skip(&mut self, n: u64) -> Result<(), Fail> {
@@ -368,10 +366,17 @@ fn compact<S: Source>(
     let mut float = false;
     // in memory: where the fields read but not yet written, to be copied as they are, begin
     let mut run: Option<u64> = None;
-    fn flush<S: Source>(r: &S, run: &mut Option<u64>, to: u64, out: &mut Vec<u8>) {
+    fn flush<S: Source>(
+        r: &S,
+        run: &mut Option<u64>,
+        to: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Fail> {
         if let Some(from) = run.take() {
-            out.extend_from_slice(r.raw(from, to));
+            // bytes read in memory are there: otherwise the reader reads the message again
+            out.extend_from_slice(r.raw(from, to).ok_or(Fail::Refill)?);
         }
+        Ok(())
     }
     while r.pos() < end {
         let from = r.pos();
@@ -398,14 +403,14 @@ fn compact<S: Source>(
                 if tensor && field == 14 {
                     // data_location: written once at the end (an elided tensor's becomes EXTERNAL;
                     // a second copy would read as bytes of an unknown field)
-                    flush(r, &mut run, from, out);
+                    flush(r, &mut run, from, out)?;
                     data_location = Some(v);
                     continue;
                 }
                 if minimal(r, Some(v)) {
                     run.get_or_insert(from);
                 } else {
-                    flush(r, &mut run, from, out);
+                    flush(r, &mut run, from, out)?;
                     put_varint(out, tag);
                     put_varint(out, v);
                 }
@@ -416,7 +421,7 @@ fn compact<S: Source>(
                     r.skip(n)?;
                     run.get_or_insert(from);
                 } else {
-                    flush(r, &mut run, from, out);
+                    flush(r, &mut run, from, out)?;
                     put_varint(out, tag);
                     r.copy(n, out)?;
                 }
@@ -429,11 +434,11 @@ fn compact<S: Source>(
                 })?;
                 let min = if float { MIN_ELIDED_FLOAT } else { MIN_ELIDED };
                 if tensor && field == 9 && len >= min {
-                    flush(r, &mut run, from, out);
+                    flush(r, &mut run, from, out)?;
                     elided = Some((start, len));
                     r.seek(stop);
                 } else if let Some(k) = child(kind, field) {
-                    flush(r, &mut run, from, out);
+                    flush(r, &mut run, from, out)?;
                     put_varint(out, tag);
                     let width = varint_len(len);
                     let len_at = out.len();
@@ -474,7 +479,7 @@ fn compact<S: Source>(
                     r.skip(len)?;
                     run.get_or_insert(from);
                 } else {
-                    flush(r, &mut run, from, out);
+                    flush(r, &mut run, from, out)?;
                     put_varint(out, tag);
                     put_varint(out, len);
                     r.copy(len, out)?;
@@ -486,7 +491,7 @@ fn compact<S: Source>(
     if r.pos() != end {
         return Err(r.err("a message ends inside a field"));
     }
-    flush(r, &mut run, end, out);
+    flush(r, &mut run, end, out)?;
     if let Some((offset, length)) = elided {
         put_bytes_field(out, 13, &entry("location", SELF_LOCATION));
         put_bytes_field(out, 13, &entry("offset", &offset.to_string()));
