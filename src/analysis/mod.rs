@@ -490,7 +490,12 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
             Some(def) if def.domain.is_empty() => def.name.into(),
             _ => op_label(&node.domain, &node.op_type).into(),
         },
-        output_shapes: outs().map(|f| f.shape.clone()).collect(),
+        // exactly one slot per output (`flatten` gives no size hint: a row held four)
+        output_shapes: {
+            let mut shapes = Vec::with_capacity(node.outputs.len());
+            shapes.extend(outs().map(|f| f.shape.clone()));
+            shapes
+        },
         params: 0,
         param_bytes: 0,
         buffers: 0,

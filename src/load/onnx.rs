@@ -393,11 +393,12 @@ impl Context<'_> {
                     name.as_deref().unwrap_or("")
                 )));
             }
-            let attrs = n
-                .attribute
-                .iter()
-                .map(|a| self.attribute(a, &op_type))
-                .collect::<Result<Vec<_>>>()?;
+            // exactly as many as there are (a `collect` through `Result` starts at four and
+            // doubles: ~8 MiB of empty slots on a graph of 100,000 nodes)
+            let mut attrs = Vec::with_capacity(n.attribute.len());
+            for a in &n.attribute {
+                attrs.push(self.attribute(a, &op_type)?);
+            }
             if let Some(out) = outputs.first() {
                 if op_type != "BatchNormalization" && fused_eval_norm(&n.metadata_props) {
                     b.mark_fused_norm(out);
@@ -477,15 +478,12 @@ impl Context<'_> {
         let dtype = DType::from_onnx(code).ok_or_else(|| {
             self.malformed(format!("{what} '{name}' has an unknown data type ({code})"))
         })?;
-        let dims = tp
-            .dims
-            .iter()
-            .map(|&d| {
-                u64::try_from(d).map_err(|_| {
-                    self.malformed(format!("{what} '{name}' has a negative dimension ({d})"))
-                })
-            })
-            .collect::<Result<Vec<u64>>>()?;
+        let mut dims = Vec::with_capacity(tp.dims.len());
+        for &d in &tp.dims {
+            dims.push(u64::try_from(d).map_err(|_| {
+                self.malformed(format!("{what} '{name}' has a negative dimension ({d})"))
+            })?);
+        }
         let mut t = Tensor {
             name,
             dtype,
