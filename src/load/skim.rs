@@ -18,10 +18,11 @@ pub const SELF_LOCATION: &str = "\u{0}nnlint:self";
 pub const MIN_ELIDED: u64 = 4096;
 
 /// A floating-point initializer's payload is skipped from this size: analysis keeps the values of
-/// float initializers of at most 64 elements only (`analysis::ops::initializer_fact`) and reads the
-/// others from the file for the rare node that folds them. Without this, a graph of many small
-/// weights (100,000 nodes with 8-channel convolutions) held the whole file in memory.
-pub const MIN_ELIDED_FLOAT: u64 = 512;
+/// float initializers of at most 16 elements only (`analysis::ops::initializer_fact`; 128 bytes as
+/// `f64`) and reads the others from the file for the rare node that folds them. Without this, a
+/// graph of many small weights (100,000 nodes with 8-channel convolutions) held the whole file in
+/// memory.
+pub const MIN_ELIDED_FLOAT: u64 = 16 * 8 + 1;
 
 /// How deep the walk may nest; prost's own limit (100 messages of any kind) applies after it.
 const MAX_DEPTH: usize = 200;

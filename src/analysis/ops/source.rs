@@ -134,7 +134,11 @@ pub fn tensor_fact(t: &Tensor) -> Fact {
 /// Float initializers above this many elements (weights, mostly) keep no values in their fact;
 /// [`deferred_value`] reads them for the node that reads them. Held for the whole analysis, the
 /// values of 100,000 small weights took 45 MiB at the peak (as `f64`s); only a few are ever folded.
-const EAGER_FLOAT_ELEMS: u64 = 64;
+/// An op that cannot fold reads a float input's values only where the input is shape-like: a
+/// scalar (`Range`, `Clip`, `Dropout`'s ratio, `OneHot`'s depth) or one entry per axis (`Resize`'s
+/// scales), so 16 covers tensors of rank 16. (At 64, the 12,502 biases of 64 elements of the
+/// 100,016-node benchmark graph held 6 MiB of `f64`s at the peak of `mem`.)
+const EAGER_FLOAT_ELEMS: u64 = 16;
 
 fn stored_fact_shape(t: &Tensor) -> Fact {
     Fact {
