@@ -1240,6 +1240,88 @@ mod tests {
         );
     }
 
+    /// Float initializers of 16 elements and fewer keep their values; larger ones are read for
+    /// the node that folds them, out of the file (the skim leaves their payload there). Either
+    /// way the folded values and the shapes computed from float inputs are the same.
+    #[test]
+    fn float_initializers_fold_on_both_sides_of_the_eager_limit() {
+        use crate::load::onnx_pb as pb;
+        use prost::Message;
+        let floats = |name: &str, xs: &[f32]| pb::TensorProto {
+            name: Some(name.into()),
+            dims: vec![xs.len() as i64],
+            data_type: Some(1),
+            raw_data: Some(xs.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into()),
+            ..Default::default()
+        };
+        let node = |op: &str, ins: &[&str], out: &str| pb::NodeProto {
+            op_type: Some(op.into()),
+            name: Some(out.into()),
+            input: ins.iter().map(|s| s.to_string()).collect(),
+            output: vec![out.into()],
+            ..Default::default()
+        };
+        let ramp = |n: usize| (0..n).map(|i| i as f32 * 0.5).collect::<Vec<f32>>();
+        let x = pb::ValueInfoProto {
+            name: Some("x".into()),
+            r#type: Some(pb::TypeProto {
+                value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                    elem_type: Some(1),
+                    shape: Some(pb::TensorShapeProto {
+                        dim: [1, 3, 8, 8]
+                            .iter()
+                            .map(|&d| pb::tensor_shape_proto::Dimension {
+                                value: Some(pb::tensor_shape_proto::dimension::Value::DimValue(d)),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    }),
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            opset_import: vec![pb::OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            }],
+            graph: Some(pb::GraphProto {
+                input: vec![x],
+                initializer: vec![
+                    floats("w16", &ramp(16)),
+                    floats("w17", &ramp(17)),
+                    floats("w64", &ramp(64)),
+                    floats("scales", &[1.0, 1.0, 2.0, 3.0]),
+                ],
+                node: vec![
+                    node("Neg", &["w16"], "n16"),
+                    node("Neg", &["w17"], "n17"),
+                    node("Neg", &["w64"], "n64"),
+                    node("Resize", &["x", "", "scales"], "y"),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        let m = crate::load::onnx::load(&path).unwrap();
+        let inf = infer(&m, &Bindings::default()).unwrap();
+        let fact = |name: &str| &inf.facts[m.graph.value_by_name(name).unwrap()];
+        // the 17- and 64-element weights are deferred: no values in their own facts
+        assert!(fact("w16").value.is_some());
+        assert!(fact("w17").value.is_none() && fact("w64").value.is_none());
+        for (out, n) in [("n16", 16), ("n17", 17), ("n64", 64)] {
+            let want: Vec<f64> = ramp(n).iter().map(|&x| -(x as f64)).collect();
+            assert_eq!(fact(out).value, Some(Konst::Float(want)), "{out}");
+        }
+        let y: Vec<Dim> = [1, 3, 16, 24].into_iter().map(Dim::known).collect();
+        assert_eq!(fact("y").shape, Some(y));
+    }
+
     #[test]
     fn a_value_must_name_a_scalar_input() {
         let m = fixture("if_sample_rate");

@@ -346,10 +346,10 @@ fn entry(key: &str, value: &str) -> Vec<u8> {
 
 /// Appends the compacted message `r.pos..end` of `kind` to `out`. A nested message is compacted in
 /// place, after room for its length as the file wrote it (a compacted message is never longer than
-/// its original: an elided payload of at least 512 bytes gives way to ~100 bytes of location); the
-/// length is written there when the message is done, and the message moves back only when its
-/// length takes fewer bytes than the original's (an elided payload crossed a power of 128). Each
-/// byte is copied once, not once per level of nesting.
+/// its original: an elided payload of at least 129 bytes, 132 with its tag and length, gives way
+/// to at most 92 bytes of location); the length is written there when the message is done, and
+/// the message moves back only when its length takes fewer bytes than the original's (an elided
+/// payload crossed a power of 128). Each byte is copied once, not once per level of nesting.
 fn compact<S: Source>(
     r: &mut S,
     end: u64,
@@ -598,7 +598,7 @@ mod tests {
     }
 
     #[test]
-    fn float_initializers_are_elided_from_512_bytes_and_other_tensors_from_4096() {
+    fn float_initializers_are_elided_from_129_bytes_and_other_tensors_from_4096() {
         let tensor = |name: &str, data_type: i32, len: usize| pb::TensorProto {
             name: Some(name.into()),
             dims: vec![len as i64],
@@ -611,8 +611,8 @@ mod tests {
             ir_version: Some(9),
             graph: Some(pb::GraphProto {
                 initializer: vec![
-                    tensor("f512", float, 512),
-                    tensor("f508", float, 508),
+                    tensor("f129", float, 129),
+                    tensor("f128", float, 128),
                     tensor("i2048", int8, 2048),
                 ],
                 node: vec![pb::NodeProto {
