@@ -282,11 +282,13 @@ impl GraphBuilder {
         attrs: Attrs,
     ) {
         let inputs = self.ids(inputs);
-        let outputs = outputs
-            .into_iter()
-            .map(|n| (!n.is_empty()).then(|| self.value_named(n)))
-            .collect();
-        self.push_node(name, op_type, domain, inputs, outputs, attrs);
+        // a new array, not `collect` (which keeps the names' array, prost's four slots of 24 bytes
+        // for one output: 8 MiB on a graph of 100,000 nodes)
+        let mut ids = Vec::with_capacity(outputs.len());
+        for n in outputs {
+            ids.push((!n.is_empty()).then(|| self.value_named(n)));
+        }
+        self.push_node(name, op_type, domain, inputs, ids, attrs);
     }
 
     fn push_node(
