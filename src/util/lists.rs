@@ -50,6 +50,14 @@ pub struct Texts {
 }
 
 impl Texts {
+    /// Room for `count` strings of `text` bytes in all.
+    pub fn with_capacity(count: usize, text: usize) -> Texts {
+        Texts {
+            text: String::with_capacity(text),
+            ends: Vec::with_capacity(count),
+        }
+    }
+
     pub fn push(&mut self, s: &str) {
         self.push_with(|out| out.push_str(s));
     }
