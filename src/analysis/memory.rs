@@ -120,7 +120,7 @@ pub fn is_activation(graph: &Graph, is_static: &[bool], v: ValueId) -> bool {
     if is_static[v] {
         return false;
     }
-    val.producer.is_some() || graph.inputs.contains(&v)
+    val.producer().is_some() || graph.inputs.contains(&v)
 }
 
 /// Last step at which each value is used (captures by subgraphs count as uses by the holding node).
@@ -187,7 +187,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
     let last = last_use(graph);
     // the values whose last use is step i, in value order
     let n_steps = graph.nodes.len();
-    let step_freeing = |v: ValueId| match (graph.values[v].producer, last[v]) {
+    let step_freeing = |v: ValueId| match (graph.values[v].producer(), last[v]) {
         (_, Some(l)) if l < n_steps => Some(l),
         (Some((p, _)), None) => Some(p),
         _ => None,

@@ -343,7 +343,7 @@ impl<'a> Flow<'a> {
         };
         let from_matmul = |v: ValueId| {
             self.graph.values[v]
-                .producer
+                .producer()
                 .is_some_and(|(p, _)| matches!(self.ops[p], Op::MatMul | Op::Gemm(_)))
         };
         let is_bias =
@@ -486,7 +486,7 @@ struct Patterns {
 }
 
 fn producer(g: &Graph, v: ValueId) -> Option<(NodeId, &Node)> {
-    g.values[v].producer.map(|(n, _)| (n, &g.nodes[n]))
+    g.values[v].producer().map(|(n, _)| (n, &g.nodes[n]))
 }
 
 fn single_consumer(g: &Graph, v: ValueId) -> Option<(NodeId, &Node)> {

@@ -599,7 +599,7 @@ fn trace(
     if val.init.is_some() {
         return;
     }
-    if let Some((n, _)) = val.producer {
+    if let Some((n, _)) = val.producer() {
         let node = &g.nodes[n];
         let reads_shape = matches!(
             ops::def_of(node).map(|d| d.outputs),
@@ -1251,7 +1251,12 @@ mod tests {
             name: Some(name.into()),
             dims: vec![xs.len() as i64],
             data_type: Some(1),
-            raw_data: Some(xs.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into()),
+            raw_data: Some(
+                xs.iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect::<Vec<u8>>()
+                    .into(),
+            ),
             ..Default::default()
         };
         let node = |op: &str, ins: &[&str], out: &str| pb::NodeProto {

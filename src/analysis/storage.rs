@@ -119,7 +119,7 @@ fn parameter_slot(graph: &Graph, n: usize, slot: usize) -> bool {
     match node.op_type.as_str() {
         "Add" => node
             .input(1 - slot.min(1))
-            .and_then(|v| graph.values[v].producer)
+            .and_then(|v| graph.values[v].producer())
             .is_some_and(|(p, _)| {
                 matches!(
                     graph.nodes[p].op_type.as_str(),
@@ -387,7 +387,7 @@ fn attention_bias(graph: &Graph, id: ValueId, t: &Tensor) -> bool {
 
 /// Whether `v` comes from a `MatMul` through at most `depth` scalings, reshapes, adds or casts.
 fn from_scores(graph: &Graph, v: ValueId, depth: usize) -> bool {
-    let Some((p, _)) = graph.values[v].producer else {
+    let Some((p, _)) = graph.values[v].producer() else {
         return false;
     };
     let node = &graph.nodes[p];

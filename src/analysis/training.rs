@@ -417,7 +417,9 @@ fn segment_of(bounds: &[(NodeId, NodeId)], node: NodeId) -> usize {
 fn boundary_bytes(graph: &Graph, facts: &[Fact], bounds: &[(NodeId, NodeId)]) -> u64 {
     let mut boundary = 0u64;
     for (v, val) in graph.values.iter().enumerate() {
-        let Some((p, _)) = val.producer else { continue };
+        let Some((p, _)) = val.producer() else {
+            continue;
+        };
         let made_in = segment_of(bounds, p);
         if graph
             .consumers(v)
@@ -847,7 +849,9 @@ mod tests {
         let mut counted = std::collections::HashSet::new();
         for (seg, &(start, _)) in bounds.iter().enumerate().skip(1) {
             for (v, val) in graph.values.iter().enumerate() {
-                let Some((p, _)) = val.producer else { continue };
+                let Some((p, _)) = val.producer() else {
+                    continue;
+                };
                 if p >= start || counted.contains(&v) {
                     continue;
                 }

@@ -185,7 +185,7 @@ fn stored(g: &Graph, nodes: &[NodeId]) -> (u64, u64) {
         for &v in g.nodes[n].inputs.iter().flatten() {
             // through the Identity twins PyTorch exports for deduplicated weights
             let mut v = v;
-            while let Some((p, _)) = g.values[v].producer {
+            while let Some((p, _)) = g.values[v].producer() {
                 match (&g.nodes[p].op_type[..], g.nodes[p].input(0)) {
                     ("Identity", Some(x)) => v = x,
                     _ => break,
@@ -232,7 +232,7 @@ pub fn build(
             .iter()
             .filter_map(|o| {
                 gz.value_by_name(o)
-                    .and_then(|v| gz.values[v].producer)
+                    .and_then(|v| gz.values[v].producer())
                     .map(|(n, _)| n)
             })
             .collect();

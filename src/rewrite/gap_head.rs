@@ -102,7 +102,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         for v in g.nodes[m].inputs.iter().skip(1).flatten() {
             if g.values[*v].init.is_some() {
                 released.push(g.values[*v].name.clone());
-            } else if let Some((p, _)) = g.values[*v].producer {
+            } else if let Some((p, _)) = g.values[*v].producer() {
                 let sole = g.consumers(*v).iter().all(|(u, _)| *u == m);
                 if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(v) {
                     removed.push(p);

@@ -222,7 +222,7 @@ impl<'a> LintContext<'a> {
     /// The node that produces a value.
     pub fn producer(&self, v: ValueId) -> Option<(NodeId, &'a Node)> {
         let g = self.graph();
-        g.values[v].producer.map(|(n, _)| (n, &g.nodes[n]))
+        g.values[v].producer().map(|(n, _)| (n, &g.nodes[n]))
     }
 
     /// Bytes of a value at the configured batch.

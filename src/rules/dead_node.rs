@@ -36,7 +36,7 @@ impl Rule for DeadNode {
             if std::mem::replace(&mut live[v], true) {
                 continue;
             }
-            if let Some((n, _)) = g.values[v].producer {
+            if let Some((n, _)) = g.values[v].producer() {
                 if !std::mem::replace(&mut node_live[n], true) {
                     stack.extend(g.nodes[n].inputs.iter().flatten().copied());
                 }

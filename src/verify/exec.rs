@@ -59,7 +59,7 @@ impl Scope {
 pub(crate) fn free_names(g: &Graph) -> BTreeSet<String> {
     let defined = |v: ValueId| {
         let value = &g.values[v];
-        value.producer.is_some() || value.init.is_some() || g.inputs.contains(&v)
+        value.producer().is_some() || value.init.is_some() || g.inputs.contains(&v)
     };
     let mut out = BTreeSet::new();
     let read = g

@@ -395,7 +395,7 @@ fn nodes_by_output(g: &Graph, names: &[String], stat: &[bool]) -> Result<Vec<Nod
             .value_by_name(name)
             .ok_or_else(|| format!("value '{name}' is not in the model"))?;
         let (n, _) = g.values[v]
-            .producer
+            .producer()
             .ok_or_else(|| format!("value '{name}' has no producer"))?;
         out.push(n);
     }
@@ -403,7 +403,7 @@ fn nodes_by_output(g: &Graph, names: &[String], stat: &[bool]) -> Result<Vec<Nod
     while i < out.len() {
         for v in g.nodes[out[i]].inputs.iter().flatten() {
             if let (true, None, Some((p, _))) =
-                (stat[*v], &g.values[*v].init, g.values[*v].producer)
+                (stat[*v], &g.values[*v].init, g.values[*v].producer())
             {
                 if !out.contains(&p) {
                     out.push(p);
