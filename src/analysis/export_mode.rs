@@ -32,7 +32,13 @@ fn onnx_domain(n: &Node) -> bool {
 /// A boolean input's constant value, when the graph fixes it.
 fn constant_bool(facts: &[Fact], n: &Node, slot: usize) -> Option<bool> {
     let v = n.input(slot)?;
-    let x = facts.get(v)?.value.as_ref()?.as_f64s()?.first().copied()?;
+    let x = facts
+        .get(v)?
+        .value
+        .as_deref()?
+        .as_f64s()?
+        .first()
+        .copied()?;
     Some(x != 0.0)
 }
 

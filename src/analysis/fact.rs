@@ -10,7 +10,7 @@ pub struct Fact {
     /// `None` when even the rank is unknown.
     pub shape: Option<Vec<Dim>>,
     /// Folded contents, row-major, for small integer or float tensors whose shape is known.
-    pub value: Option<Konst>,
+    pub value: Option<Box<Konst>>,
 }
 
 /// Contents of a folded tensor. Integers are [`Dim`]s so that shape values stay symbolic
@@ -105,7 +105,7 @@ impl Fact {
     }
 
     pub fn with_value(mut self, value: Konst) -> Fact {
-        self.value = Some(value);
+        self.value = Some(Box::new(value));
         self
     }
 

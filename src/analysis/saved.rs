@@ -427,7 +427,7 @@ impl<'a> Flow<'a> {
         };
         let axes = node
             .input(3)
-            .and_then(|a| self.facts[a].value.as_ref()?.as_i64s())
+            .and_then(|a| self.facts[a].value.as_deref()?.as_i64s())
             .or(attr);
         match axes {
             Some(a) => a
@@ -437,7 +437,7 @@ impl<'a> Flow<'a> {
             None => {
                 let n = node
                     .input(1)
-                    .and_then(|s| self.facts[s].value.as_ref().map(|v| v.len()))
+                    .and_then(|s| self.facts[s].value.as_deref().map(|v| v.len()))
                     .unwrap_or(1);
                 (0..n).collect()
             }
@@ -446,7 +446,7 @@ impl<'a> Flow<'a> {
 
     fn dropout_ratio(&self, node: &Node, op: &Op) -> Option<f64> {
         if let Some(r) = node.input(1) {
-            return self.facts[r].value.as_ref()?.as_f64s()?.first().copied();
+            return self.facts[r].value.as_deref()?.as_f64s()?.first().copied();
         }
         match op {
             Op::Dropout(d) => Some(d.ratio.unwrap_or(0.5) as f64),

@@ -483,7 +483,7 @@ fn output_dtypes(cx: &Cx, opset: i64, n: usize) -> Vec<Option<DType>> {
             if dtype.is_some_and(DType::is_int) && (t.elem_count() as u64) <= MAX_FOLD_ELEMS {
                 fact.value = to_ints(t)
                     .ok()
-                    .map(|v| Konst::Int(v.into_iter().map(Dim::known).collect()));
+                    .map(|v| Box::new(Konst::Int(v.into_iter().map(Dim::known).collect())));
             }
             Some(fact)
         })

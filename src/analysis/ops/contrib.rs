@@ -431,7 +431,7 @@ pub fn group_query_attention(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let d = ovf(head.checked_mul(&Dim::known(h.num_heads)), "hidden size")?;
     let total: Dim = match cx
         .opt_input(6)
-        .and_then(|f| f.value.as_ref())
+        .and_then(|f| f.value.as_deref())
         .and_then(|v| v.as_dims())
     {
         Some(t) if t.len() == 1 => t[0].clone(),

@@ -312,7 +312,7 @@ pub fn identity(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn unary_fold(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let mut out = same_as_input(cx)?;
     if let Some(v) = &cx.input(0)?.value {
-        out[0].value = fold_unary(cx.op, v);
+        out[0].value = fold_unary(cx.op, v).map(Box::new);
     }
     Ok(out)
 }
@@ -387,7 +387,7 @@ fn fold_broadcast(
     let out: Vec<u64> = out_shape.iter().map(Dim::as_u64).collect::<Option<_>>()?;
     let values: Vec<&Konst> = inputs
         .iter()
-        .map(|f| f.value.as_ref())
+        .map(|f| f.value.as_deref())
         .collect::<Option<_>>()?;
     let maps: Vec<Vec<usize>> = inputs
         .iter()
@@ -521,7 +521,7 @@ pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype,
         shape: Some(shape),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -534,7 +534,7 @@ pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype,
         shape: Some(shape),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -555,7 +555,7 @@ pub fn compare(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: Some(DType::Bool),
         shape: Some(shape),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -587,7 +587,7 @@ pub fn logical(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: Some(DType::Bool),
         shape: Some(shape),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -617,7 +617,7 @@ pub fn cum_sum(cx: &OpCx) -> InferResult<Vec<Fact>> {
     out[0].value = (|| {
         let shape = x.known_shape()?;
         let a = super::axis(*cx.ints(1).ok()?.first()?, shape.len()).ok()?;
-        let v = x.value.as_ref()?;
+        let v = x.value.as_deref()?;
         let inner: u64 = shape[a + 1..].iter().product();
         let n = shape[a];
         let outer: u64 = shape[..a].iter().product();
@@ -664,13 +664,14 @@ pub fn cum_sum(cx: &OpCx) -> InferResult<Vec<Fact>> {
                 Some(Konst::Float(r))
             }
         }
-    })();
+    })()
+    .map(Box::new);
     Ok(out)
 }
 
 pub fn logical_not(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let f = cx.input(0)?;
-    let value = match &f.value {
+    let value = match f.value.as_deref() {
         Some(Konst::Int(v)) => v
             .iter()
             .map(|d| d.as_i64().map(|x| Dim::known((x == 0) as i64)))
@@ -681,7 +682,7 @@ pub fn logical_not(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: Some(DType::Bool),
         shape: f.shape.clone(),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -700,7 +701,11 @@ pub fn cast(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: Some(to),
         shape: f.shape.clone(),
-        value: f.value.as_ref().and_then(|v| cast_value(v, to)),
+        value: f
+            .value
+            .as_deref()
+            .and_then(|v| cast_value(v, to))
+            .map(Box::new),
     }])
 }
 
@@ -710,8 +715,8 @@ pub fn cast_like(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: to.or(f.dtype),
         shape: f.shape.clone(),
-        value: match (&f.value, to) {
-            (Some(v), Some(t)) => cast_value(v, t),
+        value: match (f.value.as_deref(), to) {
+            (Some(v), Some(t)) => cast_value(v, t).map(Box::new),
             _ => None,
         },
     }])
@@ -776,7 +781,7 @@ pub fn where_(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: facts[1].dtype.or(facts[2].dtype),
         shape: Some(shape),
-        value,
+        value: value.map(Box::new),
     }])
 }
 

@@ -99,7 +99,7 @@ pub fn pick(v: &Konst, idx: &[Option<usize>], fill: Option<&Konst>) -> Option<Ko
 
 /// The value of a movement whose output element `out` comes from input coordinate `map(out)`.
 pub fn moved(x: &Fact, out: &[Dim], map: impl FnMut(&[u64], &mut [u64]) -> bool) -> Option<Konst> {
-    let v = x.value.as_ref()?;
+    let v = x.value.as_deref()?;
     let inp = x.known_shape()?;
     let out = known(out)?;
     if numel(&inp)? != v.len() as u64 {
@@ -162,7 +162,7 @@ mod tests {
         .unwrap();
         let fill = Konst::Int(vec![Dim::known(0)]);
         assert_eq!(
-            ints(pick(x.value.as_ref().unwrap(), &idx, Some(&fill))),
+            ints(pick(x.value.as_deref().unwrap(), &idx, Some(&fill))),
             [0, 7, 8, 9, 0]
         );
     }

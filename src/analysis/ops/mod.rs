@@ -85,7 +85,7 @@ impl<'a> OpCx<'a> {
 
     /// The folded value of input `i`; unknown is [`InferError::Unknown`].
     pub fn value(&self, i: usize) -> InferResult<&'a Konst> {
-        self.input(i)?.value.as_ref().ok_or(InferError::Unknown)
+        self.input(i)?.value.as_deref().ok_or(InferError::Unknown)
     }
 
     /// The folded value of input `i` as known integers (for axes, pads, repeats...).

@@ -258,9 +258,9 @@ impl FromAttrs for Blocks {
 
 /// The value, kept only when the shape stays fully known (same elements, same order).
 fn keep_value(input: &Fact, shape: &[Dim]) -> Option<Konst> {
-    let v = input.value.clone()?;
+    let v = input.value.as_deref()?;
     let n = Dim::product(shape)?.as_u64()?;
-    (n == v.len() as u64).then_some(v)
+    (n == v.len() as u64).then(|| v.clone())
 }
 
 pub fn reshape(cx: &OpCx) -> InferResult<Vec<Fact>> {
@@ -338,7 +338,7 @@ pub fn reshape(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -360,7 +360,7 @@ pub fn flatten(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -391,7 +391,7 @@ pub fn transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -429,7 +429,7 @@ pub fn concat(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: facts.iter().find_map(|f| f.dtype).or(first.dtype),
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -442,7 +442,7 @@ fn concat_values(facts: &[&Fact], a: usize) -> Option<Konst> {
         .collect::<Option<_>>()?;
     let values: Vec<&Konst> = facts
         .iter()
-        .map(|f| f.value.as_ref())
+        .map(|f| f.value.as_deref())
         .collect::<Option<_>>()?;
     let outer: u64 = shapes[0][..a].iter().product();
     let mut parts: Vec<Konst> = Vec::new();
@@ -525,7 +525,7 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
             Fact {
                 dtype: x.dtype,
                 shape: Some(o),
-                value,
+                value: value.map(Box::new),
             }
         })
         .collect())
@@ -669,7 +669,7 @@ pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -685,7 +685,7 @@ pub fn gather(cx: &OpCx) -> InferResult<Vec<Fact>> {
     out.extend_from_slice(is);
     out.extend_from_slice(&ds[a + 1..]);
     let value = (|| {
-        let v = data.value.as_ref()?;
+        let v = data.value.as_deref()?;
         let idx = cx.ints(1).ok()?;
         let dshape = data.known_shape()?;
         let outer: u64 = dshape[..a].iter().product();
@@ -708,7 +708,7 @@ pub fn gather(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: data.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -737,7 +737,7 @@ pub fn gather_elements(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: data.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -791,7 +791,7 @@ pub fn squeeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -824,7 +824,7 @@ pub fn unsqueeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -839,7 +839,7 @@ pub fn expand(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -866,7 +866,7 @@ pub fn tile(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -913,10 +913,10 @@ pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
             begin[a] = pads[k];
         }
         let fill = match cx.opt_input(2) {
-            Some(f) if cx.opset >= 11 => f.value.clone()?,
+            Some(f) if cx.opset >= 11 => f.value.as_deref()?.clone(),
             _ => Konst::Float(vec![p.value as f64]),
         };
-        let v = x.value.as_ref()?;
+        let v = x.value.as_deref()?;
         let idx = fold::index_map(&fold::known(&out)?, &inp, |o, src| {
             for i in 0..src.len() {
                 let d = inp[i] as i64;
@@ -945,7 +945,7 @@ pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -1197,7 +1197,7 @@ pub fn one_hot(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if !(0..r).contains(&at) {
         return invalid(format!("axis {a} is out of range for rank {r}"));
     }
-    let depth = match cx.opt_input(1).and_then(|f| f.value.as_ref()) {
+    let depth = match cx.opt_input(1).and_then(|f| f.value.as_deref()) {
         Some(v) => match v.as_dims().as_deref() {
             Some([d]) => {
                 if let Some(k) = d.as_i64() {
@@ -1238,7 +1238,7 @@ pub fn compress(cx: &OpCx) -> InferResult<Vec<Fact>> {
     if c.len() != 1 {
         return invalid(format!("condition has rank {}, expected 1", c.len()));
     }
-    let kept = match cx.opt_input(1).and_then(|f| f.value.as_ref()) {
+    let kept = match cx.opt_input(1).and_then(|f| f.value.as_deref()) {
         Some(v) => match v.as_f64s() {
             Some(bits) => Dim::known(bits.iter().filter(|&&b| b != 0.0).count() as i64),
             None => data_dependent("compress", cx),

@@ -116,14 +116,14 @@ pub fn reduce(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: x.dtype,
         shape: Some(out),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
 /// The reduction of a known value over `axes` (sums, products, extremes and means of shape
 /// vectors, masks, small tables).
 fn reduce_value(op: &Op, x: &Fact, axes: &[usize]) -> Option<Konst> {
-    let v = x.value.as_ref()?;
+    let v = x.value.as_deref()?;
     let shape = x.known_shape()?;
     if shape.iter().product::<u64>() != v.len() as u64 {
         return None;
@@ -262,7 +262,7 @@ pub fn top_k(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn non_zero(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let s = cx.shape(0)?;
     let x = cx.input(0)?;
-    if let (Some(v), Some(shape)) = (x.value.as_ref().and_then(Konst::as_f64s), x.known_shape()) {
+    if let (Some(v), Some(shape)) = (x.value.as_deref().and_then(Konst::as_f64s), x.known_shape()) {
         let rank = shape.len();
         let hits: Vec<usize> = (0..v.len()).filter(|&i| v[i] != 0.0).collect();
         // row-major coordinates of each hit, axis by axis
@@ -345,7 +345,7 @@ pub fn non_max_suppression(cx: &OpCx) -> InferResult<Vec<Fact>> {
     // no box selected at all: a known empty result
     let none = cx
         .opt_input(2)
-        .and_then(|f| f.value.as_ref())
+        .and_then(|f| f.value.as_deref())
         .and_then(|v| v.as_i64s())
         .is_some_and(|v| v.first().is_some_and(|&m| m <= 0));
     let n = if none {

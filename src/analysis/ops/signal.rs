@@ -33,7 +33,7 @@ impl FromAttrs for Dft {
 fn scalar(cx: &OpCx, i: usize) -> InferResult<Option<Dim>> {
     match cx.opt_input(i) {
         None => Ok(None),
-        Some(f) => match f.value.as_ref().and_then(|v| v.as_dims()).as_deref() {
+        Some(f) => match f.value.as_deref().and_then(|v| v.as_dims()).as_deref() {
             Some([d]) => Ok(Some(d.clone())),
             Some(v) => invalid(format!(
                 "input {i} has {} values, expected a scalar",

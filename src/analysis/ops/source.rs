@@ -126,7 +126,7 @@ impl FromAttrs for RandomLike {
 pub fn tensor_fact(t: &Tensor) -> Fact {
     let value = t.read_values(MAX_FOLD_ELEMS).map(Konst::from_values);
     Fact {
-        value,
+        value: value.map(Box::new),
         ..stored_fact_shape(t)
     }
 }
@@ -259,7 +259,7 @@ pub fn constant_of_shape(cx: &OpCx) -> InferResult<Vec<Fact>> {
     Ok(vec![Fact {
         dtype: Some(dtype),
         shape: Some(shape),
-        value,
+        value: value.map(Box::new),
     }])
 }
 
@@ -294,7 +294,7 @@ pub fn range(cx: &OpCx) -> InferResult<Vec<Fact>> {
         return Ok(vec![Fact {
             dtype,
             shape: Some(vec![Dim::known(n)]),
-            value,
+            value: value.map(Box::new),
         }]);
     }
     // symbolic: range(start, limit, delta) with known start and delta
