@@ -473,7 +473,7 @@ registry! {
     "Asinh" => Asinh { infer: ew::unary, saves: sv::input_if_grad }
     "Atan" => Atan { infer: ew::unary, saves: sv::input_if_grad }
     "Atanh" => Atanh { infer: ew::unary, saves: sv::input_if_grad }
-    "Attention" => Attention(attention::Attention) {
+    "Attention" => Attention(Box<attention::Attention>) {
         infer: attention::attention, macs: attention::attention_macs, saves: attention::attention_saves,
         autocast: Lower, slots: Slots::Config(&[3, 6]),
     }
@@ -569,7 +569,7 @@ registry! {
     "GlobalMaxPool" => GlobalMaxPool { infer: pool::global_pool, saves: sv::input_and_indices }
     "Greater" => Greater { infer: ew::compare, grad: false }
     "GreaterOrEqual" => GreaterOrEqual { infer: ew::compare, grad: false }
-    "GridSample" => GridSample(movement::GridSample) {
+    "GridSample" => GridSample(Box<movement::GridSample>) {
         infer: movement::grid_sample, saves: movement::grid_sample_saves, autocast: Promote,
     }
     "GroupNormalization" => GroupNormalization(norm::GroupNorm) {
@@ -746,7 +746,7 @@ registry! {
     "Softplus" => Softplus { infer: ew::unary, saves: sv::input_if_grad }
     "Softsign" => Softsign { infer: ew::unary, saves: sv::input_if_grad }
     "SpaceToDepth" => SpaceToDepth(movement::Blocks) { infer: movement::space_to_depth }
-    "Split" => Split(movement::Split) { infer: movement::split, slots: Slots::ConfigFrom(1), view: View::Split }
+    "Split" => Split(Box<movement::Split>) { infer: movement::split, slots: Slots::ConfigFrom(1), view: View::Split }
     "SplitToSequence" => SplitToSequence { slots: Slots::ConfigFrom(1) }
     "Sqrt" => Sqrt { infer: ew::unary_fold, saves: sv::output_if_grad }
     "Squeeze" => Squeeze(movement::Axes) { infer: movement::squeeze, slots: Slots::ConfigFrom(1), view: View::Alias }
@@ -955,7 +955,7 @@ pub(crate) mod testing {
                 .enumerate()
                 .map(|(i, f)| f.as_ref().map(|_| i))
                 .collect(),
-            outputs: vec![Some(100)],
+            outputs: Box::new([Some(100)]),
             attrs: Attrs(attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
             resolved: Default::default(),
         };
@@ -1161,8 +1161,8 @@ mod tests {
                 name: "n".into(),
                 op_type: def.name.into(),
                 domain: def.domain.into(),
-                inputs: Vec::new(),
-                outputs: Vec::new(),
+                inputs: Box::default(),
+                outputs: Box::default(),
                 attrs: Attrs::default(),
                 resolved: Default::default(),
             };
@@ -1212,10 +1212,12 @@ mod size_tests {
     #[test]
     fn a_parsed_op_and_a_dim_stay_small() {
         assert!(
-            std::mem::size_of::<super::Op>() <= 64,
+            std::mem::size_of::<super::Op>() <= 40,
             "{}",
             std::mem::size_of::<super::Op>()
         );
         assert_eq!(std::mem::size_of::<crate::ir::Dim>(), 16);
+        // and so is a value's fact: its folded contents, which most values lack, are boxed
+        assert!(std::mem::size_of::<crate::analysis::fact::Fact>() <= 40);
     }
 }

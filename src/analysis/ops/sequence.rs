@@ -182,8 +182,8 @@ mod tests {
                 name: "n".into(),
                 op_type: op.into(),
                 domain: String::new(),
-                inputs: Vec::new(),
-                outputs: Vec::new(),
+                inputs: Box::default(),
+                outputs: Box::default(),
                 attrs: Attrs::default(),
                 resolved: Default::default(),
             };
