@@ -603,7 +603,7 @@ impl Context<'_> {
                 })
             };
             match key {
-                "location" => location = Some(value.to_string()),
+                "location" => location = Some(value),
                 "offset" => offset = parse(value)?,
                 "length" => length = Some(parse(value)?),
                 _ => {}

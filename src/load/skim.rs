@@ -336,12 +336,28 @@ fn put_bytes_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// `external_data` entry (StringStringEntryProto: key = 1, value = 2).
-fn entry(key: &str, value: &str) -> Vec<u8> {
-    let mut e = Vec::new();
-    put_bytes_field(&mut e, 1, key.as_bytes());
-    put_bytes_field(&mut e, 2, value.as_bytes());
-    e
+/// Appends an `external_data` entry (field 13, a StringStringEntryProto: key = 1, value = 2),
+/// written in place (an entry built apart and its number formatted as a `String` were most of the
+/// cost of leaving a payload in the file).
+fn put_entry(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    let len = |b: usize| 1 + varint_len(b as u64) + b;
+    put_varint(out, 13 << 3 | 2);
+    put_varint(out, (len(key.len()) + len(value.len())) as u64);
+    put_bytes_field(out, 1, key.as_bytes());
+    put_bytes_field(out, 2, value);
+}
+
+/// `v` in decimal, in `buf`.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 /// Appends the compacted message `r.pos..end` of `kind` to `out`. A nested message is compacted in
@@ -494,9 +510,10 @@ fn compact<S: Source>(
     }
     flush(r, &mut run, end, out)?;
     if let Some((offset, length)) = elided {
-        put_bytes_field(out, 13, &entry("location", SELF_LOCATION));
-        put_bytes_field(out, 13, &entry("offset", &offset.to_string()));
-        put_bytes_field(out, 13, &entry("length", &length.to_string()));
+        let mut buf = [0; 20];
+        put_entry(out, "location", SELF_LOCATION.as_bytes());
+        put_entry(out, "offset", decimal(offset, &mut buf));
+        put_entry(out, "length", decimal(length, &mut buf));
         put_varint(out, 14 << 3);
         put_varint(out, 1);
     } else if let Some(v) = data_location {
@@ -641,6 +658,28 @@ mod tests {
             .unwrap()
             .raw_data
             .is_some());
+    }
+
+    #[test]
+    fn an_entry_is_what_prost_encodes_and_numbers_are_decimal() {
+        for (key, v) in [
+            ("offset", 0u64),
+            ("length", 7),
+            ("offset", 1 << 40),
+            ("x", u64::MAX),
+        ] {
+            let mut buf = [0; 20];
+            let mut out = Vec::new();
+            put_entry(&mut out, key, decimal(v, &mut buf));
+            let want = pb::TensorProto {
+                external_data: vec![pb::StringStringEntryProto {
+                    key: Some(key.into()),
+                    value: Some(v.to_string()),
+                }],
+                ..Default::default()
+            };
+            assert_eq!(out, want.encode_to_vec(), "{key}={v}");
+        }
     }
 
     #[test]
