@@ -24,6 +24,9 @@ pub const MIN_ELIDED: u64 = 4096;
 /// memory.
 pub const MIN_ELIDED_FLOAT: u64 = 16 * 8 + 1;
 
+/// The most the result's buffer reserves before the walk (beyond it, it grows as it fills).
+const MAX_RESERVED: u64 = 64 << 20;
+
 /// How deep the walk may nest; prost's own limit (100 messages of any kind) applies after it.
 const MAX_DEPTH: usize = 200;
 
@@ -545,7 +548,10 @@ fn skim_with(file: &File, len: u64, slices: bool) -> Result<Vec<u8>, String> {
         buf_start: 0,
         slices,
     };
-    let mut out = Vec::new();
+    // room for the whole result at once: it is never longer than the file (`compact`), and pages
+    // reserved but not written take no memory; grown by doubling, the 17 MB result of a 42 MB
+    // graph of 100,000 nodes was copied 16 times (2% of `mem`'s instructions)
+    let mut out = Vec::with_capacity(len.min(MAX_RESERVED) as usize);
     match compact(&mut r, len, Kind::Model, 0, &mut out) {
         Ok(()) => Ok(out),
         Err(Fail::Msg(m)) => Err(m),
