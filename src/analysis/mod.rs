@@ -884,7 +884,11 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
     let frame = Frame::main(graph, inf);
     // one buffer of rows, found by node through `row_of` (a `Vec<Option<Layer>>` beside the final
     // `Vec<Layer>` held every row twice at the peak)
-    let mut rows: Vec<Layer> = Vec::with_capacity(graph.nodes.len());
+    // (a row per node but the `Constant`s, which `row` leaves out)
+    let constants = (0..graph.nodes.len())
+        .filter(|&n| matches!(inf.ops.get(n), Some(ops::Op::Constant(_))))
+        .count();
+    let mut rows: Vec<Layer> = Vec::with_capacity(graph.nodes.len() - constants);
     let mut row_of: Vec<Option<usize>> = Vec::with_capacity(graph.nodes.len());
     for (n, node) in graph.nodes.iter().enumerate() {
         let r = row(node, n, inf, &frame, 0);
