@@ -620,9 +620,9 @@ impl Context<'_> {
                 format!("initializer '{name}' has external data, which needs the model's directory: pass the model as a file, not on standard input"),
             ));
         };
-        let Some((file, size)) = self.external_file(dir, &location, name)? else {
+        let Some((file, size)) = self.external_file(dir, location, name)? else {
             let why = format!("external data file '{location}' not found");
-            self.unavailable(&location, &why);
+            self.unavailable(location, &why);
             return Ok(Err(why));
         };
         let length = match (length, expected) {
@@ -644,7 +644,7 @@ impl Context<'_> {
             let why = format!(
                 "external data range {offset}..{end} lies beyond the end of '{location}' ({size} bytes)"
             );
-            self.unavailable(&location, &why);
+            self.unavailable(location, &why);
             return Ok(Err(why));
         }
         Ok(Ok(ExternalData {
