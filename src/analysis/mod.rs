@@ -481,10 +481,15 @@ impl<'a> Frame<'a> {
     }
 }
 
+/// Whether node `n` is a `Constant`, which has no row (its tensor is counted as stored).
+fn is_constant(inf: &Inference, n: NodeId) -> bool {
+    matches!(inf.ops.get(n), Some(ops::Op::Constant(_)))
+}
+
 /// The row of one node: its outputs' shapes and bytes, its MACs (parameters are added after).
 fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32) -> Option<Layer> {
     let is_static = &f.is_static;
-    if matches!(inf.ops.get(n), Some(ops::Op::Constant(_))) {
+    if is_constant(inf, n) {
         return None;
     }
     let outs = || node.outputs.iter().flatten().map(|&v| &inf.facts[v]);
@@ -886,7 +891,7 @@ pub fn report(model: &Model, inf: &Inference, train: Option<&training::TrainConf
     // `Vec<Layer>` held every row twice at the peak)
     // (a row per node but the `Constant`s, which `row` leaves out)
     let constants = (0..graph.nodes.len())
-        .filter(|&n| matches!(inf.ops.get(n), Some(ops::Op::Constant(_))))
+        .filter(|&n| is_constant(inf, n))
         .count();
     let mut rows: Vec<Layer> = Vec::with_capacity(graph.nodes.len() - constants);
     let mut row_of: Vec<Option<usize>> = Vec::with_capacity(graph.nodes.len());
