@@ -636,8 +636,25 @@ fn layer_table(view: &MemView, headers: Vec<String>) -> Table {
     )
     .squeeze_column(0)
     .optional_columns(&optional);
+    t.reserve(view.rows.len(), cells_text(view, n));
     fill(view, &mut t);
     t
+}
+
+/// About the bytes of the layer table's cells, on the generous side (untouched room costs no
+/// memory): the names, ops and shapes as long as they are, each number column 12 bytes.
+fn cells_text(view: &MemView, columns: usize) -> usize {
+    view.rows
+        .iter()
+        .map(|(l, _)| {
+            let shapes: usize = l
+                .output_shapes
+                .iter()
+                .map(|s| s.as_ref().map_or(2, |s| 2 + 8 * s.len()))
+                .sum();
+            2 * l.depth as usize + l.name.len() + l.op.len() + shapes + 12 * columns
+        })
+        .fold(0usize, usize::saturating_add)
 }
 
 /// Aligned text for a terminal.

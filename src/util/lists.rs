@@ -58,6 +58,12 @@ impl Texts {
         }
     }
 
+    /// Room for `count` more strings of `text` more bytes in all.
+    pub fn reserve(&mut self, count: usize, text: usize) {
+        self.ends.reserve(count);
+        self.text.reserve(text);
+    }
+
     pub fn push(&mut self, s: &str) {
         self.push_with(|out| out.push_str(s));
     }
