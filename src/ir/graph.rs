@@ -211,23 +211,15 @@ impl GraphBuilder {
 
     /// The value with this name, created on first use.
     pub fn value(&mut self, name: &str) -> ValueId {
-        self.value_named(name)
-    }
-
-    /// [`GraphBuilder::value`] from a name the caller gives up: a new value keeps its string.
-    fn value_named<S: AsRef<str> + Into<String>>(&mut self, name: S) -> ValueId {
         use std::hash::BuildHasher;
-        let hash = self.hasher.hash_one(name.as_ref());
+        let hash = self.hasher.hash_one(name);
         let values = &self.graph.values;
-        if let Some(&id) = self
-            .by_name
-            .find(hash, |&id| values[id].name == name.as_ref())
-        {
+        if let Some(&id) = self.by_name.find(hash, |&id| values[id].name == name) {
             return id;
         }
         let id = self.graph.values.len();
         self.graph.values.push(Value {
-            name: name.into(),
+            name: name.to_string(),
             ..Value::default()
         });
         let (values, hasher) = (&self.graph.values, &self.hasher);
@@ -279,27 +271,6 @@ impl GraphBuilder {
         let inputs = self.ids(inputs);
         let outputs = self.ids(outputs);
         self.push_node(name, op_type, domain, inputs, outputs, attrs);
-    }
-
-    /// [`GraphBuilder::add_node`] taking the output names: each new value keeps its name's string
-    /// (a graph of 100,000 nodes copied one per node).
-    pub fn add_node_owning(
-        &mut self,
-        name: String,
-        op_type: String,
-        domain: String,
-        inputs: &[impl AsRef<str>],
-        outputs: Vec<String>,
-        attrs: Attrs,
-    ) {
-        let inputs = self.ids(inputs);
-        // a new array, not `collect` (which keeps the names' array, prost's four slots of 24 bytes
-        // for one output: 8 MiB on a graph of 100,000 nodes)
-        let mut ids = Vec::with_capacity(outputs.len());
-        for n in outputs {
-            ids.push((!n.is_empty()).then(|| self.value_named(n)));
-        }
-        self.push_node(name, op_type, domain, inputs, ids, attrs);
     }
 
     fn push_node(

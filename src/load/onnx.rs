@@ -12,7 +12,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use super::onnx_pb as pb;
-use super::onnx_shell::{Lazy, LazyError, Shell};
+use super::onnx_shell::{Lazy, LazyError, NodeView, Shell};
 use crate::error::{Error, Result};
 use crate::ir::{
     shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor,
@@ -227,6 +227,17 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     })
 }
 
+/// A node's fields, from a [`NodeView`] or prost's `NodeProto`.
+struct Node<'n, I, O> {
+    name: Option<&'n str>,
+    op_type: Option<&'n str>,
+    domain: Option<&'n str>,
+    inputs: &'n [I],
+    outputs: &'n [O],
+    attribute: &'n [pb::AttributeProto],
+    metadata_props: &'n [pb::StringStringEntryProto],
+}
+
 /// A graph's fields, whether decoded already (a subgraph) or read one message at a time (the main
 /// graph; see [`Lazy`]).
 struct GraphView<'a> {
@@ -333,7 +344,7 @@ impl Context<'_> {
             if b.contains(&t.name) {
                 return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
             }
-            let id = b.value(&t.name.clone());
+            let id = b.value(&t.name);
             b.value_mut(id).init = Some(Box::new(t));
         }
         for sp in g.sparse_initializer {
@@ -341,7 +352,7 @@ impl Context<'_> {
             if b.contains(&t.name) {
                 return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
             }
-            let id = b.value(&t.name.clone());
+            let id = b.value(&t.name);
             b.value_mut(id).init = Some(Box::new(t));
         }
         for vi in g.input {
@@ -367,55 +378,79 @@ impl Context<'_> {
             let id = b.value(vi.name.as_deref().unwrap_or_default());
             b.add_output(id);
         }
-        for n in g.node.iter() {
-            let n = n.map_err(|l| self.lazy_error(l))?;
-            // a node decoded here gives up its strings to the IR; a subgraph's is borrowed
-            let (name, op_type, domain, outputs, n) = match n {
-                std::borrow::Cow::Owned(mut p) => (
-                    p.name.take(),
-                    p.op_type.take(),
-                    p.domain.take(),
-                    std::mem::take(&mut p.output),
-                    std::borrow::Cow::Owned(p),
-                ),
-                std::borrow::Cow::Borrowed(p) => (
-                    p.name.clone(),
-                    p.op_type.clone(),
-                    p.domain.clone(),
-                    p.output.clone(),
-                    std::borrow::Cow::Borrowed(p),
-                ),
-            };
-            let op_type = op_type.unwrap_or_default();
-            if op_type.is_empty() {
-                return Err(self.malformed(format!(
-                    "node '{}' has no op_type",
-                    name.as_deref().unwrap_or("")
-                )));
+        // names borrowed from the buffer, reused from node to node
+        let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+        for i in 0..g.node.len() {
+            let view = g
+                .node
+                .raw(i)
+                .and_then(|raw| NodeView::read(raw, &mut inputs, &mut outputs));
+            if let Some(v) = view {
+                self.node(
+                    &mut b,
+                    Node {
+                        name: v.name,
+                        op_type: v.op_type,
+                        domain: v.domain,
+                        inputs: &inputs,
+                        outputs: &outputs,
+                        attribute: &v.attribute,
+                        metadata_props: &v.metadata_props,
+                    },
+                )?;
+                continue;
             }
-            // exactly as many as there are (a `collect` through `Result` starts at four and
-            // doubles: ~8 MiB of empty slots on a graph of 100,000 nodes)
-            let mut attrs = Vec::with_capacity(n.attribute.len());
-            for a in &n.attribute {
-                attrs.push(self.attribute(a, &op_type)?);
-            }
-            if let Some(out) = outputs.first() {
-                if op_type != "BatchNormalization" && fused_eval_norm(&n.metadata_props) {
-                    b.mark_fused_norm(out);
-                } else if removed_bias(&n.metadata_props) {
-                    b.mark_removed_bias(out);
-                }
-            }
-            b.add_node_owning(
-                name.unwrap_or_default(),
-                op_type,
-                domain.unwrap_or_default(),
-                &n.input,
-                outputs,
-                Attrs(attrs),
-            );
+            // a subgraph's node, or one the view does not take: as prost decodes it
+            let n = g.node.get(i).map_err(|l| self.lazy_error(l))?;
+            self.node(
+                &mut b,
+                Node {
+                    name: n.name.as_deref(),
+                    op_type: n.op_type.as_deref(),
+                    domain: n.domain.as_deref(),
+                    inputs: &n.input,
+                    outputs: &n.output,
+                    attribute: &n.attribute,
+                    metadata_props: &n.metadata_props,
+                },
+            )?;
         }
         b.finish().map_err(|m| Error::graph(self.path, m))
+    }
+
+    /// Adds a node to the IR.
+    fn node<I: AsRef<str>, O: AsRef<str>>(
+        &mut self,
+        b: &mut GraphBuilder,
+        n: Node<'_, I, O>,
+    ) -> Result<()> {
+        let op_type = n.op_type.unwrap_or_default();
+        if op_type.is_empty() {
+            return Err(self.malformed(format!("node '{}' has no op_type", n.name.unwrap_or(""))));
+        }
+        // exactly as many as there are (a `collect` through `Result` starts at four and
+        // doubles: ~8 MiB of empty slots on a graph of 100,000 nodes)
+        let mut attrs = Vec::with_capacity(n.attribute.len());
+        for a in n.attribute {
+            attrs.push(self.attribute(a, op_type)?);
+        }
+        if let Some(out) = n.outputs.first() {
+            let out = out.as_ref();
+            if op_type != "BatchNormalization" && fused_eval_norm(n.metadata_props) {
+                b.mark_fused_norm(out);
+            } else if removed_bias(n.metadata_props) {
+                b.mark_removed_bias(out);
+            }
+        }
+        b.add_node(
+            n.name.unwrap_or_default().to_string(),
+            op_type.to_string(),
+            n.domain.unwrap_or_default().to_string(),
+            n.inputs,
+            n.outputs,
+            Attrs(attrs),
+        );
+        Ok(())
     }
 
     fn value_info(&self, vi: &pb::ValueInfoProto) -> Result<Option<TypeDecl>> {
