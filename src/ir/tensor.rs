@@ -4,7 +4,7 @@
 //! `External` only records where the bytes are. Analysis reads values only for small integer or
 //! float tensors that feed shape computations ([`Tensor::read_values`]).
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use bytes::Bytes;
 
@@ -40,7 +40,9 @@ pub enum TensorData {
 /// holds `offset..offset + length`.
 #[derive(Clone, Debug)]
 pub struct ExternalData {
-    pub path: PathBuf,
+    /// Shared by the tensors of one file (a graph of 60,000 weights left in the model file held a
+    /// copy of its path per weight).
+    pub path: std::sync::Arc<Path>,
     pub offset: u64,
     pub length: u64,
 }
@@ -403,7 +405,7 @@ mod tests {
             dtype: DType::F32,
             dims: vec![n as u64],
             data: TensorData::External(ExternalData {
-                path: path.clone(),
+                path: path.clone().into(),
                 offset: 3,
                 length,
             }),

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::Message;
@@ -299,7 +300,7 @@ struct Context<'a> {
     path: &'a Path,
     dir: Option<&'a Path>,
     /// Canonical path and length of each external-data file already checked.
-    external_sizes: HashMap<String, (PathBuf, u64)>,
+    external_sizes: HashMap<String, (Arc<Path>, u64)>,
     /// External files found missing or short (warned about once each).
     unavailable: std::collections::HashSet<String>,
     warnings: Vec<String>,
@@ -704,7 +705,7 @@ impl Context<'_> {
         dir: &Path,
         location: &str,
         name: &str,
-    ) -> Result<Option<(PathBuf, u64)>> {
+    ) -> Result<Option<(Arc<Path>, u64)>> {
         if let Some(hit) = self.external_sizes.get(location) {
             return Ok(Some(hit.clone()));
         }
@@ -714,7 +715,7 @@ impl Context<'_> {
         if location == super::skim::SELF_LOCATION {
             // raw_data the loader left in the model file (load/skim.rs)
             let meta = std::fs::metadata(self.path).map_err(|e| Error::io(self.path, e))?;
-            let hit = (self.path.to_path_buf(), meta.len());
+            let hit = (Arc::from(self.path), meta.len());
             self.external_sizes
                 .insert(location.to_string(), hit.clone());
             return Ok(Some(hit));
@@ -736,7 +737,7 @@ impl Context<'_> {
                 "initializer '{name}': external data location '{location}' is not a file"
             )));
         }
-        let hit = (canonical, meta.len());
+        let hit = (Arc::from(canonical), meta.len());
         self.external_sizes
             .insert(location.to_string(), hit.clone());
         Ok(Some(hit))

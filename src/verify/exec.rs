@@ -729,7 +729,7 @@ mod tests {
             dtype: DType::F64,
             dims: vec![2],
             data: TensorData::External(crate::ir::ExternalData {
-                path: f.path().to_path_buf(),
+                path: f.path().into(),
                 offset: 4,
                 length: 16,
             }),

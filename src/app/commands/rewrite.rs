@@ -165,7 +165,7 @@ pub fn run(args: &RewriteArgs) -> Result<Outcome> {
         || model
             .graph
             .initializers()
-            .any(|(_, t)| matches!(&t.data, ir::TensorData::External(e) if e.path != model.path));
+            .any(|(_, t)| matches!(&t.data, ir::TensorData::External(e) if *e.path != *model.path));
     let written = rewrite::emit::write(proto, &args.model, &out, external, bar.as_ref())?;
     let rewritten = load::onnx::load(&out)?;
     let verification = if args.no_verify {
