@@ -189,25 +189,24 @@ fn matmul_dims(cx: &OpCx) -> InferResult<MatMulDims> {
 
 /// The product of `a` and `b` as numpy's matmul takes it.
 pub fn matmul_dims_of(a: &[Dim], b: &[Dim]) -> InferResult<MatMulDims> {
-    if a.is_empty() || b.is_empty() {
-        return invalid("MatMul operands must have rank 1 or more");
-    }
+    // a vector operand is a row (left) or a column (right) that the result drops again; read in
+    // place, without copying either shape (two of the five arrays a product made)
     let one = Dim::known(1);
-    let (a2, a_vec) = if a.len() == 1 {
-        (vec![one.clone(), a[0].clone()], true)
-    } else {
-        (a.to_vec(), false)
+    let (a_vec, b_vec) = (a.len() == 1, b.len() == 1);
+    let (a_batch, m, k) = match a {
+        [k] => (&[][..], &one, k),
+        [batch @ .., m, k] => (batch, m, k),
+        [] => return invalid("MatMul operands must have rank 1 or more"),
     };
-    let (b2, b_vec) = if b.len() == 1 {
-        (vec![b[0].clone(), one.clone()], true)
-    } else {
-        (b.to_vec(), false)
+    let (b_batch, k2, n) = match b {
+        [k2] => (&[][..], k2, &one),
+        [batch @ .., k2, n] => (batch, k2, n),
+        [] => return invalid("MatMul operands must have rank 1 or more"),
     };
-    let (m, k) = (&a2[a2.len() - 2], &a2[a2.len() - 1]);
-    let (k2, n) = (&b2[b2.len() - 2], &b2[b2.len() - 1]);
     mismatch("inner dimensions differ", k, k2)?;
-    let batch = broadcast(&[&a2[..a2.len() - 2], &b2[..b2.len() - 2]])?;
-    let mut out = batch.clone();
+    let batch = broadcast(&[a_batch, b_batch])?;
+    let mut out = Vec::with_capacity(batch.len() + 2);
+    out.extend_from_slice(&batch);
     if !a_vec {
         out.push(m.clone());
     }
