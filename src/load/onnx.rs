@@ -13,7 +13,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use super::onnx_pb as pb;
-use super::onnx_shell::{Lazy, LazyError, NodeView, Shell};
+use super::onnx_shell::{Lazy, LazyError, NodeView, Shell, TensorView};
 use crate::error::{Error, Result};
 use crate::ir::{
     shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor,
@@ -228,6 +228,41 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
     })
 }
 
+/// A tensor's fields, from a [`TensorView`] or prost's `TensorProto`.
+struct TensorParts<'t> {
+    name: &'t str,
+    data_type: Option<i32>,
+    dims: &'t [i64],
+    raw_data: Option<&'t Bytes>,
+    external_data: Entries<'t>,
+    data_location: Option<i32>,
+    /// prost's message, for the fields a view never holds (typed values, strings).
+    proto: Option<&'t pb::TensorProto>,
+}
+
+/// A tensor's `external_data` entries.
+enum Entries<'t> {
+    Proto(&'t [pb::StringStringEntryProto]),
+    View(&'t [(&'t str, &'t str)]),
+}
+
+impl Entries<'_> {
+    /// Each entry's key and value (`""` for an absent one).
+    fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        let (proto, view): (&[pb::StringStringEntryProto], &[(&str, &str)]) = match self {
+            Entries::Proto(e) => (e, &[]),
+            Entries::View(e) => (&[], e),
+        };
+        let proto = proto.iter().map(|kv| {
+            (
+                kv.key.as_deref().unwrap_or(""),
+                kv.value.as_deref().unwrap_or(""),
+            )
+        });
+        proto.chain(view.iter().copied())
+    }
+}
+
 /// A node's fields, from a [`NodeView`] or prost's `NodeProto`.
 struct Node<'n, I, O> {
     name: Option<&'n str>,
@@ -339,9 +374,27 @@ impl Context<'_> {
             g.initializer.len() + g.sparse_initializer.len() + g.input.len() + g.node.len(),
             g.node.len(),
         );
-        for tp in g.initializer.iter() {
-            let tp = tp.map_err(|l| self.lazy_error(l))?;
-            let t = self.tensor(&tp, "initializer")?;
+        for i in 0..g.initializer.len() {
+            let view = g.initializer.raw(i).and_then(TensorView::read);
+            let t = match view {
+                Some(v) => self.tensor_of(
+                    TensorParts {
+                        name: v.name,
+                        data_type: v.data_type,
+                        dims: &v.dims,
+                        raw_data: v.raw_data.as_ref(),
+                        external_data: Entries::View(&v.external_data),
+                        data_location: v.data_location,
+                        proto: None,
+                    },
+                    "initializer",
+                )?,
+                // one the view does not take: as prost decodes it
+                None => {
+                    let tp = g.initializer.get(i).map_err(|l| self.lazy_error(l))?;
+                    self.tensor(&tp, "initializer")?
+                }
+            };
             if b.contains(&t.name) {
                 return Err(self.malformed(format!("initializer '{}' is defined twice", t.name)));
             }
@@ -509,13 +562,28 @@ impl Context<'_> {
     }
 
     fn tensor(&mut self, tp: &pb::TensorProto, what: &str) -> Result<Tensor> {
-        let name = tp.name.clone().unwrap_or_default();
+        self.tensor_of(
+            TensorParts {
+                name: tp.name.as_deref().unwrap_or_default(),
+                data_type: tp.data_type,
+                dims: &tp.dims,
+                raw_data: tp.raw_data.as_ref(),
+                external_data: Entries::Proto(&tp.external_data),
+                data_location: tp.data_location,
+                proto: Some(tp),
+            },
+            what,
+        )
+    }
+
+    fn tensor_of(&mut self, tp: TensorParts<'_>, what: &str) -> Result<Tensor> {
+        let name = tp.name.to_string();
         let code = tp.data_type.unwrap_or(0);
         let dtype = DType::from_onnx(code).ok_or_else(|| {
             self.malformed(format!("{what} '{name}' has an unknown data type ({code})"))
         })?;
         let mut dims = Vec::with_capacity(tp.dims.len());
-        for &d in &tp.dims {
+        for &d in tp.dims {
             dims.push(u64::try_from(d).map_err(|_| {
                 self.malformed(format!("{what} '{name}' has a negative dimension ({d})"))
             })?);
@@ -541,11 +609,11 @@ impl Context<'_> {
         }
         let external = tp.data_location == Some(pb::tensor_proto::DataLocation::External as i32);
         if external {
-            t.data = match self.external(tp, &t.name, expected)? {
+            t.data = match self.external(&tp.external_data, &t.name, expected)? {
                 Ok(ext) => TensorData::External(ext),
                 Err(why) => TensorData::Unavailable(why),
             };
-        } else if let Some(raw) = &tp.raw_data {
+        } else if let Some(raw) = tp.raw_data {
             if let Some(expected) = expected {
                 if raw.len() as u64 != expected {
                     return Err(self.malformed(format!(
@@ -557,7 +625,7 @@ impl Context<'_> {
                 }
             }
             t.data = TensorData::Raw(detach(raw));
-        } else if let Some((typed, len)) = typed_data(tp, dtype) {
+        } else if let Some((typed, len)) = tp.proto.and_then(|tp| typed_data(tp, dtype)) {
             let want = if matches!(dtype, DType::C64 | DType::C128) {
                 numel.checked_mul(2)
             } else {
@@ -571,11 +639,11 @@ impl Context<'_> {
             }
             t.data = TensorData::Typed(typed);
         } else if dtype == DType::String {
-            if tp.string_data.len() as u64 != numel {
+            let strings = tp.proto.map_or(0, |tp| tp.string_data.len());
+            if strings as u64 != numel {
                 return Err(self.malformed(format!(
-                    "{what} '{}': {} strings for {numel} elements",
-                    t.name,
-                    tp.string_data.len()
+                    "{what} '{}': {strings} strings for {numel} elements",
+                    t.name
                 )));
             }
         } else if numel > 0 {
@@ -621,16 +689,14 @@ impl Context<'_> {
     /// unavailable (the inner `Err`, with the reason) and the model gets a warning, once per file.
     fn external(
         &mut self,
-        tp: &pb::TensorProto,
+        entries: &Entries<'_>,
         name: &str,
         expected: Option<u64>,
     ) -> Result<std::result::Result<ExternalData, String>> {
         let mut location = None;
         let mut offset = 0u64;
         let mut length = None;
-        for kv in &tp.external_data {
-            let key = kv.key.as_deref().unwrap_or("");
-            let value = kv.value.as_deref().unwrap_or("");
+        for (key, value) in entries.iter() {
             let parse = |v: &str| {
                 v.parse::<u64>().map_err(|_| {
                     self.malformed(format!(

@@ -232,6 +232,97 @@ impl<'a> NodeView<'a> {
     }
 }
 
+/// A `TensorProto` (an initializer of the main graph) read in place, when it holds only what
+/// initializers usually hold: a name, dims, a data type, and its bytes inline (`raw_data`) or
+/// elsewhere (`external_data`, `data_location`; the skim writes these for every payload it leaves
+/// in the file). prost made six `String`s of the three external-data entries of each such tensor.
+pub(crate) struct TensorView<'a> {
+    pub name: &'a str,
+    pub data_type: Option<i32>,
+    pub dims: Vec<i64>,
+    pub raw_data: Option<Bytes>,
+    /// `(key, value)` of each `external_data` entry, an absent one as `""`.
+    pub external_data: Vec<(&'a str, &'a str)>,
+    pub data_location: Option<i32>,
+}
+
+impl<'a> TensorView<'a> {
+    /// Reads the encoded tensor `raw`; `None` wherever prost's reading could differ (see
+    /// [`NodeView::read`]) and for every field but the six above (typed values, segments, strings,
+    /// documentation, metadata): prost decodes those.
+    pub fn read(raw: &'a Bytes) -> Option<TensorView<'a>> {
+        let mut view = TensorView {
+            name: "",
+            data_type: None,
+            dims: Vec::new(),
+            raw_data: None,
+            external_data: Vec::new(),
+            data_location: None,
+        };
+        let mut seen = 0u32;
+        let mut once = |field: u64| {
+            let first = seen & (1 << field) == 0;
+            seen |= 1 << field;
+            first.then_some(())
+        };
+        let mut buf: &'a [u8] = raw;
+        while !buf.is_empty() {
+            let key = minimal_varint(&mut buf)?;
+            match (key >> 3, key & 7) {
+                (1, 0) => view.dims.push(minimal_varint(&mut buf)? as i64),
+                (field @ (2 | 14), 0) => {
+                    once(field)?;
+                    // an int32 prost writes in at most five bytes (a negative one takes ten)
+                    let v = i32::try_from(minimal_varint(&mut buf)?).ok()?;
+                    if field == 2 {
+                        view.data_type = Some(v);
+                    } else {
+                        view.data_location = Some(v);
+                    }
+                }
+                (field @ (8 | 9 | 13), 2) => {
+                    let len = usize::try_from(minimal_varint(&mut buf)?).ok()?;
+                    let body: &'a [u8] = buf.get(..len)?;
+                    buf = &buf[len..];
+                    match field {
+                        8 => {
+                            once(8)?;
+                            view.name = std::str::from_utf8(body).ok()?;
+                        }
+                        9 => {
+                            once(9)?;
+                            view.raw_data = Some(raw.slice_ref(body));
+                        }
+                        _ => view.external_data.push(entry(body)?),
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(view)
+    }
+}
+
+/// A `StringStringEntryProto` read in place: its key and value, each at most once.
+fn entry(mut buf: &[u8]) -> Option<(&str, &str)> {
+    let (mut key, mut value) = (None, None);
+    while !buf.is_empty() {
+        let tag = minimal_varint(&mut buf)?;
+        let len = usize::try_from(minimal_varint(&mut buf)?).ok()?;
+        let text = std::str::from_utf8(buf.get(..len)?).ok()?;
+        buf = &buf[len..];
+        let slot = match tag {
+            0x0a => &mut key,
+            0x12 => &mut value,
+            _ => return None,
+        };
+        if slot.replace(text).is_some() {
+            return None;
+        }
+    }
+    Some((key.unwrap_or(""), value.unwrap_or("")))
+}
+
 /// A varint that takes as few bytes as its value needs (prost writes every varint so).
 fn minimal_varint(buf: &mut &[u8]) -> Option<u64> {
     let before = buf.len();
@@ -459,6 +550,144 @@ mod tests {
                 raw[at] = b;
                 for raw in [raw.clone(), raw[..at].to_vec()] {
                     if let Some(ok) = agrees(&Bytes::from(raw)) {
+                        assert!(ok, "byte {at} set to {b:#x}");
+                        taken += 1;
+                    }
+                }
+            }
+        }
+        assert!(taken > good.len(), "the view took {taken} of the variants");
+    }
+
+    fn weights() -> pb::TensorProto {
+        pb::TensorProto {
+            name: Some("w.βeight".into()),
+            dims: vec![8, 3, 0, 1 << 40],
+            data_type: Some(1),
+            data_location: Some(1),
+            external_data: vec![
+                pb::StringStringEntryProto {
+                    key: Some("location".into()),
+                    value: Some("\u{0}nnlint:self".into()),
+                },
+                pb::StringStringEntryProto {
+                    key: Some("offset".into()),
+                    value: Some("123".into()),
+                },
+                pb::StringStringEntryProto {
+                    key: None,
+                    value: Some(String::new()),
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    /// Whether the view read `raw` as prost does (see [`agrees`]).
+    fn tensor_agrees(raw: &Bytes) -> Option<bool> {
+        let v = TensorView::read(raw)?;
+        let Ok(p) = pb::TensorProto::decode(raw.clone()) else {
+            return Some(false);
+        };
+        let entries: Vec<(&str, &str)> = p
+            .external_data
+            .iter()
+            .map(|e| {
+                (
+                    e.key.as_deref().unwrap_or(""),
+                    e.value.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        Some(
+            p.encoded_len() == raw.len()
+                && v.name == p.name.as_deref().unwrap_or("")
+                && v.data_type == p.data_type
+                && v.dims == p.dims
+                && v.raw_data == p.raw_data
+                && v.external_data == entries
+                && v.data_location == p.data_location
+                && p == pb::TensorProto {
+                    name: p.name.clone(),
+                    data_type: p.data_type,
+                    dims: p.dims.clone(),
+                    raw_data: p.raw_data.clone(),
+                    external_data: p.external_data.clone(),
+                    data_location: p.data_location,
+                    ..Default::default()
+                },
+        )
+    }
+
+    #[test]
+    fn a_tensor_view_reads_what_prost_decodes() {
+        let inline = pb::TensorProto {
+            name: Some("shape".into()),
+            dims: vec![2],
+            data_type: Some(7),
+            raw_data: Some(Bytes::from_static(&[
+                4, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255,
+            ])),
+            ..Default::default()
+        };
+        for t in [weights(), inline, pb::TensorProto::default()] {
+            assert_eq!(
+                tensor_agrees(&Bytes::from(t.encode_to_vec())),
+                Some(true),
+                "{t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tensor_view_leaves_to_prost_what_it_may_read_otherwise() {
+        let encoded = |t: pb::TensorProto| t.encode_to_vec();
+        let mut cases: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "typed values",
+                encoded(pb::TensorProto {
+                    float_data: vec![1.0],
+                    ..weights()
+                }),
+            ),
+            ("packed dims", vec![0x0a, 2, 1, 2]),
+            ("a negative data type", {
+                let mut v = vec![0x10];
+                prost::encoding::encode_varint(-1i64 as u64, &mut v);
+                v
+            }),
+            ("a data type longer than it needs", vec![0x10, 0x81, 0x00]),
+            (
+                "an entry with an unknown field",
+                vec![0x6a, 3, 0x1a, 1, b'x'],
+            ),
+            (
+                "an entry's key twice",
+                vec![0x6a, 6, 0x0a, 1, b'a', 0x0a, 1, b'b'],
+            ),
+            ("a name that is not UTF-8", vec![0x42, 1, 0xff]),
+        ];
+        let mut twice = encoded(weights());
+        twice.extend_from_slice(&[0x42, 1, b'n']);
+        cases.push(("a name given twice", twice));
+        let mut unknown = encoded(weights());
+        unknown.extend_from_slice(&[0x92, 0x03, 1, b'a']);
+        cases.push(("an unknown field", unknown));
+        for (what, raw) in cases {
+            assert!(TensorView::read(&Bytes::from(raw)).is_none(), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_tensor_view_of_any_damaged_tensor_reads_as_prost_or_not_at_all() {
+        let good = weights().encode_to_vec();
+        let mut taken = 0;
+        for at in 0..good.len() {
+            for b in [0x00, 0x01, 0x7f, 0x80, 0xff, good[at] ^ 0x08] {
+                let mut raw = good.clone();
+                raw[at] = b;
+                for raw in [raw.clone(), raw[..at].to_vec()] {
+                    if let Some(ok) = tensor_agrees(&Bytes::from(raw)) {
                         assert!(ok, "byte {at} set to {b:#x}");
                         taken += 1;
                     }
