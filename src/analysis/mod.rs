@@ -926,10 +926,11 @@ fn report_with(
     inferred: &mut Inferred,
     train: Option<&training::TrainConfig>,
 ) -> MemReport {
-    let (mut report, main_rows) = report_rows(model, inferred.get(), train, inferred.is_shared());
+    let (mut report, layer_of) = report_rows(model, inferred.get(), train, inferred.is_shared());
     if let Inferred::Owned(inf) = inferred {
         // every reading of the facts is done: the main graph's rows take their outputs' shapes
-        for (i, n) in main_rows {
+        for (n, i) in layer_of.iter().enumerate() {
+            let Some(&i) = i.as_ref() else { continue };
             let outputs = &model.graph.nodes[n].outputs;
             let mut shapes = Vec::with_capacity(outputs.len());
             for (k, &v) in outputs.iter().enumerate() {
@@ -955,14 +956,14 @@ impl Inferred<'_> {
     }
 }
 
-/// The report, and for each main-graph row, its layer and node. With `copy_shapes` false, those
-/// rows' output shapes are left empty for the caller to fill.
+/// The report, and for each node of the main graph, its row's index in the layers (`None`: no row).
+/// With `copy_shapes` false, those rows' output shapes are left empty for the caller to fill.
 fn report_rows(
     model: &Model,
     inf: &Inference,
     train: Option<&training::TrainConfig>,
     copy_shapes: bool,
-) -> (MemReport, Vec<(usize, NodeId)>) {
+) -> (MemReport, Vec<Option<usize>>) {
     let graph = &model.graph;
     // before the rows: the replay's arrays and the rows are not held at once (heaptrack put the
     // heap's peak of `mem` on a graph of 100,000 nodes in the replay, beside the rows)
@@ -1036,18 +1037,7 @@ fn report_rows(
             }
         }
     }
-    // each main-graph row's layer, by node (for the caller that fills their shapes)
-    let mut main_rows: Vec<(usize, NodeId)> = Vec::new();
     let layers: Vec<Layer> = if inf.branches.is_empty() {
-        if !copy_shapes {
-            main_rows.reserve_exact(rows.len());
-            main_rows.extend(
-                row_of
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(n, &i)| Some((i?, n))),
-            );
-        }
         rows
     } else {
         // each control-flow node's subgraph rows follow its own
@@ -1059,9 +1049,8 @@ fn report_rows(
         }
         let mut layers = Vec::with_capacity(rows.len());
         for (r, n) in rows.into_iter().zip(node_of) {
-            if !copy_shapes {
-                main_rows.push((layers.len(), n));
-            }
+            // the row's index among the layers, for the caller
+            row_of[n] = Some(layers.len());
             layers.push(r);
             if let Some(bs) = inf.branches.get(&n) {
                 branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);
@@ -1191,6 +1180,6 @@ fn report_rows(
             training,
             llm: None,
         },
-        main_rows,
+        row_of,
     )
 }
