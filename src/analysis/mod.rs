@@ -870,6 +870,10 @@ impl Inferred<'_> {
             Inferred::Owned(inf) => inf,
         }
     }
+
+    fn is_shared(&self) -> bool {
+        matches!(self, Inferred::Shared(_))
+    }
 }
 
 /// [`report`], refusing bindings whose sizes overflow 64-bit arithmetic (an error naming the
@@ -948,12 +952,6 @@ fn report_with(
         }
     }
     report
-}
-
-impl Inferred<'_> {
-    fn is_shared(&self) -> bool {
-        matches!(self, Inferred::Shared(_))
-    }
 }
 
 /// The report, and for each node of the main graph, its row's index in the layers (`None`: no row).
