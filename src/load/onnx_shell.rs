@@ -187,9 +187,8 @@ impl<'a> NodeView<'a> {
                 return None;
             }
             let field = key >> 3;
-            let len = usize::try_from(minimal_varint(&mut buf)?).ok()?;
-            let body = buf.get(..len)?;
-            buf = &buf[len..];
+            let body = delimited(&mut buf)?;
+            let len = body.len();
             match field {
                 1 => inputs.push(std::str::from_utf8(body).ok()?),
                 2 => outputs.push(std::str::from_utf8(body).ok()?),
@@ -272,9 +271,7 @@ impl<'a> TensorView<'a> {
                     }
                 }
                 (field @ (8 | 9 | 13), 2) => {
-                    let len = usize::try_from(minimal_varint(&mut buf)?).ok()?;
-                    let body: &'a [u8] = buf.get(..len)?;
-                    buf = &buf[len..];
+                    let body = delimited(&mut buf)?;
                     match field {
                         8 => {
                             once.first(8)?;
@@ -314,9 +311,7 @@ fn entry(mut buf: &[u8]) -> Option<(&str, &str)> {
     let (mut key, mut value) = (None, None);
     while !buf.is_empty() {
         let tag = minimal_varint(&mut buf)?;
-        let len = usize::try_from(minimal_varint(&mut buf)?).ok()?;
-        let text = std::str::from_utf8(buf.get(..len)?).ok()?;
-        buf = &buf[len..];
+        let text = std::str::from_utf8(delimited(&mut buf)?).ok()?;
         let slot = match tag {
             0x0a => &mut key,
             0x12 => &mut value,
@@ -327,6 +322,14 @@ fn entry(mut buf: &[u8]) -> Option<(&str, &str)> {
         }
     }
     Some((key.unwrap_or(""), value.unwrap_or("")))
+}
+
+/// The payload of a length-delimited field at `buf` (after its key), and `buf` moved past it.
+fn delimited<'b>(buf: &mut &'b [u8]) -> Option<&'b [u8]> {
+    let len = usize::try_from(minimal_varint(buf)?).ok()?;
+    let body = buf.get(..len)?;
+    *buf = &buf[len..];
+    Some(body)
 }
 
 /// A varint that takes as few bytes as its value needs (prost writes every varint so).
