@@ -190,11 +190,11 @@ impl<'a> NodeView<'a> {
             let body = delimited(&mut buf)?;
             let len = body.len();
             match field {
-                1 => inputs.push(std::str::from_utf8(body).ok()?),
-                2 => outputs.push(std::str::from_utf8(body).ok()?),
+                1 => inputs.push(text(body)?),
+                2 => outputs.push(text(body)?),
                 3 | 4 | 6 | 7 | 8 => {
                     once.first(field)?;
-                    let text = std::str::from_utf8(body).ok()?;
+                    let text = text(body)?;
                     match field {
                         3 => view.name = Some(text),
                         4 => view.op_type = Some(text),
@@ -275,7 +275,7 @@ impl<'a> TensorView<'a> {
                     match field {
                         8 => {
                             once.first(8)?;
-                            view.name = std::str::from_utf8(body).ok()?;
+                            view.name = text(body)?;
                         }
                         9 => {
                             once.first(9)?;
@@ -311,7 +311,7 @@ fn entry(mut buf: &[u8]) -> Option<(&str, &str)> {
     let (mut key, mut value) = (None, None);
     while !buf.is_empty() {
         let tag = minimal_varint(&mut buf)?;
-        let text = std::str::from_utf8(delimited(&mut buf)?).ok()?;
+        let text = text(delimited(&mut buf)?)?;
         let slot = match tag {
             0x0a => &mut key,
             0x12 => &mut value,
@@ -324,6 +324,19 @@ fn entry(mut buf: &[u8]) -> Option<(&str, &str)> {
     Some((key.unwrap_or(""), value.unwrap_or("")))
 }
 
+/// `bytes` as text, when they are UTF-8 (as prost checks a `string` field). Names are nearly always
+/// ASCII, checked a word at a time: `from_utf8` took ~120 instructions per name of ~25 bytes, 3% of
+/// `mem` on a graph of 10,000 nodes.
+#[inline]
+fn text(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is UTF-8
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
 /// The payload of a length-delimited field at `buf` (after its key), and `buf` moved past it.
 fn delimited<'b>(buf: &mut &'b [u8]) -> Option<&'b [u8]> {
     let len = usize::try_from(minimal_varint(buf)?).ok()?;
@@ -333,7 +346,15 @@ fn delimited<'b>(buf: &mut &'b [u8]) -> Option<&'b [u8]> {
 }
 
 /// A varint that takes as few bytes as its value needs (prost writes every varint so).
+#[inline]
 fn minimal_varint(buf: &mut &[u8]) -> Option<u64> {
+    // one byte (tags, lengths of names, small dims: nearly every varint of a graph) is minimal
+    if let Some((&b, rest)) = buf.split_first() {
+        if b < 0x80 {
+            *buf = rest;
+            return Some(u64::from(b));
+        }
+    }
     let before = buf.len();
     let v = prost::encoding::decode_varint(buf).ok()?;
     (before - buf.len() == encoded_len_varint(v)).then_some(v)

@@ -95,18 +95,7 @@ trait Source {
     fn byte(&mut self) -> Result<u8, Fail>;
 
     fn varint(&mut self) -> Result<u64, Fail> {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let b = self.byte()?;
-            if shift == 63 && b > 1 {
-                return Err(self.err("invalid varint"));
-            }
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(self.err("invalid varint"))
+        read_varint(self)
     }
 
     /// Appends the `n` bytes at the position to `out`.
@@ -119,6 +108,22 @@ trait Source {
     fn skip(&mut self, n: u64) -> Result<(), Fail>;
     /// The message `[start, start + len)`, at the position, in memory when it fits the window.
     fn window(&mut self, start: u64, len: u64) -> Result<Option<Slice<'_>>, Fail>;
+}
+
+/// A varint read byte by byte.
+fn read_varint<S: Source + ?Sized>(r: &mut S) -> Result<u64, Fail> {
+    let mut v = 0u64;
+    for shift in (0..70).step_by(7) {
+        let b = r.byte()?;
+        if shift == 63 && b > 1 {
+            return Err(r.err("invalid varint"));
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(r.err("invalid varint"))
 }
 
 impl Reader<'_> {
@@ -264,6 +269,18 @@ impl Source for Slice<'_> {
         let &b = self.bytes.get(self.at).ok_or(Fail::Refill)?;
         self.at += 1;
         Ok(b)
+    }
+
+    #[inline]
+    fn varint(&mut self) -> Result<u64, Fail> {
+        // one byte, as nearly every tag and length of a graph's messages is
+        match self.bytes.get(self.at) {
+            Some(&b) if b < 0x80 => {
+                self.at += 1;
+                Ok(u64::from(b))
+            }
+            _ => read_varint(self),
+        }
     }
 
     fn copy(&mut self, n: u64, out: &mut Vec<u8>) -> Result<(), Fail> {

@@ -106,15 +106,18 @@ pub fn write_count(out: &mut String, n: u64) {
 
 /// Three significant digits, without trailing zeros after the point, appended to `out`.
 fn sig3(out: &mut String, v: f64) {
-    use std::fmt::Write;
     let start = out.len();
-    let _ = if v >= 100.0 {
-        write!(out, "{v:.0}")
-    } else if v >= 10.0 {
-        write!(out, "{v:.1}")
-    } else {
-        write!(out, "{v:.2}")
-    };
+    write_fixed(
+        out,
+        v,
+        if v >= 100.0 {
+            0
+        } else if v >= 10.0 {
+            1
+        } else {
+            2
+        },
+    );
     if out[start..].contains('.') {
         let kept = out[start..]
             .trim_end_matches('0')
@@ -133,7 +136,6 @@ pub fn percent(part: f64, total: f64) -> String {
 
 /// [`percent`], appended to `out`.
 pub fn write_percent(out: &mut String, part: f64, total: f64) {
-    use std::fmt::Write;
     if total <= 0.0 {
         out.push('-');
         return;
@@ -142,8 +144,39 @@ pub fn write_percent(out: &mut String, part: f64, total: f64) {
     if p > 0.0 && p < 0.05 {
         out.push_str("<0.1%");
     } else {
-        let _ = write!(out, "{p:.1}%");
+        write_fixed(out, p, 1);
+        out.push('%');
     }
+}
+
+/// `v` with `decimals` (at most 2) digits after the point: the text of `format!("{v:.decimals$}")`,
+/// which rounds `v`'s exact value half to even. Where that rounding cannot be a tie or a near one,
+/// the digits come from integers (the formatting machinery was ~450 instructions a number, 2% of
+/// `mem` on a graph of 10,000 nodes, which prints a share and a MAC count per row).
+fn write_fixed(out: &mut String, v: f64, decimals: usize) {
+    use std::fmt::Write;
+    const SCALE: [f64; 3] = [1.0, 10.0, 100.0];
+    const POW: [u64; 3] = [1, 10, 100];
+    if let (Some(&scale), Some(&pow)) = (SCALE.get(decimals), POW.get(decimals)) {
+        let y = v * scale;
+        // below 1e9, `y` is within 1.2e-7 of the exact `v·scale` (half an ulp); away from a
+        // half, both round to the same integer (NaN, infinities and -0.0 take the long way)
+        if v.is_sign_positive() && y < 1e9 && (y - y.floor() - 0.5).abs() > 1e-6 {
+            let n = y.round() as u64;
+            let mut b = itoa::Buffer::new();
+            out.push_str(b.format(n / pow));
+            if decimals > 0 {
+                out.push('.');
+                let frac = n % pow;
+                if decimals == 2 && frac < 10 {
+                    out.push('0');
+                }
+                out.push_str(b.format(frac));
+            }
+            return;
+        }
+    }
+    let _ = write!(out, "{v:.decimals$}");
 }
 
 /// Parses `16GiB`, `512MiB`, `1.5GB`, `80G`, `1024` (bytes). Binary units for `Ki/Mi/Gi/Ti` and for a
@@ -184,6 +217,45 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fixed_digits_read_as_the_float_formatting_reads_them() {
+        // exact ties (k/2^j), values one ulp beside them, decimals just around each rounding
+        // point, large and odd values: every text as `format!` writes it
+        let mut values = vec![
+            0.0,
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            1e9,
+            1e12,
+            4.5e15,
+            0.05,
+            99.95,
+        ];
+        for k in 0..4000u32 {
+            for j in 0..6 {
+                let tie = f64::from(k) / f64::from(1u32 << j);
+                values.extend([tie, tie.next_up(), tie.next_down()]);
+            }
+            let d = f64::from(k) / 1000.0;
+            values.extend([d, d + 0.0005, d + 0.005, d + 0.05, d * 997.0]);
+        }
+        let mut x = 0x9e3779b97f4a7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(f64::from_bits(x >> 2) % 2000.0);
+        }
+        for v in values {
+            for d in 0..=2 {
+                let mut s = String::from("x");
+                super::write_fixed(&mut s, v, d);
+                assert_eq!(s[1..], format!("{v:.d$}"), "{v:e} at {d} decimals");
+            }
+        }
+    }
+
     fn with(f: fn(&mut String, u64), n: u64) -> String {
         // written after other text, as a table writes it
         let mut s = String::from("x");
