@@ -203,6 +203,10 @@ impl<'a> NodeView<'a> {
                     }
                 }
                 5 => {
+                    if let Some(a) = attribute(raw, body) {
+                        view.attribute.push(a);
+                        continue;
+                    }
                     let a = pb::AttributeProto::decode(raw.slice_ref(body)).ok()?;
                     let nests = a.g.is_some()
                         || !a.graphs.is_empty()
@@ -225,6 +229,63 @@ impl<'a> NodeView<'a> {
         }
         Some(view)
     }
+}
+
+/// An attribute (`body`, a slice of `raw`) read in place when it holds only text, numbers and
+/// lists of them, each field as prost writes it: minimal varints, each singular field once, lists
+/// unpacked (how prost writes this proto2 schema's); `None` for anything else (a tensor, a graph, a
+/// type, an unknown field), which [`NodeView::read`] gives to prost. prost's generic decoding and
+/// the re-encoded length that checked it were ~1,000 instructions per attribute.
+fn attribute(raw: &Bytes, body: &[u8]) -> Option<pb::AttributeProto> {
+    let mut a = pb::AttributeProto::default();
+    let mut once = Once::default();
+    let mut buf = body;
+    let fixed32 = |buf: &mut &[u8]| {
+        let (b, rest) = buf.split_first_chunk::<4>()?;
+        *buf = rest;
+        Some(f32::from_le_bytes(*b))
+    };
+    while !buf.is_empty() {
+        let key = minimal_varint(&mut buf)?;
+        match (key >> 3, key & 7) {
+            (field @ (1 | 13 | 21), 2) => {
+                once.first(field)?;
+                let t = Some(text(delimited(&mut buf)?)?.to_string());
+                match field {
+                    1 => a.name = t,
+                    13 => a.doc_string = t,
+                    _ => a.ref_attr_name = t,
+                }
+            }
+            (2, 5) => {
+                once.first(2)?;
+                a.f = Some(fixed32(&mut buf)?);
+            }
+            (3, 0) => {
+                once.first(3)?;
+                a.i = Some(minimal_varint(&mut buf)? as i64);
+            }
+            (4, 2) => {
+                once.first(4)?;
+                a.s = Some(raw.slice_ref(delimited(&mut buf)?));
+            }
+            (7, 5) => a.floats.push(fixed32(&mut buf)?),
+            (8, 0) => a.ints.push(minimal_varint(&mut buf)? as i64),
+            (9, 2) => a.strings.push(raw.slice_ref(delimited(&mut buf)?)),
+            (20, 0) => {
+                once.first(20)?;
+                // an enum is an int32: prost keeps the low 32 bits and writes them sign-extended
+                let v = minimal_varint(&mut buf)?;
+                let t = v as i32;
+                if t as u64 != v {
+                    return None;
+                }
+                a.r#type = Some(t);
+            }
+            _ => return None,
+        }
+    }
+    Some(a)
 }
 
 /// A `TensorProto` (an initializer of the main graph) read in place, when it holds only what
@@ -483,6 +544,17 @@ mod tests {
                     s: Some(Bytes::from_static(b"constant")),
                     ..Default::default()
                 },
+                pb::AttributeProto {
+                    name: Some("αll".into()),
+                    r#type: Some(-2),
+                    f: Some(0.5),
+                    i: Some(-3),
+                    floats: vec![1.0, -2.5],
+                    strings: vec![Bytes::from_static(b"a"), Bytes::from_static(b"")],
+                    doc_string: Some("d".into()),
+                    ref_attr_name: Some("r".into()),
+                    ..Default::default()
+                },
             ],
             metadata_props: vec![pb::StringStringEntryProto {
                 key: Some("namespace".into()),
@@ -555,6 +627,15 @@ mod tests {
         let mut odd = vec![0x2a, inner.len() as u8];
         odd.extend_from_slice(&inner);
         cases.push(("an attribute with an unknown field", odd));
+        // prost reads packed ints and writes them unpacked (longer, from three)
+        cases.push((
+            "packed ints",
+            vec![0x2a, 8, 0x0a, 1, b'p', 0x42, 3, 1, 2, 3],
+        ));
+        cases.push((
+            "an attribute's type past 32 bits",
+            vec![0x2a, 9, 0xa0, 0x01, 0x80, 0x80, 0x80, 0x80, 0x10, 0x0a, 0],
+        ));
         let mut device = encoded(conv());
         device.extend_from_slice(&[0x52, 0]);
         cases.push(("device configurations", device));
