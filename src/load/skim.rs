@@ -474,6 +474,14 @@ fn compact<S: Source>(
                     flush(r, &mut run, from, out)?;
                     elided = Some((start, len));
                     r.seek(stop);
+                } else if let Some(k) = child(kind, field).filter(|&k| {
+                    minimal(r, Some(len))
+                        && r.raw(start, stop).is_some_and(|b| plain(b, k, depth + 1))
+                }) {
+                    // nothing in it changes: copied with the fields around it
+                    let _ = k;
+                    r.skip(len)?;
+                    run.get_or_insert(from);
                 } else if let Some(k) = child(kind, field) {
                     flush(r, &mut run, from, out)?;
                     put_varint(out, tag);
@@ -541,6 +549,85 @@ fn compact<S: Source>(
         put_varint(out, v);
     }
     Ok(())
+}
+
+/// Whether [`compact`] would write the message `b` of `kind` as it is: every varint minimal, no
+/// payload it leaves in the file, no `data_location` it moves, nothing it refuses (the walk gives
+/// the errors). Most nodes and small initializers are so, and checking costs less than the walk.
+fn plain(mut b: &[u8], kind: Kind, depth: usize) -> bool {
+    fn varint(b: &mut &[u8]) -> Option<u64> {
+        let (&first, rest) = b.split_first()?;
+        if first < 0x80 {
+            *b = rest;
+            return Some(u64::from(first));
+        }
+        let mut v = 0u64;
+        for (i, &byte) in b.iter().enumerate().take(10) {
+            if i == 9 && byte > 1 {
+                return None;
+            }
+            v |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                *b = &b[i + 1..];
+                // minimal: the last byte is not a zero continuation
+                return (i == 0 || byte != 0).then_some(v);
+            }
+        }
+        None
+    }
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    let tensor = matches!(kind, Kind::Tensor | Kind::Initializer);
+    // an initializer's float payload is left in the file from the lower bound: any payload from
+    // it makes the message not plain, whatever its type
+    let min = if kind == Kind::Initializer {
+        MIN_ELIDED_FLOAT
+    } else {
+        MIN_ELIDED
+    };
+    while !b.is_empty() {
+        let Some(tag) = varint(&mut b) else {
+            return false;
+        };
+        let field = tag >> 3;
+        if field == 0 {
+            return false;
+        }
+        match tag & 7 {
+            0 => {
+                if varint(&mut b).is_none() || (tensor && field == 14) {
+                    return false;
+                }
+            }
+            wire @ (1 | 5) => {
+                let n = if wire == 1 { 8 } else { 4 };
+                let Some(rest) = b.get(n..) else {
+                    return false;
+                };
+                b = rest;
+            }
+            2 => {
+                let Some(body) = varint(&mut b)
+                    .and_then(|len| usize::try_from(len).ok())
+                    .and_then(|len| b.get(..len))
+                else {
+                    return false;
+                };
+                b = &b[body.len()..];
+                if tensor && field == 9 && body.len() as u64 >= min {
+                    return false;
+                }
+                if let Some(k) = child(kind, field) {
+                    if !plain(body, k, depth + 1) {
+                        return false;
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// The model's protobuf with large `raw_data` payloads replaced by references into the file.
@@ -868,6 +955,104 @@ mod tests {
             }
         }
         assert!(oks > 100 && errs > 100, "{oks} {errs}");
+    }
+
+    /// The messages [`plain`] lets through are copied as the walk writes them: a small model whose
+    /// nodes hold the cases that make a message not plain (a payload left in the file inside a
+    /// subgraph's initializer, a `data_location`, a float initializer at the bound), with every
+    /// byte overwritten by each of a few values and the file cut at every byte, skims to the same
+    /// bytes or the same error through the window (where `plain` applies) and through the reader
+    /// alone (where it never does).
+    #[test]
+    fn plain_messages_are_copied_as_the_walk_writes_them() {
+        let tensor = |name: &str, len: usize, data_type: i32| pb::TensorProto {
+            name: Some(name.into()),
+            dims: vec![len as i64],
+            data_type: Some(data_type),
+            raw_data: Some(vec![3u8; len * 4].into()),
+            ..Default::default()
+        };
+        let node = |name: &str, attribute: Vec<pb::AttributeProto>| pb::NodeProto {
+            name: Some(name.into()),
+            op_type: Some("Op".into()),
+            input: vec!["x".into(), String::new()],
+            output: vec!["y".into()],
+            attribute,
+            ..Default::default()
+        };
+        let sub = pb::GraphProto {
+            node: vec![node("inner", vec![])],
+            // 128 bytes stay, 132 go
+            initializer: vec![
+                tensor("f32", 32, 1),
+                tensor("g32", 33, 1),
+                tensor("i32", 33, 6),
+            ],
+            ..Default::default()
+        };
+        let model = pb::ModelProto {
+            ir_version: Some(9),
+            graph: Some(pb::GraphProto {
+                node: vec![
+                    node(
+                        "plain",
+                        vec![pb::AttributeProto {
+                            name: Some("k".into()),
+                            ints: vec![3, -1],
+                            f: Some(0.5),
+                            ..Default::default()
+                        }],
+                    ),
+                    node(
+                        "located",
+                        vec![pb::AttributeProto {
+                            name: Some("value".into()),
+                            t: Some(Box::new(pb::TensorProto {
+                                data_location: Some(0),
+                                ..tensor("c", 2, 7)
+                            })),
+                            ..Default::default()
+                        }],
+                    ),
+                    node(
+                        "branch",
+                        vec![pb::AttributeProto {
+                            name: Some("then_branch".into()),
+                            g: Some(Box::new(sub)),
+                            ..Default::default()
+                        }],
+                    ),
+                ],
+                initializer: vec![tensor("b", 4, 1), tensor("w", 40, 1)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let bytes = model.encode_to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        let both = |b: &[u8]| {
+            std::fs::write(&path, b).unwrap();
+            let f = File::open(&path).unwrap();
+            let len = b.len() as u64;
+            (skim_with(&f, len, true), skim_with(&f, len, false))
+        };
+        let (sliced, read) = both(&bytes);
+        assert_eq!(sliced, read);
+        assert!(
+            sliced.unwrap().len() < bytes.len(),
+            "a payload is left in the file"
+        );
+        for at in 0..bytes.len() {
+            for byte in [0x00, 0x01, 0x80, 0xff, bytes[at] ^ 0x08] {
+                let mut b = bytes.clone();
+                b[at] = byte;
+                let (sliced, read) = both(&b);
+                assert_eq!(sliced, read, "byte {at} set to {byte:#x}");
+            }
+            let (sliced, read) = both(&bytes[..at]);
+            assert_eq!(sliced, read, "cut at {at}");
+        }
     }
 
     #[test]
