@@ -407,7 +407,7 @@ fn delimited<'b>(buf: &mut &'b [u8]) -> Option<&'b [u8]> {
 }
 
 /// A varint that takes as few bytes as its value needs (prost writes every varint so).
-#[inline]
+#[inline(always)]
 fn minimal_varint(buf: &mut &[u8]) -> Option<u64> {
     // one byte (tags, lengths of names, small dims: nearly every varint of a graph) is minimal
     if let Some((&b, rest)) = buf.split_first() {
@@ -416,6 +416,12 @@ fn minimal_varint(buf: &mut &[u8]) -> Option<u64> {
             return Some(u64::from(b));
         }
     }
+    long_minimal_varint(buf)
+}
+
+/// [`minimal_varint`] of more than one byte (or of none).
+#[inline(never)]
+fn long_minimal_varint(buf: &mut &[u8]) -> Option<u64> {
     let before = buf.len();
     let v = prost::encoding::decode_varint(buf).ok()?;
     (before - buf.len() == encoded_len_varint(v)).then_some(v)

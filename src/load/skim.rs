@@ -425,8 +425,11 @@ fn compact<S: Source>(
         // in memory, a field whose tag and varint are minimal (as they are written here) is copied
         // as the file has it, with the fields before and after it: one copy per run of such fields
         let minimal = |r: &S, second: Option<u64>| {
+            let read = r.pos() - from;
+            // one byte each (nearly always) is minimal
             r.in_memory()
-                && r.pos() - from == (varint_len(tag) + second.map_or(0, varint_len)) as u64
+                && (read == 1 + u64::from(second.is_some())
+                    || read == (varint_len(tag) + second.map_or(0, varint_len)) as u64)
         };
         match wire {
             0 => {
