@@ -539,6 +539,35 @@ mod tests {
     }
 
     #[test]
+    fn a_node_follows_what_its_subgraph_captures() {
+        // `If` comes first in the file; its branch reads `late`, which the next node makes
+        let mut sub = GraphBuilder::new("then", true);
+        node(&mut sub, "inner", &["late"], &["out"]);
+        let out = sub.value("out");
+        sub.add_output(out);
+        let sub = sub.finish().unwrap();
+        assert!(sub.values[sub.value_by_name("late").unwrap()].outer);
+        let mut b = GraphBuilder::new("g", false);
+        let x = b.value("x");
+        b.add_input(x);
+        b.add_node(
+            "if".into(),
+            "If".into(),
+            String::new(),
+            &["x"],
+            &["y"],
+            Attrs(vec![(
+                "then_branch".into(),
+                crate::ir::Attr::Graph(Box::new(sub)),
+            )]),
+        );
+        node(&mut b, "producer", &["x"], &["late"]);
+        let g = b.finish().unwrap();
+        let names: Vec<&str> = g.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["producer", "if"]);
+    }
+
+    #[test]
     fn keeps_file_order_for_independent_nodes() {
         let mut b = GraphBuilder::new("g", false);
         let x = b.value("x");
