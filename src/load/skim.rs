@@ -673,6 +673,18 @@ mod tests {
     use crate::load::onnx_pb as pb;
     use prost::Message;
 
+    /// `b` written to `path` and skimmed through the window (in memory where a message fits) and
+    /// through the reader alone.
+    fn both_ways(
+        path: &std::path::Path,
+        b: &[u8],
+    ) -> (Result<Vec<u8>, String>, Result<Vec<u8>, String>) {
+        std::fs::write(path, b).unwrap();
+        let f = File::open(path).unwrap();
+        let len = b.len() as u64;
+        (skim_with(&f, len, true), skim_with(&f, len, false))
+    }
+
     /// Skims an encoded model written to a file.
     fn skim_encoded(bytes: &[u8]) -> Vec<u8> {
         let dir = tempfile::tempdir().unwrap();
@@ -924,13 +936,7 @@ mod tests {
         let bytes = model.encode_to_vec();
         assert!(bytes.len() > 3 * WINDOW, "{}", bytes.len());
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.onnx");
-        let both = |b: &[u8]| {
-            std::fs::write(&path, b).unwrap();
-            let f = File::open(&path).unwrap();
-            let len = b.len() as u64;
-            (skim_with(&f, len, true), skim_with(&f, len, false))
-        };
+        let both = |b: &[u8]| both_ways(&dir.path().join("m.onnx"), b);
         let (sliced, read) = both(&bytes);
         assert!(sliced.is_ok());
         assert_eq!(sliced, read);
@@ -1033,13 +1039,7 @@ mod tests {
         };
         let bytes = model.encode_to_vec();
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("m.onnx");
-        let both = |b: &[u8]| {
-            std::fs::write(&path, b).unwrap();
-            let f = File::open(&path).unwrap();
-            let len = b.len() as u64;
-            (skim_with(&f, len, true), skim_with(&f, len, false))
-        };
+        let both = |b: &[u8]| both_ways(&dir.path().join("m.onnx"), b);
         let (sliced, read) = both(&bytes);
         assert_eq!(sliced, read);
         assert!(
