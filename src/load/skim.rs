@@ -477,12 +477,11 @@ fn compact<S: Source>(
                     flush(r, &mut run, from, out)?;
                     elided = Some((start, len));
                     r.seek(stop);
-                } else if let Some(k) = child(kind, field).filter(|&k| {
+                } else if child(kind, field).is_some_and(|k| {
                     minimal(r, Some(len))
                         && r.raw(start, stop).is_some_and(|b| plain(b, k, depth + 1))
                 }) {
                     // nothing in it changes: copied with the fields around it
-                    let _ = k;
                     r.skip(len)?;
                     run.get_or_insert(from);
                 } else if let Some(k) = child(kind, field) {
