@@ -408,7 +408,7 @@ fn delimited<'b>(buf: &mut &'b [u8]) -> Option<&'b [u8]> {
 
 /// A varint that takes as few bytes as its value needs (prost writes every varint so).
 #[inline(always)]
-fn minimal_varint(buf: &mut &[u8]) -> Option<u64> {
+pub(super) fn minimal_varint(buf: &mut &[u8]) -> Option<u64> {
     // one byte (tags, lengths of names, small dims: nearly every varint of a graph) is minimal
     if let Some((&b, rest)) = buf.split_first() {
         if b < 0x80 {

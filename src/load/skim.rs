@@ -557,26 +557,8 @@ fn compact<S: Source>(
 /// payload it leaves in the file, no `data_location` it moves, nothing it refuses (the walk gives
 /// the errors). Most nodes and small initializers are so, and checking costs less than the walk.
 fn plain(mut b: &[u8], kind: Kind, depth: usize) -> bool {
-    fn varint(b: &mut &[u8]) -> Option<u64> {
-        let (&first, rest) = b.split_first()?;
-        if first < 0x80 {
-            *b = rest;
-            return Some(u64::from(first));
-        }
-        let mut v = 0u64;
-        for (i, &byte) in b.iter().enumerate().take(10) {
-            if i == 9 && byte > 1 {
-                return None;
-            }
-            v |= u64::from(byte & 0x7f) << (7 * i);
-            if byte & 0x80 == 0 {
-                *b = &b[i + 1..];
-                // minimal: the last byte is not a zero continuation
-                return (i == 0 || byte != 0).then_some(v);
-            }
-        }
-        None
-    }
+    // the in-place readers' varint: prost's, and no longer than its value needs
+    use super::onnx_shell::minimal_varint as varint;
     if depth > MAX_DEPTH {
         return false;
     }
