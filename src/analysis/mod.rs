@@ -1085,7 +1085,7 @@ fn report_rows(
     for &n in &inf.opaque {
         let node = &graph.nodes[n];
         unknown
-            .entry((node.domain.clone(), node.op_type.clone()))
+            .entry((node.domain.to_string(), node.op_type.to_string()))
             .or_default()
             .push(node.name.clone());
     }

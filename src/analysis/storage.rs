@@ -468,7 +468,7 @@ mod tests {
         }
         b.add_node(
             "bn".into(),
-            "BatchNormalization".into(),
+            "BatchNormalization",
             String::new(),
             &["x", "scale", "bias", "mean", "var"],
             &["y"],
@@ -476,7 +476,7 @@ mod tests {
         );
         b.add_node(
             "r".into(),
-            "Reshape".into(),
+            "Reshape",
             String::new(),
             &["y", "shape"],
             &["z"],
@@ -484,7 +484,7 @@ mod tests {
         );
         b.add_node(
             "a".into(),
-            "Add".into(),
+            "Add",
             String::new(),
             &["z", "eps"],
             &["w"],

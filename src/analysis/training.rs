@@ -889,7 +889,7 @@ mod tests {
             };
             b.add_node(
                 format!("n{i}"),
-                "Add".into(),
+                "Add",
                 String::new(),
                 &[prev, skip],
                 &[format!("v{i}")],

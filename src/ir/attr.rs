@@ -2,6 +2,7 @@
 
 use super::dtype::DType;
 use super::graph::Graph;
+use super::sym::Sym;
 use super::tensor::Tensor;
 use super::TypeDecl;
 
@@ -13,11 +14,9 @@ pub enum Attr {
     String(Vec<u8>),
     Tensor(Box<Tensor>),
     Graph(Box<Graph>),
-    SparseTensor {
-        values: Box<Tensor>,
-        dims: Vec<u64>,
-    },
-    Type(TypeDecl),
+    /// Boxed, with `Type`: the rare large variants, so that an attribute takes 32 bytes, not 40.
+    SparseTensor(Box<(Tensor, Vec<u64>)>),
+    Type(Box<TypeDecl>),
     Floats(Vec<f32>),
     Ints(Vec<i64>),
     Strings(Vec<Vec<u8>>),
@@ -37,7 +36,7 @@ impl Attr {
             Attr::String(_) => "string",
             Attr::Tensor(_) => "tensor",
             Attr::Graph(_) => "graph",
-            Attr::SparseTensor { .. } => "sparse tensor",
+            Attr::SparseTensor(_) => "sparse tensor",
             Attr::Type(_) => "type",
             Attr::Floats(_) => "floats",
             Attr::Ints(_) => "ints",
@@ -51,9 +50,9 @@ impl Attr {
     }
 }
 
-/// The attributes of a node, in file order.
+/// The attributes of a node, in file order; their names are interned ([`Sym`]).
 #[derive(Clone, Debug, Default)]
-pub struct Attrs(pub Vec<(String, Attr)>);
+pub struct Attrs(pub Vec<(Sym, Attr)>);
 
 /// An attribute lookup failure: the message names the attribute; the caller adds the node.
 pub type AttrResult<T> = Result<T, String>;

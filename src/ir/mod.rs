@@ -5,6 +5,7 @@ mod attr;
 mod dim;
 mod dtype;
 mod graph;
+mod sym;
 mod tensor;
 
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ pub use attr::{Attr, AttrResult, Attrs};
 pub use dim::{shape_to_string, take_overflow, write_shape, Dim};
 pub use dtype::DType;
 pub use graph::{Graph, GraphBuilder, Node, NodeId, Value, ValueId};
+pub use sym::{Sym, Symbols};
 pub use tensor::{ExternalData, Tensor, TensorData, TypedData, Values};
 
 /// A type the file declares for a value: element type and shape, each possibly unknown.

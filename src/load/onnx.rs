@@ -16,8 +16,8 @@ use super::onnx_pb as pb;
 use super::onnx_shell::{Lazy, LazyError, NodeView, Shell, TensorView};
 use crate::error::{Error, Result};
 use crate::ir::{
-    shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Tensor,
-    TensorData, TypeDecl, TypedData,
+    shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Sym,
+    Symbols, Tensor, TensorData, TypeDecl, TypedData,
 };
 
 /// How errors and reports name standard input.
@@ -169,6 +169,7 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         external_sizes: HashMap::new(),
         unavailable: Default::default(),
         warnings: Vec::new(),
+        symbols: Symbols::default(),
     };
     let g = &proto.graph;
     let view = GraphView {
@@ -339,6 +340,8 @@ struct Context<'a> {
     /// External files found missing or short (warned about once each).
     unavailable: std::collections::HashSet<String>,
     warnings: Vec<String>,
+    /// The op types, domains and attribute names of every graph in the file, one copy each.
+    symbols: Symbols,
 }
 
 impl Context<'_> {
@@ -498,8 +501,8 @@ impl Context<'_> {
         }
         b.add_node(
             n.name.unwrap_or_default().to_string(),
-            op_type.to_string(),
-            n.domain.unwrap_or_default().to_string(),
+            self.symbols.get(op_type),
+            self.symbols.get(n.domain.unwrap_or_default()),
             n.inputs,
             n.outputs,
             Attrs(attrs),
@@ -809,9 +812,9 @@ impl Context<'_> {
         Ok(Some(hit))
     }
 
-    fn attribute(&mut self, a: &pb::AttributeProto, op_type: &str) -> Result<(String, Attr)> {
+    fn attribute(&mut self, a: &pb::AttributeProto, op_type: &str) -> Result<(Sym, Attr)> {
         use pb::attribute_proto::AttributeType as T;
-        let name = a.name.clone().unwrap_or_default();
+        let name = self.symbols.get(a.name.as_deref().unwrap_or_default());
         if let Some(r) = &a.ref_attr_name {
             return Ok((name, Attr::Ref(r.clone())));
         }
@@ -866,12 +869,11 @@ impl Context<'_> {
                 let s = a.sparse_tensor.as_ref().ok_or_else(missing)?;
                 let t = self.sparse(s)?;
                 let dims = t.dims.clone();
-                Attr::SparseTensor {
-                    values: Box::new(t),
-                    dims,
-                }
+                Attr::SparseTensor(Box::new((t, dims)))
             }
-            T::TypeProto => Attr::Type(self.type_decl(a.tp.as_ref().ok_or_else(missing)?, &name)?),
+            T::TypeProto => Attr::Type(Box::new(
+                self.type_decl(a.tp.as_ref().ok_or_else(missing)?, &name)?,
+            )),
             T::Floats => Attr::Floats(a.floats.clone()),
             T::Ints => Attr::Ints(a.ints.clone()),
             T::Strings => Attr::Strings(a.strings.iter().map(|s| s.to_vec()).collect()),

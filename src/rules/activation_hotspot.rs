@@ -58,7 +58,7 @@ impl Rule for ActivationHotspot {
                     name: &meta.name,
                     severity: meta.severity,
                     node: g.nodes[n].name.clone(),
-                    op: g.nodes[n].op_type.clone(),
+                    op: g.nodes[n].op_type.to_string(),
                     message: format!(
                         "saves {} for backward, {:.1}% of the {} of saved activations at batch {}",
                         bytes(saved),

@@ -52,7 +52,7 @@ impl Rule for DeadNode {
                 name: &meta.name,
                 severity: meta.severity,
                 node: node.name.clone(),
-                op: node.op_type.clone(),
+                op: node.op_type.to_string(),
                 message: format!("no graph output depends on node {}", node.label()),
                 measured: cx.macs[n].map_or(f64::NAN, |m| m as f64),
                 limit: 0.0,

@@ -109,7 +109,7 @@ impl Rule for HeavyConv {
                 name: &meta.name,
                 severity: meta.severity,
                 node: node.name.clone(),
-                op: node.op_type.clone(),
+                op: node.op_type.to_string(),
                 message: format!(
                     "standard {} convolution {c} -> {m}: {} MACs, {} parameters; a depthwise-separable pair costs {:.1}% of that",
                     kernel.join("x"),

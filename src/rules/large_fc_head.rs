@@ -192,7 +192,7 @@ impl Rule for LargeFcHead {
                 name: &meta.name,
                 severity: meta.severity,
                 node: node.name.clone(),
-                op: node.op_type.clone(),
+                op: node.op_type.to_string(),
                 message: format!(
                     "a flattened {} feature map feeds a {k_w} -> {n_out} layer holding {:.1}% of the parameters ({})",
                     map_text.join("x"),

@@ -136,7 +136,7 @@ impl Rule for OversizedLinear {
                 name: &meta.name,
                 severity: meta.severity,
                 node: node.name.clone(),
-                op: node.op_type.clone(),
+                op: node.op_type.to_string(),
                 message: format!(
                     "a {m}x{k} weight ({} parameters); a factorisation pays below rank {break_even}, and rank {rank} ({how}) saves {:.0}%",
                     count(params),

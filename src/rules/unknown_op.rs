@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use super::{Finding, LintContext, Rule, Saving};
 use crate::analysis::ops::Op;
+use crate::ir::Sym;
 
 pub struct UnknownOp;
 
@@ -28,7 +29,7 @@ impl Rule for UnknownOp {
         let meta = self.meta();
         let g = cx.graph();
         // one finding per op type, on its first node, counting the others
-        let mut by_op: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+        let mut by_op: BTreeMap<(Sym, Sym), Vec<usize>> = BTreeMap::new();
         for (n, node) in g.nodes.iter().enumerate() {
             if matches!(cx.op(n), Op::Opaque) {
                 by_op
@@ -42,7 +43,7 @@ impl Rule for UnknownOp {
             .map(|((domain, op), nodes)| {
                 let first = &g.nodes[nodes[0]];
                 let label = if domain.is_empty() {
-                    op.clone()
+                    op.to_string()
                 } else {
                     format!("{domain}.{op}")
                 };
@@ -52,7 +53,7 @@ impl Rule for UnknownOp {
                     name: &meta.name,
                     severity: meta.severity,
                     node: first.name.clone(),
-                    op: first.op_type.clone(),
+                    op: first.op_type.to_string(),
                     message: format!(
                         "{} node{} of op {label} that nnlint cannot account for: their outputs, memory and MACs are unknown, and the totals are lower bounds",
                         nodes.len(),

@@ -314,7 +314,7 @@ impl<'g> Executor<'g> {
                 },
                 _ => ExecError::Unsupported {
                     node: node.name.clone(),
-                    op: node.op_type.clone(),
+                    op: node.op_type.to_string(),
                     reason,
                 },
             })?;
@@ -367,7 +367,7 @@ impl<'g> Executor<'g> {
             if let Some(t) = inputs.iter().flatten().find(|t| t.rank() > MAX_RANK) {
                 return Err(ExecError::Unsupported {
                     node: node.name.clone(),
-                    op: node.op_type.clone(),
+                    op: node.op_type.to_string(),
                     reason: format!(
                         "an input has {} dimensions: the checker handles at most {MAX_RANK}",
                         t.rank()
@@ -399,7 +399,7 @@ impl<'g> Executor<'g> {
                 let Some(t) = outs.get(slot) else {
                     return Err(ExecError::Unsupported {
                         node: node.name.clone(),
-                        op: node.op_type.clone(),
+                        op: node.op_type.to_string(),
                         reason: format!(
                             "output {slot} ('{}') is not computed by the interpreter",
                             graph.values.get(v).map_or("?", |v| v.name.as_str())
@@ -412,7 +412,7 @@ impl<'g> Executor<'g> {
                 if t.rank() > MAX_RANK || size.is_none_or(|n| n > MAX_ELEMENTS) {
                     return Err(ExecError::Unsupported {
                         node: node.name.clone(),
-                        op: node.op_type.clone(),
+                        op: node.op_type.to_string(),
                         reason: format!(
                             "output {slot} has shape {:?}: the checker handles at most {MAX_RANK} dimensions and {MAX_ELEMENTS} elements",
                             t.dims()

@@ -949,14 +949,14 @@ pub(crate) mod testing {
         let node = Node {
             name: "n".into(),
             op_type: op_type.into(),
-            domain: String::new(),
+            domain: "".into(),
             inputs: inputs
                 .iter()
                 .enumerate()
                 .map(|(i, f)| f.as_ref().map(|_| i))
                 .collect(),
             outputs: Box::new([Some(100)]),
-            attrs: Attrs(attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+            attrs: Attrs(attrs.into_iter().map(|(k, v)| (k.into(), v)).collect()),
             resolved: Default::default(),
         };
         let op = parse(&node, opset);

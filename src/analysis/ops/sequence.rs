@@ -181,7 +181,7 @@ mod tests {
             let node = Node {
                 name: "n".into(),
                 op_type: op.into(),
-                domain: String::new(),
+                domain: "".into(),
                 inputs: Box::default(),
                 outputs: Box::default(),
                 attrs: Attrs::default(),

@@ -28,13 +28,13 @@ impl FromAttrs for Constant {
         let (name, attr) = a.0.first().ok_or("no value attribute")?;
         let form = match (name.as_str(), attr) {
             ("value", Attr::Tensor(_)) => ConstantForm::Tensor,
-            ("sparse_value", Attr::SparseTensor { .. }) => ConstantForm::Sparse,
+            ("sparse_value", Attr::SparseTensor(_)) => ConstantForm::Sparse,
             ("value_float", Attr::Float(_))
             | ("value_floats", Attr::Floats(_))
             | ("value_int", Attr::Int(_))
             | ("value_ints", Attr::Ints(_))
             | ("value_string", Attr::String(_))
-            | ("value_strings", Attr::Strings(_)) => ConstantForm::Scalars(name.clone()),
+            | ("value_strings", Attr::Strings(_)) => ConstantForm::Scalars(name.to_string()),
             (other, a) => {
                 return Err(format!(
                     "unsupported value attribute '{other}' ({})",
@@ -178,9 +178,9 @@ pub fn constant(cx: &OpCx) -> InferResult<Vec<Fact>> {
         .ok_or_else(|| InferError::Invalid("no value attribute".into()))?;
     let fact = match (name.as_str(), attr) {
         ("value", Attr::Tensor(t)) => tensor_fact(t),
-        ("sparse_value", Attr::SparseTensor { values, dims }) => Fact::new(
-            Some(values.dtype),
-            dims.iter().map(|&d| Dim::known(d as i64)).collect(),
+        ("sparse_value", Attr::SparseTensor(s)) => Fact::new(
+            Some(s.0.dtype),
+            s.1.iter().map(|&d| Dim::known(d as i64)).collect(),
         ),
         ("value_float", Attr::Float(f)) => {
             Fact::new(Some(DType::F32), vec![]).with_value(Konst::Float(vec![*f as f64]))

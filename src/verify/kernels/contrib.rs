@@ -279,15 +279,8 @@ mod tests {
     use crate::ir::Attr;
 
     fn ms(g: &mut G, op: &str, ins: &[&str], outs: &[&str], attrs: Vec<(&str, Attr)>) {
-        let attrs = crate::ir::Attrs(attrs.into_iter().map(|(n, a)| (n.to_string(), a)).collect());
-        g.b.add_node(
-            format!("{op}_0"),
-            op.into(),
-            "com.microsoft".into(),
-            ins,
-            outs,
-            attrs,
-        );
+        let attrs = crate::ir::Attrs(attrs.into_iter().map(|(n, a)| (n.into(), a)).collect());
+        g.b.add_node(format!("{op}_0"), op, "com.microsoft", ins, outs, attrs);
     }
 
     #[test]

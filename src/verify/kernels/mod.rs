@@ -292,7 +292,7 @@ impl Cx<'_> {
     pub fn unsupported(&self, reason: impl Into<String>) -> ExecError {
         ExecError::Unsupported {
             node: self.node.name.clone(),
-            op: self.node.op_type.clone(),
+            op: self.node.op_type.to_string(),
             reason: reason.into(),
         }
     }
@@ -615,10 +615,9 @@ pub(crate) mod testing {
             outs: &[&str],
             attrs: Vec<(&str, Attr)>,
         ) -> &mut Self {
-            let attrs = Attrs(attrs.into_iter().map(|(n, a)| (n.to_string(), a)).collect());
+            let attrs = Attrs(attrs.into_iter().map(|(n, a)| (n.into(), a)).collect());
             let name = format!("{}_{}", op.to_lowercase(), outs[0]);
-            self.b
-                .add_node(name, op.into(), String::new(), ins, outs, attrs);
+            self.b.add_node(name, op, String::new(), ins, outs, attrs);
             self
         }
 
