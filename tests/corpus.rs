@@ -147,7 +147,7 @@ fn check(root: &Path, m: &Value) -> Row {
             .map(|l| (l.name.as_str(), l.folded))
             .collect();
         for node in &g.nodes {
-            for &o in node.outputs.iter().flatten() {
+            for &o in node.outputs().iter().flatten() {
                 let t = &truth["values"][g.values[o].name.as_str()];
                 if t.is_null() {
                     continue;
@@ -192,14 +192,14 @@ fn check(root: &Path, m: &Value) -> Row {
             continue;
         }
         if node
-            .outputs
+            .outputs()
             .iter()
             .flatten()
             .all(|&v| folded[v] || (inf.facts[v].value.is_some() && !given[v]))
         {
             continue;
         }
-        for &v in node.outputs.iter().flatten() {
+        for &v in node.outputs().iter().flatten() {
             main = main
                 .zip(inf.facts[v].bytes().and_then(|d| d.as_u64()))
                 .map(|(a, b)| a + b);

@@ -68,7 +68,7 @@ pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
         .map(|(i, v)| (v.outer || graph.inputs.contains(&i)) && seeds(&v.name))
         .collect();
     for node in &graph.nodes {
-        let mut hit = node.inputs.iter().flatten().any(|&v| r[v]);
+        let mut hit = node.inputs().iter().flatten().any(|&v| r[v]);
         if !hit {
             for (_, sub) in node.attrs.subgraphs() {
                 for_each_capture(sub, &mut |name| {
@@ -79,7 +79,7 @@ pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
             }
         }
         if hit {
-            for &v in node.outputs.iter().flatten() {
+            for &v in node.outputs().iter().flatten() {
                 r[v] = true;
             }
         }
@@ -100,13 +100,13 @@ fn foldable(graph: &Graph, shapes_known: bool, outer: &dyn Fn(&str) -> bool) -> 
             Outputs::Random => false,
             Outputs::ShapeOnly if shapes_known => true,
             Outputs::ShapeOnly | Outputs::Computed => {
-                node.inputs.iter().flatten().next().is_some()
-                    && node.inputs.iter().flatten().all(|&v| st[v])
+                node.inputs().iter().flatten().next().is_some()
+                    && node.inputs().iter().flatten().all(|&v| st[v])
                     && !captures
             }
         };
         if derived {
-            for &v in node.outputs.iter().flatten() {
+            for &v in node.outputs().iter().flatten() {
                 st[v] = true;
             }
         }
@@ -127,7 +127,7 @@ pub fn is_activation(graph: &Graph, is_static: &[bool], v: ValueId) -> bool {
 fn last_use(graph: &Graph) -> Vec<Option<NodeId>> {
     let mut last: Vec<Option<NodeId>> = vec![None; graph.values.len()];
     for (n, node) in graph.nodes.iter().enumerate() {
-        for v in node.inputs.iter().flatten() {
+        for v in node.inputs().iter().flatten() {
             last[*v] = Some(n);
         }
         for (_, sub) in node.attrs.subgraphs() {
@@ -210,7 +210,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
         }
         let mut best = (live, None);
         for (n, node) in graph.nodes.iter().enumerate() {
-            for v in node.outputs.iter().flatten() {
+            for v in node.outputs().iter().flatten() {
                 if !alive[*v] && bytes(*v) > 0 {
                     alive[*v] = true;
                     live += bytes(*v) as u128;

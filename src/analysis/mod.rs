@@ -499,12 +499,12 @@ fn row(
     if is_constant(inf, n) {
         return None;
     }
-    let outs = || node.outputs.iter().flatten().map(|&v| &inf.facts[v]);
+    let outs = || node.outputs().iter().flatten().map(|&v| &inf.facts[v]);
     // unknown when any output's size is (then nothing is added), or the sum overflows
     let activation_bytes = outs().try_fold(Dim::ZERO, |sum, f| sum.checked_add(&f.bytes()?));
     // sorted (the walk goes in node order): a graph of 100k unknown ops stays linear
     let opaque = inf.opaque.binary_search(&n).is_ok();
-    let computed_once = node.outputs.iter().flatten().all(|&v| is_static[v]);
+    let computed_once = node.outputs().iter().flatten().all(|&v| is_static[v]);
     Some(Layer {
         name: node.name.clone(),
         op: match ops::def_of(node) {
@@ -513,7 +513,7 @@ fn row(
         },
         // exactly one slot per output (`flatten` gives no size hint: a row held four)
         output_shapes: if copy_shapes {
-            let mut shapes = Vec::with_capacity(node.outputs.len());
+            let mut shapes = Vec::with_capacity(node.outputs().len());
             shapes.extend(outs().map(|f| f.shape.clone()));
             shapes
         } else {
@@ -532,7 +532,7 @@ fn row(
             && outs().next().is_some()
             && (computed_once
                 || (outs().all(|f| f.value.is_some())
-                    && node.outputs.iter().flatten().all(|&v| !f.given[v]))),
+                    && node.outputs().iter().flatten().all(|&v| !f.given[v]))),
         depth,
         branch: None,
         skipped: false,
@@ -935,7 +935,7 @@ fn report_with(
         // every reading of the facts is done: the main graph's rows take their outputs' shapes
         for (n, i) in layer_of.iter().enumerate() {
             let Some(&i) = i.as_ref() else { continue };
-            let outputs = &model.graph.nodes[n].outputs;
+            let outputs = &model.graph.nodes[n].outputs();
             let mut shapes = Vec::with_capacity(outputs.len());
             for (k, &v) in outputs.iter().enumerate() {
                 let Some(v) = v else { continue };

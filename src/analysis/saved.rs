@@ -209,14 +209,14 @@ impl<'a> Flow<'a> {
     fn visit(&mut self, node: &Node, op: &Op) {
         if matches!(op, Op::Constant(_)) {
             // a stored tensor: its requires_grad and dtype were set with the initializers'
-            for o in node.outputs.iter().flatten() {
+            for o in node.outputs().iter().flatten() {
                 self.stored[*o] = true;
             }
             return;
         }
         let def = op.def();
         let data_inputs: Vec<ValueId> = node
-            .inputs
+            .inputs()
             .iter()
             .enumerate()
             .filter(|(slot, _)| def.is_none_or(|d| d.slots.role(*slot) != SlotRole::Config))
@@ -227,8 +227,8 @@ impl<'a> Flow<'a> {
         let noise = !grad
             && (def.is_some_and(|d| d.outputs == Outputs::Random)
                 || data_inputs.iter().any(|&v| self.noise[v]));
-        let all_stored = node.inputs.iter().flatten().next().is_some()
-            && node.inputs.iter().flatten().all(|&v| self.stored[v]);
+        let all_stored = node.inputs().iter().flatten().next().is_some()
+            && node.inputs().iter().flatten().all(|&v| self.stored[v]);
         let x = node.input(0);
         let in_dtype = x.and_then(|v| self.dtype[v]);
         let out_dtype = self.out_dtype(node, op, def, in_dtype);
@@ -240,7 +240,7 @@ impl<'a> Flow<'a> {
                 }
             }
         }
-        for (slot, out) in node.outputs.iter().enumerate() {
+        for (slot, out) in node.outputs().iter().enumerate() {
             let Some(o) = *out else { continue };
             self.noise[o] = noise;
             // an output of unknown type (a tensor sequence: SplitToSequence) carries its input's
@@ -317,7 +317,7 @@ impl<'a> Flow<'a> {
                 return Some(p.half());
             }
             let widest = |scalars: bool| {
-                node.inputs
+                node.inputs()
                     .iter()
                     .flatten()
                     .filter(|&&v| {
@@ -592,7 +592,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
             break v;
         }
         let ins: Vec<ValueId> = node
-            .inputs
+            .inputs()
             .iter()
             .flatten()
             .copied()
@@ -613,7 +613,11 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                 let (pa, pb) = (producer(g, *a), producer(g, *b));
                 match (pa, pb) {
                     (Some((ia, na)), _)
-                        if na.inputs.iter().flatten().all(|&i| i == *b || is_const(i))
+                        if na
+                            .inputs()
+                            .iter()
+                            .flatten()
+                            .all(|&i| i == *b || is_const(i))
                             && elementwise(ia) =>
                     {
                         region.push(p);
@@ -621,7 +625,11 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                         v = *b;
                     }
                     (_, Some((ib, nb)))
-                        if nb.inputs.iter().flatten().all(|&i| i == *a || is_const(i))
+                        if nb
+                            .inputs()
+                            .iter()
+                            .flatten()
+                            .all(|&i| i == *a || is_const(i))
                             && elementwise(ib) =>
                     {
                         region.push(p);
@@ -644,7 +652,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
         }
         region.push(c);
         let ins: Vec<ValueId> = node
-            .inputs
+            .inputs()
             .iter()
             .flatten()
             .copied()
@@ -662,7 +670,11 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
             // a final constant scaling (legacy nn.GELU: (x * (1 + erf)) * 0.5)
             if let Some((c2, n2)) = single_consumer(g, cur) {
                 let only_const = matches!(flow.ops[c2], Op::Mul)
-                    && n2.inputs.iter().flatten().all(|&i| i == cur || is_const(i));
+                    && n2
+                        .inputs()
+                        .iter()
+                        .flatten()
+                        .all(|&i| i == cur || is_const(i));
                 if only_const {
                     region.push(c2);
                     last = Some(c2);
@@ -707,7 +719,7 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
     if matches!(flow.ops[p], Op::Add) {
         region.push(p);
         let scores =
-            node.inputs.iter().flatten().copied().find(|&i| {
+            node.inputs().iter().flatten().copied().find(|&i| {
                 producer(g, i).is_some_and(|(pi, _)| matches!(flow.ops[pi], Op::MatMul))
             })?;
         v = scores;
@@ -723,7 +735,7 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
         if !matches!(flow.ops[pm], Op::Mul) {
             return None;
         }
-        let ins: Vec<ValueId> = mul.inputs.iter().flatten().copied().collect();
+        let ins: Vec<ValueId> = mul.inputs().iter().flatten().copied().collect();
         let (t, s) = match ins.as_slice() {
             [a, b] if flow.is_scalar(*b) => (*a, *b),
             [a, b] if flow.is_scalar(*a) => (*b, *a),
@@ -828,7 +840,7 @@ impl SaveCx<'_> {
     /// Whether some output requires grad.
     pub fn out_grad(&self) -> bool {
         self.node
-            .outputs
+            .outputs()
             .iter()
             .flatten()
             .any(|&o| self.flow.grad[o])
@@ -965,7 +977,7 @@ pub fn div(cx: &SaveCx) -> Option<Vec<Save>> {
 pub fn all_inputs(cx: &SaveCx) -> Option<Vec<Save>> {
     Some(if cx.out_grad() {
         cx.node
-            .inputs
+            .inputs()
             .iter()
             .flatten()
             .map(|&v| Save::Value(v))
@@ -1185,7 +1197,7 @@ pub fn saved_tensors(
         }
         // autocast's half copies of conv/linear weights, cached once per weight
         if lowered {
-            for (slot, w) in node.inputs.iter().enumerate() {
+            for (slot, w) in node.inputs().iter().enumerate() {
                 let Some(w) = *w else { continue };
                 let is_weight = graph.stored(w).is_some()
                     && flow.grad[w]
@@ -1193,7 +1205,7 @@ pub fn saved_tensors(
                 let needed = match op {
                     Op::Conv(_) | Op::ConvTranspose(_) => slot == 1,
                     _ => node
-                        .inputs
+                        .inputs()
                         .iter()
                         .flatten()
                         .any(|&o| o != w && flow.grad[o]),

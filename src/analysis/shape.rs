@@ -605,7 +605,7 @@ fn trace(
             ops::def_of(node).map(|d| d.outputs),
             Some(ops::Outputs::ShapeOnly)
         );
-        for &i in node.inputs.iter().flatten() {
+        for &i in node.inputs().iter().flatten() {
             trace(scope, i, shape_only || reads_shape, values, shapes, seen);
         }
         // what a control-flow node's subgraphs read from this graph
@@ -768,11 +768,11 @@ fn walk(
                 // whose every input is known (no op reads such a tensor's values otherwise)
                 let stored = |v: ValueId| graph.values[v].init.as_deref();
                 let foldable =
-                    node.inputs.iter().flatten().all(|&v| {
+                    node.inputs().iter().flatten().all(|&v| {
                         facts[v].value.is_some() || stored(v).is_some_and(ops::is_deferred)
                     });
                 let deferred: Vec<Option<Fact>> = if foldable {
-                    node.inputs
+                    node.inputs()
                         .iter()
                         .map(|v| v.and_then(|v| ops::deferred_value(stored(v)?)))
                         .collect()
@@ -780,7 +780,7 @@ fn walk(
                     Vec::new()
                 };
                 let inputs: Vec<Option<&Fact>> = node
-                    .inputs
+                    .inputs()
                     .iter()
                     .enumerate()
                     .map(|(i, v)| match deferred.get(i) {
@@ -818,7 +818,7 @@ fn walk(
         }
         w.macs[n] = cost;
         let mut outs = outs.into_iter();
-        for v in node.outputs.iter() {
+        for v in node.outputs().iter() {
             let inferred = outs.next().unwrap_or_default();
             let Some(v) = *v else { continue };
             let declared = graph.values[v]
@@ -1059,7 +1059,7 @@ fn control_flow(
                 .and_then(|v| v.as_i64s())
                 .and_then(|v| v.first().copied())
                 .and_then(|t| u64::try_from(t).ok());
-            let carried: Vec<Fact> = (2..node.inputs.len()).map(input).collect();
+            let carried: Vec<Fact> = (2..node.inputs().len()).map(input).collect();
             let mut body_in = vec![
                 Fact::new(Some(crate::ir::DType::I64), vec![]),
                 Fact::new(Some(crate::ir::DType::Bool), vec![]),
@@ -1109,7 +1109,7 @@ fn control_flow(
             let g = subgraph(node, "body").ok_or("attribute 'body' is missing")?;
             let n_scan =
                 usize::try_from(sc.num_scan_inputs).map_err(|_| "num_scan_inputs is negative")?;
-            let n_in = node.inputs.len();
+            let n_in = node.inputs().len();
             let n_state = n_in
                 .checked_sub(n_scan)
                 .ok_or("fewer inputs than num_scan_inputs")?;

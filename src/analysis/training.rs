@@ -503,8 +503,8 @@ fn input_dependent(graph: &Graph) -> Vec<bool> {
     }
     // nodes are in topological order
     for node in &graph.nodes {
-        if node.inputs.iter().flatten().any(|&v| dep[v]) {
-            for &o in node.outputs.iter().flatten() {
+        if node.inputs().iter().flatten().any(|&v| dep[v]) {
+            for &o in node.outputs().iter().flatten() {
                 dep[o] = true;
             }
         }
@@ -519,9 +519,9 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], dep: &[bool], n: NodeId,
     let numel = |v: ValueId| facts[v].numel().and_then(|d| d.as_u64()).unwrap_or(0);
     let float = |v: ValueId| facts[v].dtype.is_some_and(|d| d.is_float()) && dep[v];
     let elems: u64 = node
-        .outputs
+        .outputs()
         .iter()
-        .chain(&node.inputs)
+        .chain(node.inputs())
         .flatten()
         .filter(|&&v| float(v))
         .map(|&v| numel(v))

@@ -63,11 +63,11 @@ pub struct Node {
     pub op_type: Sym,
     /// Operator domain; `""` is the default ONNX domain (`ai.onnx`).
     pub domain: Sym,
-    /// `None` for an omitted optional input (an empty name in ONNX). A boxed slice, not a `Vec`:
-    /// a node's inputs and outputs do not change once it is built (8 bytes less each per node).
-    pub inputs: Box<[Option<ValueId>]>,
-    /// `None` for an omitted optional output.
-    pub outputs: Box<[Option<ValueId>]>,
+    /// Its inputs, then its outputs ([`Node::inputs`], [`Node::outputs`]): one allocation per
+    /// node, not two, and a boxed slice, not a `Vec` (they do not change once it is built).
+    ports: Box<[Option<ValueId>]>,
+    /// How many of `ports` are inputs.
+    n_inputs: u32,
     pub attrs: Attrs,
     /// The op registry's entry for this node, found by name once, on first use
     /// (`analysis::ops::def_of`; the IR does not know the registry). Every later stage reads it by
@@ -96,17 +96,61 @@ impl Value {
 }
 
 impl Node {
+    /// A node reading `inputs` and writing `outputs` (`None` for an omitted optional one).
+    pub fn new(
+        name: String,
+        op_type: Sym,
+        domain: Sym,
+        inputs: &[Option<ValueId>],
+        outputs: &[Option<ValueId>],
+        attrs: Attrs,
+    ) -> Node {
+        let ports = inputs.iter().chain(outputs).copied().collect();
+        Node::with_ports(name, op_type, domain, ports, inputs.len(), attrs)
+    }
+
+    /// A node whose first `n_inputs` ports are inputs, the rest outputs.
+    fn with_ports(
+        name: String,
+        op_type: Sym,
+        domain: Sym,
+        ports: Vec<Option<ValueId>>,
+        n_inputs: usize,
+        attrs: Attrs,
+    ) -> Node {
+        Node {
+            name,
+            op_type,
+            domain,
+            ports: ports.into_boxed_slice(),
+            // a node has fewer inputs than its protobuf (at most 2 GiB) has bytes
+            n_inputs: u32::try_from(n_inputs).unwrap_or(u32::MAX),
+            attrs,
+            resolved: Resolved::default(),
+        }
+    }
+
+    /// `None` for an omitted optional input (an empty name in ONNX).
+    pub fn inputs(&self) -> &[Option<ValueId>] {
+        &self.ports[..self.n_inputs as usize]
+    }
+
+    /// `None` for an omitted optional output.
+    pub fn outputs(&self) -> &[Option<ValueId>] {
+        &self.ports[self.n_inputs as usize..]
+    }
+
     /// `name (OpType)`, the way errors and reports refer to a node.
     pub fn label(&self) -> String {
         format!("{} ({})", self.name, self.op_type)
     }
 
     pub fn input(&self, i: usize) -> Option<ValueId> {
-        self.inputs.get(i).copied().flatten()
+        self.inputs().get(i).copied().flatten()
     }
 
     pub fn output(&self, i: usize) -> Option<ValueId> {
-        self.outputs.get(i).copied().flatten()
+        self.outputs().get(i).copied().flatten()
     }
 }
 
@@ -250,14 +294,12 @@ impl GraphBuilder {
         self.graph.outputs.push(id);
     }
 
-    fn ids(&mut self, names: &[impl AsRef<str>]) -> Vec<Option<ValueId>> {
-        names
-            .iter()
-            .map(|n| {
-                let n = n.as_ref();
-                (!n.is_empty()).then(|| self.value(n))
-            })
-            .collect()
+    /// Appends the ids of `names` to `ports` (`None` for an empty name).
+    fn ids(&mut self, names: &[impl AsRef<str>], ports: &mut Vec<Option<ValueId>>) {
+        for n in names {
+            let n = n.as_ref();
+            ports.push((!n.is_empty()).then(|| self.value(n)));
+        }
     }
 
     /// Adds a node; empty names stand for omitted optional inputs and outputs.
@@ -270,29 +312,18 @@ impl GraphBuilder {
         outputs: &[impl AsRef<str>],
         attrs: Attrs,
     ) {
-        let inputs = self.ids(inputs);
-        let outputs = self.ids(outputs);
-        self.push_node(name, op_type.into(), domain.into(), inputs, outputs, attrs);
-    }
-
-    fn push_node(
-        &mut self,
-        name: String,
-        op_type: Sym,
-        domain: Sym,
-        inputs: Vec<Option<ValueId>>,
-        outputs: Vec<Option<ValueId>>,
-        attrs: Attrs,
-    ) {
-        self.graph.nodes.push(Node {
+        let mut ports = Vec::with_capacity(inputs.len() + outputs.len());
+        self.ids(inputs, &mut ports);
+        self.ids(outputs, &mut ports);
+        let node = Node::with_ports(
             name,
-            op_type,
-            domain,
-            inputs: inputs.into_boxed_slice(),
-            outputs: outputs.into_boxed_slice(),
+            op_type.into(),
+            domain.into(),
+            ports,
+            inputs.len(),
             attrs,
-            resolved: Resolved::default(),
-        });
+        );
+        self.graph.nodes.push(node);
     }
 
     /// Links producers and consumers and sorts the nodes topologically.
@@ -320,7 +351,7 @@ impl GraphBuilder {
         }
         let mut producer: Vec<Option<(NodeId, usize)>> = vec![None; g.values.len()];
         for (n, node) in g.nodes.iter().enumerate() {
-            for (slot, out) in node.outputs.iter().enumerate() {
+            for (slot, out) in node.outputs().iter().enumerate() {
                 let Some(v) = *out else { continue };
                 if producer[v].is_some() || g.values[v].init.is_some() || g.inputs.contains(&v) {
                     return Err(format!(
@@ -333,7 +364,7 @@ impl GraphBuilder {
             }
         }
         for node in &g.nodes {
-            for v in node.inputs.iter().flatten() {
+            for v in node.inputs().iter().flatten() {
                 let val = &g.values[*v];
                 let defined = producer[*v].is_some() || val.init.is_some() || g.inputs.contains(v);
                 if !defined {
@@ -379,7 +410,7 @@ impl GraphBuilder {
         let nodes = &g.nodes;
         g.readers = Lists::build(g.values.len(), || {
             nodes.iter().enumerate().flat_map(|(n, node)| {
-                node.inputs
+                node.inputs()
                     .iter()
                     .enumerate()
                     .filter_map(move |(slot, v)| v.map(|v| (v, (n, slot))))
@@ -414,7 +445,7 @@ fn topo_order(g: &Graph, producer: &[Option<(NodeId, usize)>]) -> Result<Vec<Nod
     for (i, node) in g.nodes.iter().enumerate() {
         let first = preds_of.len();
         preds_of.extend(
-            node.inputs
+            node.inputs()
                 .iter()
                 .flatten()
                 .filter_map(|&v| producer[v].map(|(p, _)| p)),
@@ -507,12 +538,12 @@ mod tests {
     /// A value is held per output of every node: its declared type, which most values of a large
     /// graph lack, is boxed and its producer is two `u32`s (120 → 56 bytes); a node's inputs and
     /// outputs are boxed slices (152 → 136 bytes), its op type and domain shared text (→ 120
-    /// bytes). An attribute boxes its rare large variants (an attribute and its interned name:
+    /// bytes), its inputs and outputs one slice (→ 112 bytes). An attribute boxes its rare large variants (an attribute and its interned name:
     /// 64 → 48 bytes).
     #[test]
     fn a_value_and_a_node_stay_small() {
         assert!(size_of::<Value>() <= 56, "{}", size_of::<Value>());
-        assert!(size_of::<Node>() <= 120, "{}", size_of::<Node>());
+        assert!(size_of::<Node>() <= 112, "{}", size_of::<Node>());
         let attr = size_of::<(super::super::Sym, super::super::Attr)>();
         assert!(attr <= 48, "{attr}");
     }

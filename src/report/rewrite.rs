@@ -156,7 +156,7 @@ fn costs(
         .nodes
         .iter()
         .map(|n| {
-            n.outputs
+            n.outputs()
                 .iter()
                 .flatten()
                 .filter_map(|&v| inf.facts[v].bytes().and_then(|b| b.as_u64()))
@@ -182,7 +182,7 @@ fn stored(g: &Graph, nodes: &[NodeId]) -> (u64, u64) {
     let mut seen = std::collections::HashSet::new();
     let (mut count, mut size) = (0, 0);
     for &n in nodes {
-        for &v in g.nodes[n].inputs.iter().flatten() {
+        for &v in g.nodes[n].inputs().iter().flatten() {
             // through the Identity twins PyTorch exports for deduplicated weights
             let mut v = v;
             while let Some((p, _)) = g.values[v].producer() {

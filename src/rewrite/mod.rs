@@ -557,7 +557,7 @@ pub fn apply(proto: &mut pb::ModelProto, model: &Model, plans: &[Planned]) -> cr
     let mut removed_values: HashSet<String> = HashSet::new();
     for (i, p) in plans.iter().enumerate() {
         for &n in &p.removed {
-            for v in g.nodes[n].outputs.iter().flatten() {
+            for v in g.nodes[n].outputs().iter().flatten() {
                 removed_values.insert(g.values[*v].name.clone());
             }
         }

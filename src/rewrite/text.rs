@@ -57,14 +57,14 @@ pub fn render(model: &Model) -> String {
             .collect();
         out.push_str(&format!(
             "{} = {}{}({})  # {}\n",
-            n.outputs.iter().map(name).collect::<Vec<_>>().join(", "),
+            n.outputs().iter().map(name).collect::<Vec<_>>().join(", "),
             n.op_type,
             if attrs.is_empty() {
                 String::new()
             } else {
                 format!("[{}]", attrs.join(", "))
             },
-            n.inputs.iter().map(name).collect::<Vec<_>>().join(", "),
+            n.inputs().iter().map(name).collect::<Vec<_>>().join(", "),
             n.name
         ));
     }

@@ -121,7 +121,7 @@ impl<'a> LintContext<'a> {
     pub fn layer_params(&self, n: NodeId) -> u64 {
         let g = self.graph();
         g.nodes[n]
-            .inputs
+            .inputs()
             .iter()
             .flatten()
             .filter_map(|&v| {

@@ -88,7 +88,7 @@ fn from_conv_or_pool(cx: &LintContext, v: ValueId) -> bool {
                 // only inputs of the map's rank carry the map (not a broadcast scale or bias)
                 let rank = cx.facts[v].rank();
                 stack.extend(
-                    node.inputs
+                    node.inputs()
                         .iter()
                         .flatten()
                         .filter(|&&i| cx.facts[i].rank() == rank),

@@ -65,7 +65,7 @@ pub(crate) fn free_names(g: &Graph) -> BTreeSet<String> {
     let read = g
         .nodes
         .iter()
-        .flat_map(|n| n.inputs.iter().flatten())
+        .flat_map(|n| n.inputs().iter().flatten())
         .chain(&g.outputs);
     for &v in read {
         if v < g.values.len() && !defined(v) {
@@ -281,7 +281,7 @@ impl<'g> Executor<'g> {
                     message: format!("there is no node #{id}"),
                 });
             };
-            for v in node.inputs.iter().flatten() {
+            for v in node.inputs().iter().flatten() {
                 last_use.insert(*v, pos);
             }
             if node.attrs.subgraphs().next().is_some() {
@@ -296,7 +296,7 @@ impl<'g> Executor<'g> {
                 }
                 captures.insert(pos, free);
             }
-            for v in node.outputs.iter().flatten() {
+            for v in node.outputs().iter().flatten() {
                 producer_pos.insert(*v, pos);
             }
             steps.push((node, op));
@@ -322,8 +322,8 @@ impl<'g> Executor<'g> {
                 node: node.name.clone(),
                 message,
             };
-            let mut inputs = Vec::with_capacity(node.inputs.len());
-            for v in &node.inputs {
+            let mut inputs = Vec::with_capacity(node.inputs().len());
+            for v in node.inputs() {
                 inputs.push(match v {
                     None => None,
                     Some(v) => Some(
@@ -339,7 +339,7 @@ impl<'g> Executor<'g> {
                     .or_else(|| source_dtype(graph, v, scope))
             };
             let in_dtypes: Vec<Option<DType>> =
-                node.inputs.iter().map(|v| v.and_then(dtype_of)).collect();
+                node.inputs().iter().map(|v| v.and_then(dtype_of)).collect();
             let inner = match captures.get(&pos) {
                 None => None,
                 Some(free) => {
@@ -389,12 +389,12 @@ impl<'g> Executor<'g> {
                 None => output_dtypes(&cx, opset, outs.len()),
             };
             drop(cx);
-            for (v, d) in node.outputs.iter().zip(out_dtypes) {
+            for (v, d) in node.outputs().iter().zip(out_dtypes) {
                 if let (Some(v), Some(d)) = (v, d) {
                     dtypes.insert(*v, d);
                 }
             }
-            for (slot, v) in node.outputs.iter().enumerate() {
+            for (slot, v) in node.outputs().iter().enumerate() {
                 let Some(v) = *v else { continue };
                 let Some(t) = outs.get(slot) else {
                     return Err(ExecError::Unsupported {
@@ -424,7 +424,7 @@ impl<'g> Executor<'g> {
                     env.insert(v, t.clone());
                 }
             }
-            for v in node.inputs.iter().flatten() {
+            for v in node.inputs().iter().flatten() {
                 if last_use.get(v) == Some(&pos) && !wanted_set.contains(v) {
                     env.remove(v);
                 }

@@ -71,7 +71,7 @@ fn index_range(g: &Graph, facts: &[crate::analysis::fact::Fact], v: ValueId) -> 
                     0,
                 )
                 | ("Concat", _) => {
-                    stack.extend(node.outputs.iter().flatten().map(|&o| (o, depth + 1)))
+                    stack.extend(node.outputs().iter().flatten().map(|&o| (o, depth + 1)))
                 }
                 // masks: ones attend everywhere
                 (
@@ -401,7 +401,7 @@ fn nodes_by_output(g: &Graph, names: &[String], stat: &[bool]) -> Result<Vec<Nod
     }
     let mut i = 0;
     while i < out.len() {
-        for v in g.nodes[out[i]].inputs.iter().flatten() {
+        for v in g.nodes[out[i]].inputs().iter().flatten() {
             if let (true, None, Some((p, _))) =
                 (stat[*v], &g.values[*v].init, g.values[*v].producer())
             {
@@ -480,9 +480,9 @@ fn too_large(
 ) -> Result<(), String> {
     for &n in nodes {
         for &v in g.nodes[n]
-            .inputs
+            .inputs()
             .iter()
-            .chain(&g.nodes[n].outputs)
+            .chain(g.nodes[n].outputs())
             .flatten()
         {
             // an unknown shape is left to the run (whose allocations are then as large as the

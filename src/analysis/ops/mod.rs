@@ -946,19 +946,20 @@ pub(crate) mod testing {
         inputs: Vec<Option<Fact>>,
         opset: i64,
     ) -> (InferResult<Vec<Fact>>, Option<Dim>) {
-        let node = Node {
-            name: "n".into(),
-            op_type: op_type.into(),
-            domain: "".into(),
-            inputs: inputs
-                .iter()
-                .enumerate()
-                .map(|(i, f)| f.as_ref().map(|_| i))
-                .collect(),
-            outputs: Box::new([Some(100)]),
-            attrs: Attrs(attrs.into_iter().map(|(k, v)| (k.into(), v)).collect()),
-            resolved: Default::default(),
-        };
+        let ins: Vec<_> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.as_ref().map(|_| i))
+            .collect();
+        let attrs = Attrs(attrs.into_iter().map(|(k, v)| (k.into(), v)).collect());
+        let node = Node::new(
+            "n".into(),
+            op_type.into(),
+            "".into(),
+            &ins,
+            &[Some(100)],
+            attrs,
+        );
         let op = parse(&node, opset);
         let def = lookup("", op_type).expect("a registered op");
         let cx = OpCx {
@@ -1157,15 +1158,8 @@ mod tests {
     #[test]
     fn every_op_names_its_own_entry() {
         for def in OPS {
-            let node = Node {
-                name: "n".into(),
-                op_type: def.name.into(),
-                domain: def.domain.into(),
-                inputs: Box::default(),
-                outputs: Box::default(),
-                attrs: Attrs::default(),
-                resolved: Default::default(),
-            };
+            let (op, domain) = (def.name.into(), def.domain.into());
+            let node = Node::new("n".into(), op, domain, &[], &[], Attrs::default());
             match parse(&node, 21) {
                 // a required attribute is missing: the parse says which
                 Op::Malformed(why) => assert!(why.contains("attribute"), "{}: {why}", def.name),

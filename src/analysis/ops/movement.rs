@@ -478,7 +478,7 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let s = cx.shape(0)?;
     let sp = attrs!(cx, Split);
     let a = axis(sp.axis, s.len())?;
-    let n_out = cx.node.outputs.len();
+    let n_out = cx.node.outputs().len();
     let dim = &s[a];
     let sizes: Vec<Dim> = match cx.ints_from_input_or(1, sp.split.as_deref())? {
         Some(split) if !split.is_empty() => {
@@ -1428,7 +1428,7 @@ pub fn grid_sample(cx: &OpCx) -> InferResult<Vec<Fact>> {
 pub fn grid_sample_saves(cx: &SaveCx) -> Option<Vec<Save>> {
     Some(if cx.out_grad() {
         cx.node
-            .inputs
+            .inputs()
             .iter()
             .take(2)
             .flatten()

@@ -160,7 +160,7 @@ pub fn batch_norm(cx: &OpCx) -> InferResult<Vec<Fact>> {
     }
     let stat = cx.dtype(3).or(cx.dtype(1)).or(cx.dtype(0));
     let mut out = vec![Fact::new(cx.dtype(0), x.to_vec())];
-    for _ in 1..cx.node.outputs.len() {
+    for _ in 1..cx.node.outputs().len() {
         out.push(Fact::new(stat, vec![c.clone()]));
     }
     Ok(out)

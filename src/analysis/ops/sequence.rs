@@ -178,15 +178,7 @@ mod tests {
             "OptionalHasElement",
             "OptionalGetElement",
         ] {
-            let node = Node {
-                name: "n".into(),
-                op_type: op.into(),
-                domain: "".into(),
-                inputs: Box::default(),
-                outputs: Box::default(),
-                attrs: Attrs::default(),
-                resolved: Default::default(),
-            };
+            let node = Node::new("n".into(), op.into(), "".into(), &[], &[], Attrs::default());
             assert!(lookup("", op).is_some(), "{op}");
             assert!(!matches!(parse(&node, 17), Op::Opaque), "{op}");
         }

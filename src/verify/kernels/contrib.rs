@@ -139,7 +139,7 @@ pub(crate) fn attention(cx: &Cx) -> OpResult {
     if cx.opt(4).is_some() || cx.opt(6).is_some() {
         return Err(cx.unsupported("an Attention with past state is not supported"));
     }
-    if cx.node.outputs.iter().skip(1).flatten().next().is_some() {
+    if cx.node.outputs().iter().skip(1).flatten().next().is_some() {
         return Err(cx.unsupported("the present output is not computed by the interpreter"));
     }
     let rotary = cx

@@ -203,7 +203,7 @@ pub(crate) fn static_check(node: &Node, op: &Op) -> Result<(), String> {
         return Err("the interpreter has no implementation of this op".into());
     }
     let extra_output = |from: usize, what: &str| -> Result<(), String> {
-        match node.outputs.iter().skip(from).flatten().next() {
+        match node.outputs().iter().skip(from).flatten().next() {
             Some(_) => Err(format!(
                 "the {what} output is not computed by the interpreter"
             )),

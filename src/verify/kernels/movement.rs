@@ -163,7 +163,7 @@ pub fn split(cx: &Cx) -> OpResult {
     let x = cx.input(0)?;
     let axis = cx.axis(s.axis, x.rank())?;
     let len = x.dims()[axis];
-    let outputs = cx.node.outputs.len();
+    let outputs = cx.node.outputs().len();
     let sizes: Vec<usize> = match cx.ints_from_input_or(1, &s.split)? {
         Some(v) => v
             .iter()
