@@ -106,7 +106,7 @@ fn check(root: &Path, m: &Value) -> Row {
         .values
         .iter()
         .enumerate()
-        .map(|(i, v)| (v.name.as_str(), i))
+        .map(|(i, v)| (g.name(v.name), i))
         .collect();
     for (vname, t) in truth["values"].as_object().unwrap() {
         let Some(want) = t["shape"].as_array() else {
@@ -148,18 +148,18 @@ fn check(root: &Path, m: &Value) -> Row {
             .collect();
         for node in &g.nodes {
             for &o in node.outputs().iter().flatten() {
-                let t = &truth["values"][g.values[o].name.as_str()];
+                let t = &truth["values"][g.value_name(o)];
                 if t.is_null() {
                     continue;
                 }
                 let theirs = t["const"].is_null() && t["shape_only"].is_null();
-                let ours = !folded.get(node.name.as_str()).copied().unwrap_or(true);
+                let ours = !folded.get(g.name(node.name)).copied().unwrap_or(true);
                 let fact_bytes = inf.facts[o].bytes().and_then(|d| d.as_u64());
                 if theirs && ours && fact_bytes != t["bytes"].as_u64() {
                     eprintln!(
                         "{}: {} ({}): onnxruntime {} bytes, nnlint {:?} ({:?} {:?})",
                         name,
-                        g.values[o].name,
+                        g.value_name(o),
                         node.op_type,
                         t["bytes"],
                         fact_bytes,
@@ -171,7 +171,7 @@ fn check(root: &Path, m: &Value) -> Row {
                     eprintln!(
                         "{}: {} ({}) {} bytes: onnxruntime {}, nnlint {}",
                         name,
-                        g.values[o].name,
+                        g.value_name(o),
                         node.op_type,
                         t["bytes"],
                         if theirs { "counts" } else { "folds" },

@@ -66,7 +66,7 @@ fn check(model: &str, failures: &mut Vec<String>) {
     for (n, msg) in &inf.invalid {
         failures.push(format!(
             "{model}: node {} reported invalid: {msg}",
-            m.graph.nodes[*n].label()
+            m.graph.label(&m.graph.nodes[*n])
         ));
     }
 }

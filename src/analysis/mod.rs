@@ -506,7 +506,7 @@ fn row(
     let opaque = inf.opaque.binary_search(&n).is_ok();
     let computed_once = node.outputs().iter().flatten().all(|&v| is_static[v]);
     Some(Layer {
-        name: node.name.clone(),
+        name: f.graph.name(node.name).to_string(),
         op: match ops::def_of(node) {
             Some(def) if def.domain.is_empty() => def.name.into(),
             _ => op_label(&node.domain, &node.op_type).into(),
@@ -629,7 +629,7 @@ fn branch_notes(
                 .any(|(_, a)| nonzero(a));
             let text = format!(
                 "{path}{}: trip count unknown{}: its body is counted once, so the totals are lower bounds{}",
-                node.name,
+                graph.name(node.name),
                 if values.is_empty() {
                     String::new()
                 } else {
@@ -755,7 +755,7 @@ fn branch_notes(
                 shape::Choice::UnknownTrips { .. } => continue,
             };
             out.branches.push(BranchNote {
-                node: format!("{path}{}", node.name),
+                node: format!("{path}{}", graph.name(node.name)),
                 counted: counted.clone(),
                 decided: taken.is_some(),
                 reason,
@@ -768,7 +768,7 @@ fn branch_notes(
         for b in bs.iter().filter(|b| b.runs != Some(false)) {
             if let Some(g) = branch_graph(node, &b.attr) {
                 let frame = up.sub(g);
-                let inner = format!("{path}{}.{} > ", node.name, b.attr);
+                let inner = format!("{path}{}.{} > ", graph.name(node.name), b.attr);
                 branch_notes(g, &b.inference, &frame, &inner, given, scalars, out);
             }
         }
@@ -779,7 +779,10 @@ fn branch_notes(
 /// their path: `If_0.else_branch/Conv_3`).
 fn subgraph_warnings(graph: &Graph, inf: &Inference, path: &str, out: &mut Vec<String>) {
     for (n, msg) in &inf.invalid {
-        out.push(format!("node {path}{}: {msg}", graph.nodes[*n].label()));
+        out.push(format!(
+            "node {path}{}: {msg}",
+            graph.label(&graph.nodes[*n])
+        ));
     }
     for m in &inf.mismatches {
         out.push(if path.is_empty() {
@@ -794,7 +797,7 @@ fn subgraph_warnings(graph: &Graph, inf: &Inference, path: &str, out: &mut Vec<S
         // these shapes) has nothing to warn about
         for b in bs.iter().filter(|b| b.runs != Some(false)) {
             if let Some(g) = branch_graph(node, &b.attr) {
-                let inner = format!("{path}{}.{}/", node.name, b.attr);
+                let inner = format!("{path}{}.{}/", graph.name(node.name), b.attr);
                 subgraph_warnings(g, &b.inference, &inner, out);
             }
         }
@@ -817,7 +820,7 @@ fn branch_rows(
         let frame = up.sub(g);
         let label = format!(
             "{}.{}{}",
-            node.name,
+            up.graph.name(node.name),
             b.attr,
             match (b.runs, b.times) {
                 (Some(false), _) => " (not taken)".to_string(),
@@ -905,7 +908,7 @@ fn checked_report_with(
     if let Some(&n) = inf.overflow.first() {
         return Err(too_large(format!(
             "node {}: its output sizes or MACs",
-            model.graph.nodes[n].label()
+            model.graph.label(&model.graph.nodes[n])
         )));
     }
     if let Some(cfg) = train {
@@ -1087,7 +1090,7 @@ fn report_rows(
         unknown
             .entry((node.domain.to_string(), node.op_type.to_string()))
             .or_default()
-            .push(node.name.clone());
+            .push(graph.name(node.name).to_string());
     }
     let unknown_ops = unknown
         .into_iter()
@@ -1098,19 +1101,22 @@ fn report_rows(
         Ok(p) => {
             totals.inference_peak_bytes = Some(p.bytes);
             let info = PeakInfo {
-                node: p.at.map(|n| graph.nodes[n].name.clone()),
+                node: p.at.map(|n| graph.name(graph.nodes[n].name).to_string()),
                 live: p
                     .live
                     .iter()
                     .take(5)
-                    .map(|&(v, b)| (graph.values[v].name.clone(), b))
+                    .map(|&(v, b)| (graph.value_name(v).to_string(), b))
                     .collect(),
                 curve: {
                     let steps = graph.nodes.len().min(p.curve.len());
-                    let text = graph.nodes[..steps].iter().map(|n| n.name.len()).sum();
+                    let text = graph.nodes[..steps]
+                        .iter()
+                        .map(|n| graph.name(n.name).len())
+                        .sum();
                     let mut c = Curve::with_capacity(steps, text);
                     for (node, &b) in graph.nodes.iter().zip(&p.curve) {
-                        c.push(&node.name, b);
+                        c.push(graph.name(node.name), b);
                     }
                     c
                 },
@@ -1148,7 +1154,7 @@ fn report_rows(
                 .and_then(|d| d.as_i64())
                 .is_some_and(|k| k == 1)
         })
-        .map(|&v| graph.values[v].name.clone())
+        .map(|&v| graph.value_name(v).to_string())
         .collect();
     branch_notes(graph, inf, &frame, "", &inf.values, &scalars, &mut found);
     let Found { branches, loops } = found;

@@ -199,15 +199,11 @@ fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Res
     let mut shapes = BTreeMap::new();
     // --input: every axis of one input
     for (name, given) in &b.inputs {
-        let Some(&v) = graph
-            .inputs
-            .iter()
-            .find(|&&v| graph.values[v].name == *name)
-        else {
+        let Some(&v) = graph.inputs.iter().find(|&&v| graph.value_name(v) == *name) else {
             let names: Vec<&str> = graph
                 .inputs
                 .iter()
-                .map(|&v| graph.values[v].name.as_str())
+                .map(|&v| graph.name(graph.values[v].name))
                 .collect();
             return Err(Error::Usage(format!(
                 "{path}: --input {name}: the model has no input named '{name}' (inputs: {})",
@@ -542,13 +538,13 @@ fn set_values(model: &Model, bindings: &Bindings, facts: &mut [Fact]) -> Result<
         let Some(&v) = graph
             .inputs
             .iter()
-            .find(|&&v| graph.values[v].name == *name && graph.values[v].init.is_none())
+            .find(|&&v| graph.value_name(v) == *name && graph.values[v].init.is_none())
         else {
             let names: Vec<&str> = graph
                 .inputs
                 .iter()
                 .filter(|&&v| graph.values[v].init.is_none())
-                .map(|&v| graph.values[v].name.as_str())
+                .map(|&v| graph.name(graph.values[v].name))
                 .collect();
             return Err(Error::Usage(format!(
                 "{path}: --value {name}={val}: the model has no input named '{name}' (inputs: {})",
@@ -624,7 +620,7 @@ fn trace(
         // a value of an enclosing graph: continue there
         let mut up = scope.parent;
         while let Some(s) = up {
-            if let Some(&pv) = s.names.get(val.name.as_str()) {
+            if let Some(&pv) = s.names.get(g.name(val.name)) {
                 trace(s, pv, shape_only, values, shapes, seen);
                 return;
             }
@@ -635,14 +631,14 @@ fn trace(
     let is_main = scope.parent.is_none_or(|p| p.graph.is_none());
     if is_main && g.inputs.contains(&v) {
         let set = if shape_only { shapes } else { values };
-        set.insert(val.name.clone());
+        set.insert(g.name(val.name).to_string());
     }
 }
 
 /// The names a subgraph (and the subgraphs in it) reads from the graphs around it.
 fn captures(g: &Graph, out: &mut BTreeSet<String>) {
     for v in g.values.iter().filter(|v| v.outer) {
-        out.insert(v.name.clone());
+        out.insert(g.name(v.name).to_string());
     }
     for node in &g.nodes {
         for (_, sub) in node.attrs.subgraphs() {
@@ -655,7 +651,7 @@ fn captures(g: &Graph, out: &mut BTreeSet<String>) {
 /// name and why.
 fn first_invalid(g: &Graph, inf: &Inference) -> Option<String> {
     if let Some((n, m)) = inf.invalid.first() {
-        return Some(format!("{}: {m}", g.nodes[*n].label()));
+        return Some(format!("{}: {m}", g.label(&g.nodes[*n])));
     }
     inf.branches.iter().find_map(|(&n, bs)| {
         bs.iter()
@@ -740,11 +736,11 @@ fn walk(
                         .values
                         .iter()
                         .enumerate()
-                        .map(|(i, v)| (v.name.as_str(), i))
+                        .map(|(i, v)| (graph.name(v.name), i))
                         .collect(),
                     parent: Some(scope),
                 };
-                match control_flow(node, op, opset, bound, &here) {
+                match control_flow(node, graph.name(node.name), op, opset, bound, &here) {
                     Ok((outs, cost, branches, choice)) => {
                         if let Some(c) = choice {
                             w.choices.insert(n, c);
@@ -790,6 +786,7 @@ fn walk(
                     .collect();
                 let cx = OpCx {
                     node,
+                    name: graph.name(node.name),
                     op,
                     inputs,
                     opset,
@@ -825,7 +822,12 @@ fn walk(
                 .declared
                 .as_ref()
                 .map(|d| substitute(d, bound));
-            facts[v] = merge(inferred, declared, &graph.values[v].name, &mut w.mismatches);
+            facts[v] = merge(
+                inferred,
+                declared,
+                graph.name(graph.values[v].name),
+                &mut w.mismatches,
+            );
         }
     }
 
@@ -903,7 +905,7 @@ fn analyse_subgraph(
     }
     for (i, v) in g.values.iter().enumerate() {
         if v.outer {
-            if let Some(f) = scope.get(&v.name) {
+            if let Some(f) = scope.get(g.name(v.name)) {
                 facts[i] = f;
             }
         }
@@ -911,7 +913,12 @@ fn analyse_subgraph(
     for (k, &v) in g.inputs.iter().enumerate() {
         let declared = g.values[v].declared.as_ref().map(|d| substitute(d, bound));
         facts[v] = match (inputs.get(k), declared) {
-            (Some(f), Some(d)) => merge(f.clone(), Some(d), &g.values[v].name, &mut Vec::new()),
+            (Some(f), Some(d)) => merge(
+                f.clone(),
+                Some(d),
+                g.name(g.values[v].name),
+                &mut Vec::new(),
+            ),
             (Some(f), None) => f.clone(),
             (None, Some(d)) => d,
             (None, None) => Fact::unknown(),
@@ -976,6 +983,7 @@ type FlowResult =
 /// flows out, their cost from the subgraphs' (the branch that runs; the body × its trip count).
 fn control_flow(
     node: &Node,
+    name: &str,
     op: &Op,
     opset: i64,
     bound: &BTreeMap<String, i64>,
@@ -1046,7 +1054,7 @@ fn control_flow(
                 None => outs[0]
                     .iter()
                     .zip(&outs[1])
-                    .map(|(a, b)| either(a, b, &node.name))
+                    .map(|(a, b)| either(a, b, name))
                     .collect(),
             };
             let cost = branch_macs(&branches);
@@ -1071,7 +1079,7 @@ fn control_flow(
             let mut facts: Vec<Fact> = body_out.iter().skip(1).take(n_carried).cloned().collect();
             let trip_dim = match trips {
                 Some(t) => Dim::known(t as i64),
-                None => Dim::sym(&format!("{}_trips", node.name)),
+                None => Dim::sym(&format!("{}_trips", name)),
             };
             for f in body_out.iter().skip(1 + n_carried) {
                 facts.push(Fact {
@@ -1136,7 +1144,7 @@ fn control_flow(
             let mut facts: Vec<Fact> = body_out.iter().take(n_state).cloned().collect();
             let len = seq
                 .clone()
-                .unwrap_or_else(|| Dim::sym(&format!("{}_len", node.name)));
+                .unwrap_or_else(|| Dim::sym(&format!("{}_len", name)));
             for (k, f) in body_out.iter().skip(n_state).enumerate() {
                 let ax = sc.scan_output_axes.get(k).copied().unwrap_or(0);
                 facts.push(Fact {

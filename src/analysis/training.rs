@@ -481,7 +481,7 @@ fn implied_loss(graph: &Graph, facts: &[Fact]) -> Option<(u64, String)> {
     let bytes = numel.saturating_mul(12);
     let names: Vec<String> = float_outputs
         .iter()
-        .map(|&(v, _)| format!("'{}'", graph.values[v].name))
+        .map(|&(v, _)| format!("'{}'", graph.name(graph.values[v].name)))
         .collect();
     Some((
         bytes,
@@ -591,7 +591,7 @@ fn check_range_with(
             } else {
                 format!("{bytes} bytes")
             };
-            format!(" (the largest: {}, {size})", node.label())
+            format!(" (the largest: {}, {size})", graph.label(&node))
         });
         return Err(format!(
             "the training estimate is out of range: the tensors saved for backward overflow 64-bit arithmetic{at}; use smaller values"
@@ -719,7 +719,7 @@ fn estimate_with(graph: &Graph, inf: &Inference, cfg: &TrainConfig, saved: Saved
             } else {
                 "s"
             },
-            graph.nodes[saved.size_unknown[0]].label()
+            graph.label(&graph.nodes[saved.size_unknown[0]])
         ));
     }
     for &p in &node_params {
@@ -888,7 +888,7 @@ mod tests {
                 format!("v{}", back - 1)
             };
             b.add_node(
-                format!("n{i}"),
+                &format!("n{i}"),
                 "Add",
                 String::new(),
                 &[prev, skip],

@@ -500,7 +500,7 @@ impl Context<'_> {
             }
         }
         b.add_node(
-            n.name.unwrap_or_default().to_string(),
+            n.name.unwrap_or_default(),
             self.symbols.get(op_type),
             self.symbols.get(n.domain.unwrap_or_default()),
             n.inputs,

@@ -22,7 +22,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         }
         Op::Gemm(gm) => Some(gm),
         Op::MatMul => None,
-        _ => return Err(format!("{} is not a Gemm or MatMul", node.label())),
+        _ => return Err(format!("{} is not a Gemm or MatMul", g.label(&node))),
     };
     let layer = cx.layer(node)?;
     let (a, wt, y) = (layer.x, layer.tensor, layer.y);
@@ -32,14 +32,14 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     // the chain the finding saw: flatten -> through (reversed) -> layer
     let flat = &g.nodes[f];
     if !matches!(cx.ops[f], Op::Flatten(_) | Op::Reshape(_)) {
-        return Err(format!("{} is not a Flatten or Reshape", flat.label()));
+        return Err(format!("{} is not a Flatten or Reshape", g.label(&flat)));
     }
     let flat_v = flat.output(0).ok_or("the Flatten has no output")?;
     let mut v = a;
     for &t in through {
         let tn = &g.nodes[t];
         if tn.output(0) != Some(v) || tn.input(0).is_none() {
-            return Err(format!("{} does not feed the layer", tn.label()));
+            return Err(format!("{} does not feed the layer", g.label(&tn)));
         }
         v = tn.input(0).ok_or("a pass-through node has no input")?;
     }
@@ -101,7 +101,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     for &m in removed.clone().iter().filter(|&&m| m != n) {
         for v in g.nodes[m].inputs().iter().skip(1).flatten() {
             if g.values[*v].init.is_some() {
-                released.push(g.values[*v].name.clone());
+                released.push(g.name(g.values[*v].name).to_string());
             } else if let Some((p, _)) = g.values[*v].producer() {
                 let sole = g.consumers(*v).iter().all(|(u, _)| *u == m);
                 if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(v) {
@@ -125,7 +125,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         .iter()
         .rev()
         .filter_map(|&t| match &cx.ops[t] {
-            Op::Cast(c) => Some((g.nodes[t].name.clone(), c.to)),
+            Op::Cast(c) => Some((g.name(g.nodes[t].name).to_string(), c.to)),
             _ => None,
         })
         .collect();
@@ -185,7 +185,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         record: Applied {
             rule: String::new(),
             kind: RewriteKind::GapHead,
-            node: node.name.clone(),
+            node: g.name(node.name).to_string(),
             safety: Safety::Lossy,
             rank: None,
             input: cx.name(x).to_string(),

@@ -19,7 +19,12 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     let (is_gemm, trans_a, trans_b, alpha, beta) = match &cx.ops[n] {
         Op::Gemm(g) => (true, g.trans_a, g.trans_b, g.alpha, g.beta),
         Op::MatMul => (false, false, false, 1.0, 1.0),
-        _ => return Err(format!("{} is not a Gemm or MatMul", node.label())),
+        _ => {
+            return Err(format!(
+                "{} is not a Gemm or MatMul",
+                cx.graph().label(&node)
+            ))
+        }
     };
     let layer = cx.layer(node)?;
     let (a, wt, y) = (layer.x, layer.tensor, layer.y);

@@ -161,7 +161,7 @@ impl<'a> Cx<'a> {
     }
 
     pub fn name(&self, v: ValueId) -> &'a str {
-        &self.model.graph.values[v].name
+        self.model.graph.value_name(v)
     }
 
     /// A layer's activation input, stored weight (input 1) and output.
@@ -183,7 +183,7 @@ impl<'a> Cx<'a> {
         if node.name.is_empty() {
             self.name(y).to_string()
         } else {
-            node.name.clone()
+            self.model.graph.name(node.name).to_string()
         }
     }
 }
@@ -232,7 +232,7 @@ impl Factored {
             record: Applied {
                 rule: String::new(),
                 kind: self.kind,
-                node: g.nodes[self.node].name.clone(),
+                node: g.name(g.nodes[self.node].name).to_string(),
                 safety: if self.rank == self.full {
                     Safety::Exact
                 } else {
@@ -264,10 +264,10 @@ impl Names {
         let mut set = HashSet::new();
         fn walk(g: &Graph, set: &mut HashSet<String>) {
             for v in &g.values {
-                set.insert(v.name.clone());
+                set.insert(g.name(v.name).to_string());
             }
             for n in &g.nodes {
-                set.insert(n.name.clone());
+                set.insert(g.name(n.name).to_string());
             }
             for (_, sub) in g.subgraphs() {
                 walk(sub, set);
@@ -400,7 +400,7 @@ pub fn plan_all(
 
 fn first_output(g: &Graph, n: &Node) -> String {
     n.output(0)
-        .map(|v| g.values[v].name.clone())
+        .map(|v| g.value_name(v).to_string())
         .unwrap_or_default()
 }
 
@@ -558,7 +558,7 @@ pub fn apply(proto: &mut pb::ModelProto, model: &Model, plans: &[Planned]) -> cr
     for (i, p) in plans.iter().enumerate() {
         for &n in &p.removed {
             for v in g.nodes[n].outputs().iter().flatten() {
-                removed_values.insert(g.values[*v].name.clone());
+                removed_values.insert(g.name(g.values[*v].name).to_string());
             }
         }
         // the anchor is the replaced node that comes last in the file

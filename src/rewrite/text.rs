@@ -35,7 +35,7 @@ pub fn render(model: &Model) -> String {
         }
     };
     for &v in &g.inputs {
-        out.push_str(&format!("input {}: {}\n", g.values[v].name, ty(v)));
+        out.push_str(&format!("input {}: {}\n", g.name(g.values[v].name), ty(v)));
     }
     let mut inits: Vec<_> = g.initializers().collect();
     inits.sort_by(|a, b| a.1.name.cmp(&b.1.name));
@@ -47,7 +47,8 @@ pub fn render(model: &Model) -> String {
             t.dims
         ));
     }
-    let name = |v: &Option<usize>| v.map_or(String::new(), |v| g.values[v].name.clone());
+    let name =
+        |v: &Option<usize>| v.map_or(String::new(), |v| g.name(g.values[v].name).to_string());
     for n in &g.nodes {
         let attrs: Vec<String> = n
             .attrs
@@ -65,11 +66,11 @@ pub fn render(model: &Model) -> String {
                 format!("[{}]", attrs.join(", "))
             },
             n.inputs().iter().map(name).collect::<Vec<_>>().join(", "),
-            n.name
+            g.name(n.name)
         ));
     }
     for &v in &g.outputs {
-        out.push_str(&format!("output {}: {}\n", g.values[v].name, ty(v)));
+        out.push_str(&format!("output {}: {}\n", g.name(g.values[v].name), ty(v)));
     }
     out
 }

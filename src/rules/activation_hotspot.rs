@@ -57,7 +57,7 @@ impl Rule for ActivationHotspot {
                     rewrite: None,
                     name: &meta.name,
                     severity: meta.severity,
-                    node: g.nodes[n].name.clone(),
+                    node: g.name(g.nodes[n].name).to_string(),
                     op: g.nodes[n].op_type.to_string(),
                     message: format!(
                         "saves {} for backward, {:.1}% of the {} of saved activations at batch {}",

@@ -210,7 +210,7 @@ impl<'a> LintContext<'a> {
         g.nodes[n].output(0).is_some_and(|v| {
             added
                 .iter()
-                .any(|a| a.kind == kind && a.added.contains(&g.values[v].name))
+                .any(|a| a.kind == kind && a.added.iter().any(|n| n == g.value_name(v)))
         })
     }
 

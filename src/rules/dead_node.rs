@@ -28,7 +28,7 @@ impl Rule for DeadNode {
             g.values
                 .iter()
                 .enumerate()
-                .filter(|(_, v)| captured.contains(&v.name))
+                .filter(|(_, v)| captured.contains(g.name(v.name)))
                 .map(|(i, _)| i),
         );
         let mut node_live = vec![false; g.nodes.len()];
@@ -51,9 +51,9 @@ impl Rule for DeadNode {
                 rewrite: None,
                 name: &meta.name,
                 severity: meta.severity,
-                node: node.name.clone(),
+                node: g.name(node.name).to_string(),
                 op: node.op_type.to_string(),
-                message: format!("no graph output depends on node {}", node.label()),
+                message: format!("no graph output depends on node {}", g.label(&node)),
                 measured: cx.macs[n].map_or(f64::NAN, |m| m as f64),
                 limit: 0.0,
                 unit: "MACs",

@@ -118,13 +118,13 @@ impl Rule for DuplicateInitializer {
                             rewrite: None,
                             name: &meta.name,
                             severity: meta.severity,
-                            node: g.values[id].name.clone(),
+                            node: g.name(g.values[id].name).to_string(),
                             op: "initializer".into(),
                             message: format!(
                                 "initializer '{}' {:?} is byte-identical to '{}': {} stored twice",
-                                g.values[id].name,
+                                g.name(g.values[id].name),
                                 t.dims,
-                                g.values[first].name,
+                                g.name(g.values[first].name),
                                 bytes(b)
                             ),
                             measured: b as f64,
@@ -132,7 +132,7 @@ impl Rule for DuplicateInitializer {
                             unit: "bytes",
                             fix: format!(
                                 "read '{}' in both places and drop the copy",
-                                g.values[first].name
+                                g.name(g.values[first].name)
                             ),
                             saving: Saving {
                                 params: None,

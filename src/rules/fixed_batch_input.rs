@@ -35,11 +35,11 @@ impl Rule for FixedBatchInput {
                 rewrite: None,
                 name: &meta.name,
                 severity: meta.severity,
-                node: val.name.clone(),
+                node: g.name(val.name).to_string(),
                 op: "input".into(),
                 message: format!(
                     "input '{}' has a fixed batch dimension of {b}: {}",
-                    val.name,
+                    g.name(val.name),
                     crate::ir::shape_to_string(shape)
                 ),
                 measured: b as f64,

@@ -108,7 +108,7 @@ impl Rule for HeavyConv {
                 code: &meta.code,
                 name: &meta.name,
                 severity: meta.severity,
-                node: node.name.clone(),
+                node: g.name(node.name).to_string(),
                 op: node.op_type.to_string(),
                 message: format!(
                     "standard {} convolution {c} -> {m}: {} MACs, {} parameters; a depthwise-separable pair costs {:.1}% of that",

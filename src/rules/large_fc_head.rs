@@ -191,7 +191,7 @@ impl Rule for LargeFcHead {
                 code: &meta.code,
                 name: &meta.name,
                 severity: meta.severity,
-                node: node.name.clone(),
+                node: g.name(node.name).to_string(),
                 op: node.op_type.to_string(),
                 message: format!(
                     "a flattened {} feature map feeds a {k_w} -> {n_out} layer holding {:.1}% of the parameters ({})",

@@ -135,7 +135,7 @@ impl Rule for OversizedLinear {
                 code: &meta.code,
                 name: &meta.name,
                 severity: meta.severity,
-                node: node.name.clone(),
+                node: g.name(node.name).to_string(),
                 op: node.op_type.to_string(),
                 message: format!(
                     "a {m}x{k} weight ({} parameters); a factorisation pays below rank {break_even}, and rank {rank} ({how}) saves {:.0}%",

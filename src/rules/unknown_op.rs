@@ -52,7 +52,7 @@ impl Rule for UnknownOp {
                     rewrite: None,
                     name: &meta.name,
                     severity: meta.severity,
-                    node: first.name.clone(),
+                    node: g.name(first.name).to_string(),
                     op: first.op_type.to_string(),
                     message: format!(
                         "{} node{} of op {label} that nnlint cannot account for: their outputs, memory and MACs are unknown, and the totals are lower bounds",

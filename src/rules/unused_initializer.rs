@@ -13,7 +13,7 @@ pub(crate) fn captured_names(g: &crate::ir::Graph) -> std::collections::HashSet<
             sub.values
                 .iter()
                 .filter(|v| v.outer)
-                .map(|v| v.name.clone()),
+                .map(|v| sub.name(v.name).to_string()),
         );
     }
     out
@@ -39,7 +39,9 @@ impl Rule for UnusedInitializer {
         let mut out = Vec::new();
         for (id, t) in g.initializers() {
             let v = &g.values[id];
-            if !g.consumers(id).is_empty() || g.outputs.contains(&id) || captured.contains(&v.name)
+            if !g.consumers(id).is_empty()
+                || g.outputs.contains(&id)
+                || captured.contains(g.name(v.name))
             {
                 continue;
             }
@@ -49,11 +51,11 @@ impl Rule for UnusedInitializer {
                 rewrite: None,
                 name: &meta.name,
                 severity: meta.severity,
-                node: v.name.clone(),
+                node: g.name(v.name).to_string(),
                 op: "initializer".into(),
                 message: format!(
                     "initializer '{}' {:?} is read by no node: {}",
-                    v.name,
+                    g.name(v.name),
                     t.dims,
                     bytes(b)
                 ),

@@ -69,7 +69,7 @@ pub(crate) fn free_names(g: &Graph) -> BTreeSet<String> {
         .chain(&g.outputs);
     for &v in read {
         if v < g.values.len() && !defined(v) {
-            out.insert(g.values[v].name.clone());
+            out.insert(g.value_name(v).to_string());
         }
     }
     for node in &g.nodes {
@@ -199,7 +199,11 @@ impl<'g> Executor<'g> {
             let all: Vec<NodeId> = (0..sub.nodes.len()).collect();
             inner.unsupported(&all).into_iter().next().map(|(id, why)| {
                 let n = &sub.nodes[id];
-                format!("in '{attr}', node '{}' ({}): {why}", n.name, n.op_type)
+                format!(
+                    "in '{attr}', node '{}' ({}): {why}",
+                    sub.name(n.name),
+                    n.op_type
+                )
             })
         })
     }
@@ -267,7 +271,7 @@ impl<'g> Executor<'g> {
             .values
             .iter()
             .enumerate()
-            .map(|(i, v)| (v.name.as_str(), i))
+            .map(|(i, v)| (graph.name(v.name), i))
             .collect();
         // what each control-flow node's subgraphs read of this graph (or of the ones around it)
         let mut captures: HashMap<usize, BTreeSet<String>> = HashMap::new();
@@ -309,17 +313,17 @@ impl<'g> Executor<'g> {
         for (pos, &(node, op)) in steps.iter().enumerate() {
             kernels::static_check(node, op).map_err(|reason| match op {
                 Op::Malformed(_) => ExecError::Failed {
-                    node: node.name.clone(),
+                    node: graph.name(node.name).to_string(),
                     message: reason,
                 },
                 _ => ExecError::Unsupported {
-                    node: node.name.clone(),
+                    node: graph.name(node.name).to_string(),
                     op: node.op_type.to_string(),
                     reason,
                 },
             })?;
             let failed = |message| ExecError::Failed {
-                node: node.name.clone(),
+                node: graph.name(node.name).to_string(),
                 message,
             };
             let mut inputs = Vec::with_capacity(node.inputs().len());
@@ -366,7 +370,7 @@ impl<'g> Executor<'g> {
             };
             if let Some(t) = inputs.iter().flatten().find(|t| t.rank() > MAX_RANK) {
                 return Err(ExecError::Unsupported {
-                    node: node.name.clone(),
+                    node: graph.name(node.name).to_string(),
                     op: node.op_type.to_string(),
                     reason: format!(
                         "an input has {} dimensions: the checker handles at most {MAX_RANK}",
@@ -376,6 +380,7 @@ impl<'g> Executor<'g> {
             }
             let cx = Cx {
                 node,
+                name: graph.name(node.name),
                 op,
                 inputs,
                 dtypes: in_dtypes,
@@ -398,11 +403,11 @@ impl<'g> Executor<'g> {
                 let Some(v) = *v else { continue };
                 let Some(t) = outs.get(slot) else {
                     return Err(ExecError::Unsupported {
-                        node: node.name.clone(),
+                        node: graph.name(node.name).to_string(),
                         op: node.op_type.to_string(),
                         reason: format!(
                             "output {slot} ('{}') is not computed by the interpreter",
-                            graph.values.get(v).map_or("?", |v| v.name.as_str())
+                            graph.values.get(v).map_or("?", |v| graph.name(v.name))
                         ),
                     });
                 };
@@ -411,7 +416,7 @@ impl<'g> Executor<'g> {
                 let size = kernels::checked_product(t.dims());
                 if t.rank() > MAX_RANK || size.is_none_or(|n| n > MAX_ELEMENTS) {
                     return Err(ExecError::Unsupported {
-                        node: node.name.clone(),
+                        node: graph.name(node.name).to_string(),
                         op: node.op_type.to_string(),
                         reason: format!(
                             "output {slot} has shape {:?}: the checker handles at most {MAX_RANK} dimensions and {MAX_ELEMENTS} elements",
@@ -455,11 +460,12 @@ fn source_dtype(graph: &Graph, v: ValueId, scope: &Scope) -> Option<DType> {
     let value = graph.values.get(v)?;
     match &value.init {
         Some(t) => Some(t.dtype),
-        None => value
-            .declared
-            .as_ref()
-            .and_then(|d| d.dtype)
-            .or_else(|| scope.values.get(&value.name).and_then(|(_, d)| *d)),
+        None => value.declared.as_ref().and_then(|d| d.dtype).or_else(|| {
+            scope
+                .values
+                .get(graph.name(value.name))
+                .and_then(|(_, d)| *d)
+        }),
     }
 }
 
@@ -491,6 +497,7 @@ fn output_dtypes(cx: &Cx, opset: i64, n: usize) -> Vec<Option<DType>> {
     let inferred = cx.op.def().and_then(|def| {
         (def.infer)(&OpCx {
             node: cx.node,
+            name: cx.name,
             op: cx.op,
             inputs: facts.iter().map(Option::as_ref).collect(),
             opset,
@@ -525,17 +532,19 @@ fn lookup(
         .get(v)
         .ok_or_else(|| format!("there is no value #{v}"))?;
     if producer_pos.contains_key(&v) {
-        return env
-            .get(&v)
-            .cloned()
-            .ok_or_else(|| format!("value '{}' is read before it is computed", value.name));
+        return env.get(&v).cloned().ok_or_else(|| {
+            format!(
+                "value '{}' is read before it is computed",
+                graph.name(value.name)
+            )
+        });
     }
     if let Some(t) = feeds.get(&v) {
         return if t.dtype() == candle_core::DType::F64 {
             Ok(t.clone())
         } else {
             t.to_dtype(candle_core::DType::F64)
-                .map_err(|e| format!("feed '{}': {}", value.name, first_line(&e)))
+                .map_err(|e| format!("feed '{}': {}", graph.name(value.name), first_line(&e)))
         };
     }
     if let Some(t) = cache.get(&v) {
@@ -546,12 +555,12 @@ fn lookup(
         cache.insert(v, t.clone());
         return Ok(t);
     }
-    if let Some((t, _)) = scope.values.get(&value.name) {
+    if let Some((t, _)) = scope.values.get(graph.name(value.name)) {
         return Ok(t.clone());
     }
     Err(format!(
         "value '{}' is not computed by the evaluated nodes, not fed and not an initializer",
-        value.name
+        graph.name(value.name)
     ))
 }
 

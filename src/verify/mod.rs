@@ -433,7 +433,7 @@ fn check_one(
     let nodes_b = nodes_by_output(gb, &r.added, &static_values(gb))?;
     for (g, exec, nodes) in [(ga, &*exec_a, &nodes_a), (gb, &*exec_b, &nodes_b)] {
         if let Some((n, why)) = exec.unsupported(nodes).into_iter().next() {
-            return Err(format!("{}: {why}", g.nodes[n].label()));
+            return Err(format!("{}: {why}", g.label(&g.nodes[n])));
         }
     }
     let (xa, ya) = (value(ga, &r.input)?, value(ga, &r.output)?);
@@ -493,7 +493,7 @@ fn too_large(
             if shape.len() > exec::MAX_RANK {
                 return Err(format!(
                     "'{}' has {} dimensions: the checker handles at most {}",
-                    g.values[v].name,
+                    g.name(g.values[v].name),
                     shape.len(),
                     exec::MAX_RANK
                 ));
@@ -502,7 +502,7 @@ fn too_large(
             if size.is_none_or(|s| s > MAX_ELEMENTS) && g.values[v].init.is_none() {
                 return Err(format!(
                     "'{}' has {} elements: too large to check in memory (at most {MAX_ELEMENTS}; try a smaller --batch)",
-                    g.values[v].name,
+                    g.name(g.values[v].name),
                     size.map_or("an unknown number of".into(), |s| s.to_string())
                 ));
             }
@@ -595,7 +595,7 @@ fn whole(
     };
     // the same inputs by name, and no input of the rewritten model left unfed
     for &v in &gb.inputs {
-        let name = &gb.values[v].name;
+        let name = gb.value_name(v);
         if ga
             .value_by_name(name)
             .is_none_or(|a| !ga.inputs.contains(&a))
@@ -610,7 +610,7 @@ fn whole(
     let mut missing: Vec<String> = Vec::new();
     for (g, exec, nodes) in [(ga, &*exec_a, &all_a), (gb, &*exec_b, &all_b)] {
         for (n, why) in exec.unsupported(nodes) {
-            let line = format!("{}: {why}", g.nodes[n].label());
+            let line = format!("{}: {why}", g.label(&g.nodes[n]));
             if !missing.contains(&line) {
                 missing.push(line);
             }
@@ -633,7 +633,7 @@ fn whole(
     let mut feeds_b = HashMap::new();
     let mut dumped_inputs = Vec::new();
     for (i, &v) in ga.inputs.iter().enumerate() {
-        let name = &ga.values[v].name;
+        let name = ga.value_name(v);
         let f = &facts_a[v];
         // `--value`: the scalar the analysis was given, not a random draw
         if let Some(&val) = req.bindings.values.get(name) {
@@ -656,7 +656,7 @@ fn whole(
             .map_err(|e| Error::Usage(e.to_string()))?;
             feeds_a.insert(v, x.clone());
             feeds_b.insert(vb, x.clone());
-            dumped_inputs.push((name.clone(), x));
+            dumped_inputs.push((name.to_string(), x));
             continue;
         }
         let is_float = f
@@ -712,17 +712,17 @@ fn whole(
         };
         feeds_a.insert(v, x.clone());
         feeds_b.insert(vb, x.clone());
-        dumped_inputs.push((name.clone(), x));
+        dumped_inputs.push((name.to_string(), x));
     }
     let outs_a: Vec<ValueId> = ga.outputs.clone();
     let mut outs_b = Vec::new();
     for &v in &outs_a {
-        match gb.value_by_name(&ga.values[v].name) {
+        match gb.value_by_name(ga.value_name(v)) {
             Some(w) => outs_b.push(w),
             None => {
                 return Ok(mismatch(format!(
                     "the rewritten model has no output '{}'",
-                    ga.values[v].name
+                    ga.value_name(v)
                 )))
             }
         }
@@ -742,21 +742,24 @@ fn whole(
     };
     let mut outputs = Vec::new();
     for ((&v, a), b) in outs_a.iter().zip(&ya).zip(&yb) {
-        let name = &ga.values[v].name;
+        let name = ga.value_name(v);
         let d = match errors(a, b) {
             Ok(d) => d,
             Err(e) => return Ok(mismatch(format!("output '{name}': {e}"))),
         };
         let dtype = facts_a[v].dtype.unwrap_or(DType::F32);
         outputs.push(OutputCheck {
-            name: name.clone(),
+            name: name.to_string(),
             max_abs_error: d.max_abs,
             max_rel_error: d.max_rel,
             within_tolerance: Tolerance::Rewrite.allows_max_norm(dtype, d.max_abs, d.scale),
         });
     }
     if let Some(dir) = req.dump {
-        let names: Vec<String> = outs_a.iter().map(|&v| ga.values[v].name.clone()).collect();
+        let names: Vec<String> = outs_a
+            .iter()
+            .map(|&v| ga.value_name(v).to_string())
+            .collect();
         dump(dir, &dumped_inputs, &names, &ya, &yb)?;
     }
     Ok(WholeModel {

@@ -50,6 +50,8 @@ impl From<String> for InferError {
 /// What an op sees: its node, its typed attributes, the facts of its inputs, and the model's opset.
 pub struct OpCx<'a> {
     pub node: &'a Node,
+    /// The node's name (the text of `node.name` in its graph).
+    pub name: &'a str,
     pub op: &'a Op,
     /// `None` for an omitted optional input.
     pub inputs: Vec<Option<&'a Fact>>,
@@ -953,7 +955,7 @@ pub(crate) mod testing {
             .collect();
         let attrs = Attrs(attrs.into_iter().map(|(k, v)| (k.into(), v)).collect());
         let node = Node::new(
-            "n".into(),
+            Default::default(),
             op_type.into(),
             "".into(),
             &ins,
@@ -964,6 +966,7 @@ pub(crate) mod testing {
         let def = lookup("", op_type).expect("a registered op");
         let cx = OpCx {
             node: &node,
+            name: "n",
             op: &op,
             inputs: inputs.iter().map(Option::as_ref).collect(),
             opset,
@@ -1159,7 +1162,7 @@ mod tests {
     fn every_op_names_its_own_entry() {
         for def in OPS {
             let (op, domain) = (def.name.into(), def.domain.into());
-            let node = Node::new("n".into(), op, domain, &[], &[], Attrs::default());
+            let node = Node::new(Default::default(), op, domain, &[], &[], Attrs::default());
             match parse(&node, 21) {
                 // a required attribute is missing: the parse says which
                 Op::Malformed(why) => assert!(why.contains("attribute"), "{}: {why}", def.name),

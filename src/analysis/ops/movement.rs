@@ -1184,7 +1184,7 @@ impl FromAttrs for OneHot {
 /// A size only the data decides (how many elements a mask keeps, how many boxes survive): a
 /// symbol named after the op and its node, never a guessed number.
 pub(crate) fn data_dependent(what: &str, cx: &OpCx) -> Dim {
-    Dim::sym(&format!("{what}({})", cx.node.name))
+    Dim::sym(&format!("{what}({})", cx.name))
 }
 
 /// `OneHot`: the indices' shape with `depth` inserted at `axis`, in the type of `values`. A depth

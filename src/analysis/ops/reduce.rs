@@ -284,7 +284,7 @@ pub fn non_zero(cx: &OpCx) -> InferResult<Vec<Fact>> {
         Some(DType::I64),
         vec![
             Dim::known(s.len() as i64),
-            Dim::sym(&format!("nonzero({})", cx.node.name)),
+            Dim::sym(&format!("nonzero({})", cx.name)),
         ],
     )])
 }

@@ -178,7 +178,14 @@ mod tests {
             "OptionalHasElement",
             "OptionalGetElement",
         ] {
-            let node = Node::new("n".into(), op.into(), "".into(), &[], &[], Attrs::default());
+            let node = Node::new(
+                Default::default(),
+                op.into(),
+                "".into(),
+                &[],
+                &[],
+                Attrs::default(),
+            );
             assert!(lookup("", op).is_some(), "{op}");
             assert!(!matches!(parse(&node, 17), Op::Opaque), "{op}");
         }

@@ -280,7 +280,7 @@ mod tests {
 
     fn ms(g: &mut G, op: &str, ins: &[&str], outs: &[&str], attrs: Vec<(&str, Attr)>) {
         let attrs = crate::ir::Attrs(attrs.into_iter().map(|(n, a)| (n.into(), a)).collect());
-        g.b.add_node(format!("{op}_0"), op, "com.microsoft", ins, outs, attrs);
+        g.b.add_node(&format!("{op}_0"), op, "com.microsoft", ins, outs, attrs);
     }
 
     #[test]

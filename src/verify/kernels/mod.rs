@@ -241,6 +241,8 @@ pub(crate) fn static_check(node: &Node, op: &Op) -> Result<(), String> {
 /// integers).
 pub(crate) struct Cx<'a> {
     pub node: &'a Node,
+    /// The node's name (the text of `node.name` in its graph).
+    pub name: &'a str,
     pub op: &'a Op,
     pub inputs: Vec<Option<CTensor>>,
     pub dtypes: Vec<Option<DType>>,
@@ -284,14 +286,14 @@ pub(crate) fn first_line(e: &impl fmt::Display) -> String {
 impl Cx<'_> {
     pub fn fail(&self, message: impl Into<String>) -> ExecError {
         ExecError::Failed {
-            node: self.node.name.clone(),
+            node: self.name.to_string(),
             message: message.into(),
         }
     }
 
     pub fn unsupported(&self, reason: impl Into<String>) -> ExecError {
         ExecError::Unsupported {
-            node: self.node.name.clone(),
+            node: self.name.to_string(),
             op: self.node.op_type.to_string(),
             reason: reason.into(),
         }
@@ -617,7 +619,7 @@ pub(crate) mod testing {
         ) -> &mut Self {
             let attrs = Attrs(attrs.into_iter().map(|(n, a)| (n.into(), a)).collect());
             let name = format!("{}_{}", op.to_lowercase(), outs[0]);
-            self.b.add_node(name, op, String::new(), ins, outs, attrs);
+            self.b.add_node(&name, op, String::new(), ins, outs, attrs);
             self
         }
 
