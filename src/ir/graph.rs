@@ -408,6 +408,8 @@ impl GraphBuilder {
             return Err("its node and value names take more than 4 GiB".into());
         }
         let g = &mut self.graph;
+        // the buffer doubled as it grew: up to half of it is empty
+        g.names.shrink_to_fit();
         let mut producer: Vec<Option<(NodeId, usize)>> = vec![None; g.values.len()];
         for (n, node) in g.nodes.iter().enumerate() {
             for (slot, out) in node.outputs().iter().enumerate() {
