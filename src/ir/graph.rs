@@ -624,6 +624,51 @@ mod tests {
         );
     }
 
+    /// Every name is read from the buffer of the graph that holds it: a subgraph's names from
+    /// its own, unnamed nodes under a name made from their op and position.
+    #[test]
+    fn names_are_read_from_their_own_graph() {
+        let mut sub = GraphBuilder::new("body", true);
+        node(&mut sub, "inner_relu", &["captured"], &["inner_out"]);
+        let out = sub.value("inner_out");
+        sub.add_output(out);
+        let sub = sub.finish().unwrap();
+        let mut b = GraphBuilder::new("g", false);
+        let x = b.value("input.1");
+        b.add_input(x);
+        node(&mut b, "", &["input.1"], &["captured"]);
+        b.add_node(
+            "/If_0",
+            "If",
+            String::new(),
+            &["captured"],
+            &["y"],
+            Attrs(vec![(
+                "then_branch".into(),
+                crate::ir::Attr::Graph(Box::new(sub)),
+            )]),
+        );
+        let y = b.value("y");
+        b.add_output(y);
+        let g = b.finish().unwrap();
+        let names: Vec<&str> = g.nodes.iter().map(|n| g.name(n.name)).collect();
+        assert_eq!(names, ["Relu_0", "/If_0"]);
+        assert_eq!(g.label(&g.nodes[1]), "/If_0 (If)");
+        let values: Vec<&str> = (0..g.values.len()).map(|v| g.value_name(v)).collect();
+        assert_eq!(values, ["input.1", "captured", "y"]);
+        assert_eq!(g.value_by_name("y"), Some(2));
+        let subs = g.subgraphs();
+        assert_eq!(subs.len(), 1);
+        let (label, inner) = &subs[0];
+        assert_eq!(label, "/If_0.then_branch");
+        assert_eq!(inner.name(inner.nodes[0].name), "inner_relu");
+        assert_eq!(
+            inner.value_name(inner.nodes[0].inputs()[0].unwrap()),
+            "captured"
+        );
+        assert!(Name::default().is_empty());
+    }
+
     #[test]
     fn sorts_out_of_order_nodes() {
         let mut b = GraphBuilder::new("g", false);
