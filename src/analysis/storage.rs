@@ -467,7 +467,7 @@ mod tests {
             b.value_mut(id).init = Some(Box::new(tensor(name, dtype, dims)));
         }
         b.add_node(
-            "bn".into(),
+            "bn",
             "BatchNormalization",
             String::new(),
             &["x", "scale", "bias", "mean", "var"],
@@ -475,7 +475,7 @@ mod tests {
             Attrs::default(),
         );
         b.add_node(
-            "r".into(),
+            "r",
             "Reshape",
             String::new(),
             &["y", "shape"],
@@ -483,7 +483,7 @@ mod tests {
             Attrs::default(),
         );
         b.add_node(
-            "a".into(),
+            "a",
             "Add",
             String::new(),
             &["z", "eps"],

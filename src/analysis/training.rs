@@ -591,7 +591,7 @@ fn check_range_with(
             } else {
                 format!("{bytes} bytes")
             };
-            format!(" (the largest: {}, {size})", graph.label(&node))
+            format!(" (the largest: {}, {size})", graph.label(node))
         });
         return Err(format!(
             "the training estimate is out of range: the tensors saved for backward overflow 64-bit arithmetic{at}; use smaller values"

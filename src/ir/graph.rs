@@ -418,7 +418,7 @@ impl GraphBuilder {
                     return Err(format!(
                         "value '{}' is defined twice (second time as output of node {})",
                         g.name(g.values[v].name),
-                        g.label(&node)
+                        g.label(node)
                     ));
                 }
                 producer[v] = Some((n, slot));
@@ -434,7 +434,7 @@ impl GraphBuilder {
                     } else {
                         return Err(format!(
                             "node {} reads '{}', which no node, graph input or initializer defines",
-                            g.label(&node),
+                            g.label(node),
                             g.name(val.name)
                         ));
                     }
@@ -537,7 +537,7 @@ fn topo_order(g: &Graph, producer: &[Option<(NodeId, usize)>]) -> Result<Vec<Nod
         if preds_of[first..].contains(&i) {
             return Err(format!(
                 "node {} reads its own output (a cycle)",
-                g.label(&node)
+                g.label(node)
             ));
         }
         indegree[i] = kept;
@@ -614,14 +614,7 @@ mod tests {
     }
 
     fn node(b: &mut GraphBuilder, name: &str, ins: &[&str], outs: &[&str]) {
-        b.add_node(
-            name.into(),
-            "Relu",
-            String::new(),
-            ins,
-            outs,
-            Attrs::default(),
-        );
+        b.add_node(name, "Relu", String::new(), ins, outs, Attrs::default());
     }
 
     /// Every name is read from the buffer of the graph that holds it: a subgraph's names from
@@ -698,7 +691,7 @@ mod tests {
         let x = b.value("x");
         b.add_input(x);
         b.add_node(
-            "if".into(),
+            "if",
             "If",
             String::new(),
             &["x"],

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
     let node = &cx.graph().nodes[n];
     let Op::Conv(conv) = &cx.ops[n] else {
-        return Err(format!("{} is not a Conv", cx.graph().label(&node)));
+        return Err(format!("{} is not a Conv", cx.graph().label(node)));
     };
     if conv.group != 1 {
         return Err("the convolution is already grouped".into());

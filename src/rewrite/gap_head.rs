@@ -22,7 +22,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
         }
         Op::Gemm(gm) => Some(gm),
         Op::MatMul => None,
-        _ => return Err(format!("{} is not a Gemm or MatMul", g.label(&node))),
+        _ => return Err(format!("{} is not a Gemm or MatMul", g.label(node))),
     };
     let layer = cx.layer(node)?;
     let (a, wt, y) = (layer.x, layer.tensor, layer.y);
@@ -32,14 +32,14 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     // the chain the finding saw: flatten -> through (reversed) -> layer
     let flat = &g.nodes[f];
     if !matches!(cx.ops[f], Op::Flatten(_) | Op::Reshape(_)) {
-        return Err(format!("{} is not a Flatten or Reshape", g.label(&flat)));
+        return Err(format!("{} is not a Flatten or Reshape", g.label(flat)));
     }
     let flat_v = flat.output(0).ok_or("the Flatten has no output")?;
     let mut v = a;
     for &t in through {
         let tn = &g.nodes[t];
         if tn.output(0) != Some(v) || tn.input(0).is_none() {
-            return Err(format!("{} does not feed the layer", g.label(&tn)));
+            return Err(format!("{} does not feed the layer", g.label(tn)));
         }
         v = tn.input(0).ok_or("a pass-through node has no input")?;
     }

@@ -22,7 +22,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, proposed: u64) -> BuildResult {
         _ => {
             return Err(format!(
                 "{} is not a Gemm or MatMul",
-                cx.graph().label(&node)
+                cx.graph().label(node)
             ))
         }
     };

@@ -53,7 +53,7 @@ impl Rule for DeadNode {
                 severity: meta.severity,
                 node: g.name(node.name).to_string(),
                 op: node.op_type.to_string(),
-                message: format!("no graph output depends on node {}", g.label(&node)),
+                message: format!("no graph output depends on node {}", g.label(node)),
                 measured: cx.macs[n].map_or(f64::NAN, |m| m as f64),
                 limit: 0.0,
                 unit: "MACs",
