@@ -344,6 +344,9 @@ pub struct OpDef {
     pub infer: InferFn,
     /// Multiply-accumulates (zero for ops that are not counted).
     pub macs: MacsFn,
+    /// Whether its line names a cost function (`macs:`), set by the registry: an op without one
+    /// has 0 MACs even where its shapes are unknown ([`OpDef::counts_macs`]).
+    has_macs: bool,
     /// What autograd saves for backward.
     pub saves: saved::SaveFn,
     pub autocast: Autocast,
@@ -367,8 +370,9 @@ impl OpDef {
     /// Whether the op can have MACs at all (its line names a cost function): one that cannot has
     /// 0 MACs even where its shapes are unknown.
     pub fn counts_macs(&self) -> bool {
-        // a false "counts" (the function duplicated by codegen) only leaves a MAC count unknown
-        !std::ptr::fn_addr_eq(self.macs, not_counted as MacsFn)
+        // not by comparing `macs` with `not_counted`: a function's address is not unique (codegen
+        // may copy it), and such a comparison changed with unrelated code
+        self.has_macs
     }
 
     /// The defaults every registry line starts from.
@@ -378,6 +382,7 @@ impl OpDef {
         parse: |_, _| Ok(Op::Opaque),
         infer: no_inference,
         macs: not_counted,
+        has_macs: false,
         saves: saved::unstated,
         autocast: Autocast::Follow,
         slots: Slots::Data,
@@ -407,6 +412,7 @@ macro_rules! registry {
             domain: registry!(@domain $($domain)?),
             parse: registry!(@parse $variant $($attrs)?),
             $($field: $value,)*
+            has_macs: registry!(@counts $($field)*),
             ..OpDef::BASE
         }, )* ];
 
@@ -441,6 +447,9 @@ macro_rules! registry {
             }
         }
     };
+    (@counts) => { false };
+    (@counts macs $($rest:ident)*) => { true };
+    (@counts $first:ident $($rest:ident)*) => { registry!(@counts $($rest)*) };
     (@domain $d:literal) => { $d };
     (@domain) => { "" };
     (@parse $v:ident $t:ty) => {
@@ -1156,6 +1165,21 @@ mod tests {
                 d.name
             );
         }
+    }
+
+    /// Whether an op can have MACs comes from its line (a `macs:` cost function), not from
+    /// comparing function addresses, which codegen does not keep unique: the same build once
+    /// gave an elementwise `Mul` whose input shape is unknown 0 MACs, and after an unrelated
+    /// change "unknown".
+    #[test]
+    fn which_ops_count_macs_is_read_off_their_lines() {
+        for (op, counts) in [("Conv", true), ("MatMul", true), ("Gemm", true), ("Einsum", true)]
+            .into_iter()
+            .chain([("Mul", false), ("Relu", false), ("Reshape", false), ("Constant", false)])
+        {
+            assert_eq!(lookup("", op).unwrap().counts_macs(), counts, "{op}");
+        }
+        assert!(lookup("com.microsoft", "FusedMatMul").unwrap().counts_macs());
     }
 
     #[test]
