@@ -300,6 +300,11 @@ impl GraphBuilder {
     pub fn reserve(&mut self, values: usize, nodes: usize) {
         self.graph.values.reserve(values);
         self.graph.nodes.reserve(nodes);
+        // names of ~32 bytes on average (exporters' paths, `/blocks.0/attn/MatMul_output_0`):
+        // fewer copies while the buffer grows, and `finish` gives back what is left
+        self.graph
+            .names
+            .reserve(values.saturating_add(nodes).saturating_mul(32));
         let (g, hasher) = (&self.graph, &self.hasher);
         self.by_name
             .reserve(g.values.capacity() - g.values.len(), |&id| {

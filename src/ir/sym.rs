@@ -121,18 +121,27 @@ impl fmt::Debug for Sym {
 pub struct Symbols {
     table: hashbrown::HashTable<Sym>,
     hasher: foldhash::fast::FixedState,
+    /// The empty text: the default domain, asked for by most nodes.
+    empty: Sym,
 }
 
 impl Symbols {
     /// The shared copy of `s`, made on first sight.
     pub fn get(&mut self, s: &str) -> Sym {
+        if s.is_empty() {
+            return self.empty.clone();
+        }
         let hash = self.hasher.hash_one(s);
-        let hasher = &self.hasher;
-        self.table
-            .entry(hash, |k| k.as_str() == s, |k| hasher.hash_one(k.as_str()))
-            .or_insert_with(|| Sym::from(s))
-            .get()
-            .clone()
+        match self.table.find(hash, |k| k.as_str() == s) {
+            Some(k) => k.clone(),
+            None => {
+                let hasher = &self.hasher;
+                let k = Sym::from(s);
+                self.table
+                    .insert_unique(hash, k.clone(), |k| hasher.hash_one(k.as_str()));
+                k
+            }
+        }
     }
 }
 
