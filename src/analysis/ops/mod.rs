@@ -1173,13 +1173,16 @@ mod tests {
     /// change "unknown".
     #[test]
     fn which_ops_count_macs_is_read_off_their_lines() {
-        for (op, counts) in [("Conv", true), ("MatMul", true), ("Gemm", true), ("Einsum", true)]
-            .into_iter()
-            .chain([("Mul", false), ("Relu", false), ("Reshape", false), ("Constant", false)])
-        {
-            assert_eq!(lookup("", op).unwrap().counts_macs(), counts, "{op}");
+        let counted = ["Conv", "MatMul", "Gemm", "Einsum"];
+        let not_counted = ["Mul", "Relu", "Reshape", "Constant"];
+        for op in counted {
+            assert!(lookup("", op).unwrap().counts_macs(), "{op}");
         }
-        assert!(lookup("com.microsoft", "FusedMatMul").unwrap().counts_macs());
+        for op in not_counted {
+            assert!(!lookup("", op).unwrap().counts_macs(), "{op}");
+        }
+        let fused = lookup("com.microsoft", "FusedMatMul").unwrap();
+        assert!(fused.counts_macs());
     }
 
     #[test]
