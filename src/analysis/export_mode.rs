@@ -93,7 +93,7 @@ pub fn inference_export(g: &Graph, facts: &[Fact]) -> ExportMode {
     // BatchNorm would keep for backward)
     let (mut folded, mut folded_bytes) = (0usize, 0u64);
     for n in g.nodes.iter().filter(|n| onnx_domain(n)) {
-        let out_name = n.output(0).map(|y| g.name(g.values[y].name));
+        let out_name = n.output(0).map(|y| g.value_name(y));
         let marked = out_name.is_some_and(|o| fused.contains(o));
         match n.op_type.as_str() {
             "BatchNormalization" if training_bn(n) => train += 1,

@@ -200,11 +200,7 @@ fn resolve_bindings(model: &Model, b: &Bindings, keep_batch: bool) -> Result<Res
     // --input: every axis of one input
     for (name, given) in &b.inputs {
         let Some(&v) = graph.inputs.iter().find(|&&v| graph.value_name(v) == *name) else {
-            let names: Vec<&str> = graph
-                .inputs
-                .iter()
-                .map(|&v| graph.name(graph.values[v].name))
-                .collect();
+            let names: Vec<&str> = graph.inputs.iter().map(|&v| graph.value_name(v)).collect();
             return Err(Error::Usage(format!(
                 "{path}: --input {name}: the model has no input named '{name}' (inputs: {})",
                 names.join(", ")
@@ -544,7 +540,7 @@ fn set_values(model: &Model, bindings: &Bindings, facts: &mut [Fact]) -> Result<
                 .inputs
                 .iter()
                 .filter(|&&v| graph.values[v].init.is_none())
-                .map(|&v| graph.name(graph.values[v].name))
+                .map(|&v| graph.value_name(v))
                 .collect();
             return Err(Error::Usage(format!(
                 "{path}: --value {name}={val}: the model has no input named '{name}' (inputs: {})",
@@ -822,12 +818,7 @@ fn walk(
                 .declared
                 .as_ref()
                 .map(|d| substitute(d, bound));
-            facts[v] = merge(
-                inferred,
-                declared,
-                graph.name(graph.values[v].name),
-                &mut w.mismatches,
-            );
+            facts[v] = merge(inferred, declared, graph.value_name(v), &mut w.mismatches);
         }
     }
 
@@ -913,12 +904,7 @@ fn analyse_subgraph(
     for (k, &v) in g.inputs.iter().enumerate() {
         let declared = g.values[v].declared.as_ref().map(|d| substitute(d, bound));
         facts[v] = match (inputs.get(k), declared) {
-            (Some(f), Some(d)) => merge(
-                f.clone(),
-                Some(d),
-                g.name(g.values[v].name),
-                &mut Vec::new(),
-            ),
+            (Some(f), Some(d)) => merge(f.clone(), Some(d), g.value_name(v), &mut Vec::new()),
             (Some(f), None) => f.clone(),
             (None, Some(d)) => d,
             (None, None) => Fact::unknown(),

@@ -205,7 +205,7 @@ pub fn implied(graph: &Graph) -> Vec<(usize, u64, u64, u64)> {
             .enumerate()
             .filter(|(_, n)| {
                 n.output(0)
-                    .is_some_and(|o| set.contains(graph.name(graph.values[o].name)))
+                    .is_some_and(|o| set.contains(graph.value_name(o)))
             })
             .map(|(i, _)| i)
             .collect()

@@ -481,7 +481,7 @@ fn implied_loss(graph: &Graph, facts: &[Fact]) -> Option<(u64, String)> {
     let bytes = numel.saturating_mul(12);
     let names: Vec<String> = float_outputs
         .iter()
-        .map(|&(v, _)| format!("'{}'", graph.name(graph.values[v].name)))
+        .map(|&(v, _)| format!("'{}'", graph.value_name(v)))
         .collect();
     Some((
         bytes,

@@ -422,7 +422,7 @@ impl GraphBuilder {
                 if producer[v].is_some() || g.values[v].init.is_some() || g.inputs.contains(&v) {
                     return Err(format!(
                         "value '{}' is defined twice (second time as output of node {})",
-                        g.name(g.values[v].name),
+                        g.value_name(v),
                         g.label(node)
                     ));
                 }

@@ -101,7 +101,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     for &m in removed.clone().iter().filter(|&&m| m != n) {
         for v in g.nodes[m].inputs().iter().skip(1).flatten() {
             if g.values[*v].init.is_some() {
-                released.push(g.name(g.values[*v].name).to_string());
+                released.push(g.value_name(*v).to_string());
             } else if let Some((p, _)) = g.values[*v].producer() {
                 let sole = g.consumers(*v).iter().all(|(u, _)| *u == m);
                 if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(v) {

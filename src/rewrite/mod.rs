@@ -558,7 +558,7 @@ pub fn apply(proto: &mut pb::ModelProto, model: &Model, plans: &[Planned]) -> cr
     for (i, p) in plans.iter().enumerate() {
         for &n in &p.removed {
             for v in g.nodes[n].outputs().iter().flatten() {
-                removed_values.insert(g.name(g.values[*v].name).to_string());
+                removed_values.insert(g.value_name(*v).to_string());
             }
         }
         // the anchor is the replaced node that comes last in the file

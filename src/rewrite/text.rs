@@ -35,7 +35,7 @@ pub fn render(model: &Model) -> String {
         }
     };
     for &v in &g.inputs {
-        out.push_str(&format!("input {}: {}\n", g.name(g.values[v].name), ty(v)));
+        out.push_str(&format!("input {}: {}\n", g.value_name(v), ty(v)));
     }
     let mut inits: Vec<_> = g.initializers().collect();
     inits.sort_by(|a, b| a.1.name.cmp(&b.1.name));
@@ -47,8 +47,7 @@ pub fn render(model: &Model) -> String {
             t.dims
         ));
     }
-    let name =
-        |v: &Option<usize>| v.map_or(String::new(), |v| g.name(g.values[v].name).to_string());
+    let name = |v: &Option<usize>| v.map_or(String::new(), |v| g.value_name(v).to_string());
     for n in &g.nodes {
         let attrs: Vec<String> = n
             .attrs
@@ -70,7 +69,7 @@ pub fn render(model: &Model) -> String {
         ));
     }
     for &v in &g.outputs {
-        out.push_str(&format!("output {}: {}\n", g.name(g.values[v].name), ty(v)));
+        out.push_str(&format!("output {}: {}\n", g.value_name(v), ty(v)));
     }
     out
 }

@@ -118,13 +118,13 @@ impl Rule for DuplicateInitializer {
                             rewrite: None,
                             name: &meta.name,
                             severity: meta.severity,
-                            node: g.name(g.values[id].name).to_string(),
+                            node: g.value_name(id).to_string(),
                             op: "initializer".into(),
                             message: format!(
                                 "initializer '{}' {:?} is byte-identical to '{}': {} stored twice",
-                                g.name(g.values[id].name),
+                                g.value_name(id),
                                 t.dims,
-                                g.name(g.values[first].name),
+                                g.value_name(first),
                                 bytes(b)
                             ),
                             measured: b as f64,
@@ -132,7 +132,7 @@ impl Rule for DuplicateInitializer {
                             unit: "bytes",
                             fix: format!(
                                 "read '{}' in both places and drop the copy",
-                                g.name(g.values[first].name)
+                                g.value_name(first)
                             ),
                             saving: Saving {
                                 params: None,

@@ -493,7 +493,7 @@ fn too_large(
             if shape.len() > exec::MAX_RANK {
                 return Err(format!(
                     "'{}' has {} dimensions: the checker handles at most {}",
-                    g.name(g.values[v].name),
+                    g.value_name(v),
                     shape.len(),
                     exec::MAX_RANK
                 ));
@@ -502,7 +502,7 @@ fn too_large(
             if size.is_none_or(|s| s > MAX_ELEMENTS) && g.values[v].init.is_none() {
                 return Err(format!(
                     "'{}' has {} elements: too large to check in memory (at most {MAX_ELEMENTS}; try a smaller --batch)",
-                    g.name(g.values[v].name),
+                    g.value_name(v),
                     size.map_or("an unknown number of".into(), |s| s.to_string())
                 ));
             }
