@@ -218,28 +218,42 @@ pub struct PeakInfo {
     pub curve: Curve,
 }
 
-/// The liveness curve: `(node name, bytes live)` per step. The names are held in one string: a
-/// graph of 100,000 nodes held a copy of each node's name as a string of its own (9 MiB at `mem`'s
-/// peak), for the report page's hover labels.
+/// The liveness curve: the bytes live at each step (each node of the main graph in topological
+/// order), and the names of the steps a drawing of it shows (the report page's hover labels).
+/// A drawing shows at most [`Curve::POINTS`] points, each the most live of [`Curve::per_point`]
+/// consecutive steps: only those steps' names are kept, and those of the steps at the peak (a
+/// graph of 100,000 nodes held a copy of every node's name here, 4 MiB at `mem`'s peak).
 #[derive(Clone, Debug, Default)]
 pub struct Curve {
-    names: crate::util::lists::Texts,
     bytes: Vec<u64>,
+    /// The steps whose names are kept, ascending; `names` holds their names in the same order.
+    named: Vec<usize>,
+    names: crate::util::lists::Texts,
 }
 
 impl Curve {
-    /// Room for `steps` steps whose names take `text` bytes in all (grown by doubling, the curve
-    /// of a graph of 100,000 nodes held 2 MiB more than it used).
-    pub fn with_capacity(steps: usize, text: usize) -> Curve {
-        Curve {
-            names: crate::util::lists::Texts::with_capacity(steps, text),
-            bytes: Vec::with_capacity(steps),
-        }
-    }
+    /// Most points a drawing of the curve shows.
+    pub const POINTS: usize = 2000;
 
-    pub fn push(&mut self, name: &str, bytes: u64) {
-        self.names.push(name);
-        self.bytes.push(bytes);
+    /// The curve of `bytes` per step, with the names (`name(step)`) of each point's most live
+    /// step (the first of equals) and of every step at `peak`.
+    pub fn new<'a>(bytes: Vec<u64>, peak: u64, name: impl Fn(usize) -> &'a str) -> Curve {
+        let per_point = bytes.len().div_ceil(Self::POINTS).max(1);
+        let mut named = Vec::new();
+        for (g, group) in bytes.chunks(per_point).enumerate() {
+            let first = g * per_point;
+            let most = first + Self::most(group);
+            named.extend((first..first + group.len()).filter(|&k| k == most || bytes[k] == peak));
+        }
+        let mut names = crate::util::lists::Texts::with_capacity(named.len(), 0);
+        for &k in &named {
+            names.push(name(k));
+        }
+        Curve {
+            bytes,
+            named,
+            names,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -250,13 +264,40 @@ impl Curve {
         self.bytes.is_empty()
     }
 
-    /// Step `i`: its node's name and the bytes live.
-    pub fn get(&self, i: usize) -> (&str, u64) {
-        (self.names.get(i), self.bytes[i])
+    /// How many consecutive steps a point of a drawing stands for.
+    pub fn per_point(&self) -> usize {
+        self.len().div_ceil(Self::POINTS).max(1)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
-        (0..self.len()).map(|i| self.get(i))
+    /// The bytes live at each step.
+    pub fn bytes(&self) -> &[u64] {
+        &self.bytes
+    }
+
+    /// Step `i`'s node name, where it is kept (a point's most live step, a step at the peak).
+    pub fn name(&self, i: usize) -> Option<&str> {
+        self.named.binary_search(&i).ok().map(|j| self.names.get(j))
+    }
+
+    /// The points of a drawing, in order: each one's most live step, that step's name and its
+    /// bytes.
+    pub fn points(&self) -> impl Iterator<Item = (usize, &str, u64)> + '_ {
+        let per_point = self.per_point();
+        self.bytes
+            .chunks(per_point)
+            .enumerate()
+            .map(move |(g, group)| {
+                let most = Self::most(group);
+                let k = g * per_point + most;
+                (k, self.name(k).unwrap_or_default(), group[most])
+            })
+    }
+
+    /// The position of a group's most live step, the first of equals.
+    fn most(group: &[u64]) -> usize {
+        (0..group.len())
+            .reduce(|a, b| if group[b] > group[a] { b } else { a })
+            .unwrap_or(0)
     }
 }
 
@@ -1109,16 +1150,9 @@ fn report_rows(
                     .map(|&(v, b)| (graph.value_name(v).to_string(), b))
                     .collect(),
                 curve: {
-                    let steps = graph.nodes.len().min(p.curve.len());
-                    let text = graph.nodes[..steps]
-                        .iter()
-                        .map(|n| graph.name(n.name).len())
-                        .sum();
-                    let mut c = Curve::with_capacity(steps, text);
-                    for (node, &b) in graph.nodes.iter().zip(&p.curve) {
-                        c.push(graph.name(node.name), b);
-                    }
-                    c
+                    let mut bytes = p.curve;
+                    bytes.truncate(graph.nodes.len());
+                    Curve::new(bytes, p.bytes, |i| graph.name(graph.nodes[i].name))
                 },
             };
             (Some(info), None)
@@ -1186,4 +1220,54 @@ fn report_rows(
         },
         row_of,
     )
+}
+
+#[cfg(test)]
+mod curve_tests {
+    use super::Curve;
+
+    /// The points are what the report page drew from every step's name before: each group of
+    /// `per_point` consecutive steps shows its most live step (the first of equals), by name;
+    /// every step at the peak keeps its name; no other name is held.
+    #[test]
+    fn a_curve_keeps_the_names_a_drawing_shows() {
+        let mut seed = 7u64;
+        for len in [0usize, 1, 5, 1999, 2000, 2001, 4500, 10_007] {
+            let bytes: Vec<u64> = (0..len)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed >> 33) % 50 // many ties
+                })
+                .collect();
+            let peak = bytes.iter().copied().max().unwrap_or(0);
+            let names: Vec<String> = (0..len).map(|i| format!("node{i}")).collect();
+            let c = Curve::new(bytes.clone(), peak, |i| names[i].as_str());
+            let per_point = len.div_ceil(2000).max(1);
+            assert_eq!(c.per_point(), per_point);
+            let want: Vec<(usize, &str, u64)> = (0..len.div_ceil(per_point))
+                .map(|g| {
+                    let k = (g * per_point..((g + 1) * per_point).min(len))
+                        .reduce(|a, b| if bytes[b] > bytes[a] { b } else { a })
+                        .unwrap();
+                    (k, names[k].as_str(), bytes[k])
+                })
+                .collect();
+            assert_eq!(c.points().collect::<Vec<_>>(), want, "{len} steps");
+            assert!(c.points().count() <= Curve::POINTS);
+            let mut kept = 0;
+            for k in 0..len {
+                let shown = want.iter().any(|w| w.0 == k);
+                if bytes[k] == peak || shown {
+                    assert_eq!(c.name(k), Some(names[k].as_str()), "step {k}");
+                    kept += 1;
+                } else {
+                    assert_eq!(c.name(k), None, "step {k}");
+                }
+            }
+            assert_eq!(c.named.len(), kept);
+            assert_eq!(c.bytes(), &bytes[..]);
+        }
+    }
 }

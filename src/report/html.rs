@@ -11,7 +11,7 @@ use super::table::{totals_lines, trailer, training_heading, training_lines};
 use super::units::{bytes, count, dim_bytes, dim_count};
 use super::{MemView, ViewOptions};
 use crate::analysis::fit::FitReport;
-use crate::analysis::{Format, Layer, MemReport};
+use crate::analysis::{Curve, Format, Layer, MemReport};
 use crate::rules::fix::Applied;
 
 /// What one page shows. A section that is `None` is left out; `Some(Err(why))` is shown with the
@@ -222,9 +222,9 @@ fn y_axis(out: &mut String, max: u64, left: f64, top: f64, width: f64, height: f
     }
 }
 
-/// Most bars the per-layer chart draws, and points the liveness curve: a graph of 100,000 layers
-/// drew 440,000 SVG elements (a 44 MB page browsers struggle to open); beyond this, each bar or
-/// point stands for several consecutive layers or steps.
+/// Most bars the per-layer chart draws (and, as `Curve::POINTS`, points the liveness curve): a
+/// graph of 100,000 layers drew 440,000 SVG elements (a 44 MB page browsers struggle to open);
+/// beyond this, each bar or point stands for several consecutive layers or steps.
 const MAX_BARS: usize = 2000;
 
 /// The per-layer chart: parameters, activations and saved-for-backward bytes, stacked, in graph
@@ -481,8 +481,9 @@ fn liveness(out: &mut String, r: &MemReport) {
             ))
     );
     let max = curve
+        .bytes()
         .iter()
-        .map(|c| c.1)
+        .copied()
         .max()
         .unwrap_or(0)
         .max(peak)
@@ -492,17 +493,10 @@ fn liveness(out: &mut String, r: &MemReport) {
     let plot_h = h - top - bottom;
     let base = top + plot_h;
     let n = curve.len();
-    // beyond MAX_BARS steps, a point stands for `per_point` consecutive steps and draws the most
-    // live among them (the envelope: the peak stays on the curve)
-    let per_point = n.div_ceil(MAX_BARS).max(1);
-    let points: Vec<(usize, (&str, u64))> = (0..n.div_ceil(per_point))
-        .map(|g| {
-            (g * per_point..((g + 1) * per_point).min(n))
-                .map(|k| (k, curve.get(k)))
-                .reduce(|a, b| if b.1 .1 > a.1 .1 { b } else { a })
-                .expect("groups are not empty")
-        })
-        .collect();
+    // beyond `Curve::POINTS` steps, a point stands for `per_point` consecutive steps and draws the
+    // most live among them (the envelope: the peak stays on the curve)
+    let per_point = curve.per_point();
+    let points: Vec<(usize, &str, u64)> = curve.points().collect();
     let step = plot_w / points.len() as f64;
     let xy = |i: usize, b: u64| {
         (
@@ -516,7 +510,7 @@ fn liveness(out: &mut String, r: &MemReport) {
     );
     y_axis(out, max, left, top, plot_w, plot_h);
     let mut path = format!("M{:.2},{base:.2}", left + step * 0.5);
-    for (i, &(_, (_, b))) in points.iter().enumerate() {
+    for (i, &(_, _, b)) in points.iter().enumerate() {
         let (x, y) = xy(i, b);
         let _ = write!(path, " L{x:.2},{y:.2}");
     }
@@ -529,7 +523,7 @@ fn liveness(out: &mut String, r: &MemReport) {
         out,
         "<path d=\"{path}\" fill=\"var(--acts)\" fill-opacity=\"0.25\" stroke=\"var(--acts)\" stroke-width=\"1.5\"/>"
     );
-    for (i, &(k, (name, b))) in points.iter().enumerate() {
+    for (i, &(k, name, b)) in points.iter().enumerate() {
         let steps = if per_point > 1 {
             let first = i * per_point + 1;
             format!(
@@ -548,9 +542,9 @@ fn liveness(out: &mut String, r: &MemReport) {
             bytes(b)
         );
     }
-    if let Some(i) = curve
-        .iter()
-        .position(|(name, b)| b == peak && at.as_deref() == Some(name))
+    // the steps at the peak keep their names
+    if let Some(i) = (0..n)
+        .position(|k| curve.bytes()[k] == peak && curve.name(k) == at.as_deref())
         .map(|i| i / per_point)
     {
         let (x, y) = xy(i, peak);
@@ -582,7 +576,7 @@ fn liveness(out: &mut String, r: &MemReport) {
             out,
             "<p class=\"note\">{} steps: each point stands for {per_point} consecutive steps and draws the most live among them, so that the curve stays within {} points.</p>",
             n,
-            MAX_BARS
+            Curve::POINTS
         );
     }
     if lower {
