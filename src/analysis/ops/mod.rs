@@ -347,6 +347,8 @@ pub struct OpDef {
     /// Whether its line names a cost function (`macs:`), set by the registry: an op without one
     /// has 0 MACs even where its shapes are unknown ([`OpDef::counts_macs`]).
     has_macs: bool,
+    /// Whether its line states what autograd saves (`saves:`), set by the registry.
+    has_saves: bool,
     /// What autograd saves for backward.
     pub saves: saved::SaveFn,
     pub autocast: Autocast,
@@ -375,6 +377,12 @@ impl OpDef {
         self.has_macs
     }
 
+    /// Whether its line states what autograd saves for backward (without a `saves:` it gets
+    /// `saved::unstated`); read from the line, like [`OpDef::counts_macs`].
+    pub fn states_saves(&self) -> bool {
+        self.has_saves
+    }
+
     /// The defaults every registry line starts from.
     const BASE: OpDef = OpDef {
         name: "",
@@ -383,6 +391,7 @@ impl OpDef {
         infer: no_inference,
         macs: not_counted,
         has_macs: false,
+        has_saves: false,
         saves: saved::unstated,
         autocast: Autocast::Follow,
         slots: Slots::Data,
@@ -413,6 +422,7 @@ macro_rules! registry {
             parse: registry!(@parse $variant $($attrs)?),
             $($field: $value,)*
             has_macs: registry!(@counts $($field)*),
+            has_saves: registry!(@states $($field)*),
             ..OpDef::BASE
         }, )* ];
 
@@ -450,6 +460,9 @@ macro_rules! registry {
     (@counts) => { false };
     (@counts macs $($rest:ident)*) => { true };
     (@counts $first:ident $($rest:ident)*) => { registry!(@counts $($rest)*) };
+    (@states) => { false };
+    (@states saves $($rest:ident)*) => { true };
+    (@states $first:ident $($rest:ident)*) => { registry!(@states $($rest)*) };
     (@domain $d:literal) => { $d };
     (@domain) => { "" };
     (@parse $v:ident $t:ty) => {
@@ -1123,7 +1136,7 @@ mod tests {
     fn every_new_op_states_what_it_saves() {
         let unstated: Vec<&str> = OPS
             .iter()
-            .filter(|d| d.grad && std::ptr::fn_addr_eq(d.saves, saved::unstated as saved::SaveFn))
+            .filter(|d| d.grad && !d.states_saves())
             .map(|d| d.name)
             .filter(|n| !SAVES_LEFT_UNSTATED.contains(n))
             .collect();
