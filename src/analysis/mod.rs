@@ -979,7 +979,7 @@ fn report_with(
         // every reading of the facts is done: the main graph's rows take their outputs' shapes
         for (n, i) in layer_of.iter().enumerate() {
             let Some(&i) = i.as_ref() else { continue };
-            let outputs = &model.graph.nodes[n].outputs();
+            let outputs = model.graph.nodes[n].outputs();
             let mut shapes = Vec::with_capacity(outputs.len());
             for (k, &v) in outputs.iter().enumerate() {
                 let Some(v) = v else { continue };
