@@ -13,7 +13,7 @@ use bytes::Bytes;
 use prost::Message;
 
 use super::onnx_pb as pb;
-use super::onnx_shell::{Lazy, LazyError, NodeView, Shell, TensorView};
+use super::onnx_shell::{AttrView, Lazy, LazyError, NodeLists, NodeView, Shell, TensorView};
 use crate::error::{Error, Result};
 use crate::ir::{
     shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Sym,
@@ -265,14 +265,20 @@ impl Entries<'_> {
 }
 
 /// A node's fields, from a [`NodeView`] or prost's `NodeProto`.
-struct Node<'n, I, O> {
+struct Node<'n, 'a, I, O> {
     name: Option<&'n str>,
     op_type: Option<&'n str>,
     domain: Option<&'n str>,
     inputs: &'n [I],
     outputs: &'n [O],
-    attribute: &'n [pb::AttributeProto],
+    attribute: Attributes<'n, 'a>,
     metadata_props: &'n [pb::StringStringEntryProto],
+}
+
+/// A node's attributes: read in place (taken, their lists moved into the IR), or prost's.
+enum Attributes<'n, 'a> {
+    View(&'n mut Vec<AttrView<'a>>),
+    Proto(&'n [pb::AttributeProto]),
 }
 
 /// A graph's fields, whether decoded already (a subgraph) or read one message at a time (the main
@@ -435,13 +441,13 @@ impl Context<'_> {
             let id = b.value(vi.name.as_deref().unwrap_or_default());
             b.add_output(id);
         }
-        // names borrowed from the buffer, reused from node to node
-        let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+        // names borrowed from the buffer, lists reused from node to node
+        let mut lists = NodeLists::default();
         for i in 0..g.node.len() {
             let view = g
                 .node
                 .raw(i)
-                .and_then(|raw| NodeView::read(raw, &mut inputs, &mut outputs));
+                .and_then(|raw| NodeView::read(raw, &mut lists));
             if let Some(v) = view {
                 self.node(
                     &mut b,
@@ -449,9 +455,9 @@ impl Context<'_> {
                         name: v.name,
                         op_type: v.op_type,
                         domain: v.domain,
-                        inputs: &inputs,
-                        outputs: &outputs,
-                        attribute: &v.attribute,
+                        inputs: &lists.inputs,
+                        outputs: &lists.outputs,
+                        attribute: Attributes::View(&mut lists.attributes),
                         metadata_props: &v.metadata_props,
                     },
                 )?;
@@ -467,7 +473,7 @@ impl Context<'_> {
                     domain: n.domain.as_deref(),
                     inputs: &n.input,
                     outputs: &n.output,
-                    attribute: &n.attribute,
+                    attribute: Attributes::Proto(&n.attribute),
                     metadata_props: &n.metadata_props,
                 },
             )?;
@@ -479,7 +485,7 @@ impl Context<'_> {
     fn node<I: AsRef<str>, O: AsRef<str>>(
         &mut self,
         b: &mut GraphBuilder,
-        n: Node<'_, I, O>,
+        n: Node<'_, '_, I, O>,
     ) -> Result<()> {
         let op_type = n.op_type.unwrap_or_default();
         if op_type.is_empty() {
@@ -487,10 +493,25 @@ impl Context<'_> {
         }
         // exactly as many as there are (a `collect` through `Result` starts at four and
         // doubles: ~8 MiB of empty slots on a graph of 100,000 nodes)
-        let mut attrs = Vec::with_capacity(n.attribute.len());
-        for a in n.attribute {
-            attrs.push(self.attribute(a, op_type)?);
-        }
+        let attrs = match n.attribute {
+            Attributes::View(list) => {
+                let mut attrs = Vec::with_capacity(list.len());
+                for a in list.drain(..) {
+                    let name = a.name;
+                    let mut a = std::borrow::Cow::Owned(a.proto);
+                    attrs.push(self.attribute(name, &mut a, op_type)?);
+                }
+                attrs
+            }
+            Attributes::Proto(list) => {
+                let mut attrs = Vec::with_capacity(list.len());
+                for a in list {
+                    let mut a = std::borrow::Cow::Borrowed(a);
+                    attrs.push(self.attribute(None, &mut a, op_type)?);
+                }
+                attrs
+            }
+        };
         if let Some(out) = n.outputs.first() {
             let out = out.as_ref();
             if op_type != "BatchNormalization" && fused_eval_norm(n.metadata_props) {
@@ -812,9 +833,18 @@ impl Context<'_> {
         Ok(Some(hit))
     }
 
-    fn attribute(&mut self, a: &pb::AttributeProto, op_type: &str) -> Result<(Sym, Attr)> {
+    /// An attribute for the IR; `name` where it was read apart from the message. Lists are moved
+    /// out of an owned message, not copied.
+    fn attribute(
+        &mut self,
+        name: Option<&str>,
+        a: &mut std::borrow::Cow<'_, pb::AttributeProto>,
+        op_type: &str,
+    ) -> Result<(Sym, Attr)> {
         use pb::attribute_proto::AttributeType as T;
-        let name = self.symbols.get(a.name.as_deref().unwrap_or_default());
+        let name = self
+            .symbols
+            .get(name.or(a.name.as_deref()).unwrap_or_default());
         if let Some(r) = &a.ref_attr_name {
             return Ok((name, Attr::Ref(r.clone())));
         }
@@ -874,8 +904,14 @@ impl Context<'_> {
             T::TypeProto => Attr::Type(Box::new(
                 self.type_decl(a.tp.as_ref().ok_or_else(missing)?, &name)?,
             )),
-            T::Floats => Attr::Floats(a.floats.clone()),
-            T::Ints => Attr::Ints(a.ints.clone()),
+            T::Floats => Attr::Floats(match a {
+                std::borrow::Cow::Owned(a) => std::mem::take(&mut a.floats),
+                std::borrow::Cow::Borrowed(a) => a.floats.clone(),
+            }),
+            T::Ints => Attr::Ints(match a {
+                std::borrow::Cow::Owned(a) => std::mem::take(&mut a.ints),
+                std::borrow::Cow::Borrowed(a) => a.ints.clone(),
+            }),
             T::Strings => Attr::Strings(a.strings.iter().map(|s| s.to_vec()).collect()),
             T::Tensors => Attr::Tensors(
                 a.tensors
