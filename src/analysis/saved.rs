@@ -490,10 +490,8 @@ fn producer(g: &Graph, v: ValueId) -> Option<(NodeId, &Node)> {
 }
 
 fn single_consumer(g: &Graph, v: ValueId) -> Option<(NodeId, &Node)> {
-    match g.consumers(v) {
-        [(n, _)] => Some((*n, &g.nodes[*n])),
-        _ => None,
-    }
+    let (n, _) = g.consumers(v).only()?;
+    Some((n, &g.nodes[n]))
 }
 
 fn other_input(node: &Node, v: ValueId) -> Option<ValueId> {
@@ -811,7 +809,7 @@ fn nan_guard(flow: &Flow, p: ValueId) -> Option<([NodeId; 2], ValueId)> {
     }
     let (isnan, node) = consumers
         .iter()
-        .map(|&(c, _)| (c, &g.nodes[c]))
+        .map(|(c, _)| (c, &g.nodes[c]))
         .find(|(c, _)| matches!(flow.ops[*c], Op::IsNaN))?;
     let (w, wnode) = single_consumer(g, node.output(0)?)?;
     let guarded = matches!(flow.ops[w], Op::Where)
@@ -820,7 +818,7 @@ fn nan_guard(flow: &Flow, p: ValueId) -> Option<([NodeId; 2], ValueId)> {
         && wnode
             .input(1)
             .is_some_and(|v| flow.is_stored(v) && flow.is_scalar(v))
-        && consumers.iter().any(|&(c, _)| c == w);
+        && consumers.iter().any(|(c, _)| c == w);
     guarded.then_some(([isnan, w], wnode.output(0)?))
 }
 

@@ -32,7 +32,7 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     // allocation per call, two per initializer on every `mem`)
     let (mut buffer, mut quant_weight, mut all_quant_params, mut all_config) =
         (false, false, true, true);
-    for &(n, slot) in uses {
+    for (n, slot) in uses {
         let role = match slot_role(graph, n, slot) {
             // a quantized embedding table: gathered, then dequantized
             SlotRole::Table if feeds_dequantize(graph, n) => SlotRole::QuantWeight,
@@ -63,7 +63,7 @@ pub fn classify(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> Role {
     let scattered = !uses.is_empty()
         && uses
             .iter()
-            .all(|&(n, slot)| slot_role(graph, n, slot) == SlotRole::Updates);
+            .all(|(n, slot)| slot_role(graph, n, slot) == SlotRole::Updates);
     if scattered
         || graph
             .stored(id)
@@ -84,7 +84,7 @@ fn feeds_dequantize(graph: &Graph, n: usize) -> bool {
         graph
             .consumers(v)
             .iter()
-            .any(|&(c, slot)| slot == 0 && is(graph, c, "DequantizeLinear"))
+            .any(|(c, slot)| slot == 0 && is(graph, c, "DequantizeLinear"))
     })
 }
 
@@ -94,7 +94,7 @@ pub fn logical_numel(graph: &Graph, id: ValueId, dtype: DType, numel: u64) -> u6
     if dtype != DType::U8 {
         return numel;
     }
-    for &(n, slot) in graph.consumers(id) {
+    for (n, slot) in graph.consumers(id) {
         let op = super::ops::parse(&graph.nodes[n], 0);
         let bits = match (&op, slot) {
             (super::ops::Op::MatMulNBits(nb), 1) => nb.bits,
@@ -147,15 +147,15 @@ pub fn shared_readers(graph: &Graph, id: ValueId, t: &Tensor) -> Option<Vec<usiz
         return None;
     }
     let mut readers = Vec::new();
-    for &(n, slot) in uses {
+    for (n, slot) in uses {
         if graph.nodes[n].op_type == "Identity" {
             // the TorchScript exporter's copy: one parameter, read where its output is
             let out = graph.nodes[n].output(0)?;
             let reads = graph.consumers(out);
-            if reads.is_empty() || !reads.iter().all(|&(r, s)| parameter_slot(graph, r, s)) {
+            if reads.is_empty() || !reads.iter().all(|(r, s)| parameter_slot(graph, r, s)) {
                 return None;
             }
-            readers.push(reads.iter().map(|&(r, _)| r).min()?);
+            readers.push(reads.iter().map(|(r, _)| r).min()?);
         } else if parameter_slot(graph, n, slot) {
             readers.push(n);
         } else {
@@ -320,7 +320,7 @@ pub fn notes(graph: &Graph) -> Vec<String> {
             let numel = t.numel().unwrap_or(0);
             generated_name(&t.name)
                 && classify(graph, *id, t.dtype, numel) == Role::Param
-                && graph.consumers(*id).iter().any(|&(n, slot)| {
+                && graph.consumers(*id).iter().any(|(n, slot)| {
                     !(slot == 1
                         && matches!(
                             graph.nodes[n].op_type.as_str(),
@@ -379,7 +379,7 @@ fn attention_bias(graph: &Graph, id: ValueId, t: &Tensor) -> bool {
     }
     let uses = graph.consumers(id);
     !uses.is_empty()
-        && uses.iter().all(|&(n, slot)| {
+        && uses.iter().all(|(n, slot)| {
             let node = &graph.nodes[n];
             node.op_type == "Add"
                 && node
@@ -409,7 +409,7 @@ fn from_scores(graph: &Graph, v: ValueId, depth: usize) -> bool {
 
 /// Whether `v` is read by a `Softmax` through at most `depth` reshapes, adds, casts or masks.
 fn reaches_softmax(graph: &Graph, v: ValueId, depth: usize) -> bool {
-    graph.consumers(v).iter().any(|&(n, _)| {
+    graph.consumers(v).iter().any(|(n, _)| {
         let node = &graph.nodes[n];
         match node.op_type.as_str() {
             "Softmax" => true,
@@ -427,12 +427,12 @@ fn reaches_softmax(graph: &Graph, v: ValueId, depth: usize) -> bool {
 /// The node a stored tensor is charged to in the per-layer table: its first reader, or, for a
 /// weight a `DequantizeLinear` turns back into floats, the layer that reads the dequantized value.
 pub fn charged_node(graph: &Graph, id: ValueId) -> Option<usize> {
-    let first = graph.consumers(id).iter().map(|&(n, _)| n).min()?;
+    let first = graph.consumers(id).iter().map(|(n, _)| n).min()?;
     let node = &graph.nodes[first];
     let is_dq = is(graph, first, "DequantizeLinear");
     if is_dq {
         if let Some(out) = node.output(0) {
-            if let Some(reader) = graph.consumers(out).iter().map(|&(n, _)| n).min() {
+            if let Some(reader) = graph.consumers(out).iter().map(|(n, _)| n).min() {
                 return Some(reader);
             }
         }

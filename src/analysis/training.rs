@@ -424,7 +424,7 @@ fn boundary_bytes(graph: &Graph, facts: &[Fact], bounds: &[(NodeId, NodeId)]) ->
         if graph
             .consumers(v)
             .iter()
-            .any(|&(c, _)| segment_of(bounds, c) > made_in)
+            .any(|(c, _)| segment_of(bounds, c) > made_in)
         {
             boundary += facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0);
         }
@@ -436,7 +436,7 @@ fn boundary_bytes(graph: &Graph, facts: &[Fact], bounds: &[(NodeId, NodeId)]) ->
 /// it out, up to `depth` of them.
 fn last_reader(graph: &Graph, v: ValueId, depth: u32) -> Option<NodeId> {
     let mut last = None;
-    for &(n, _) in graph.consumers(v) {
+    for (n, _) in graph.consumers(v) {
         let node = &graph.nodes[n];
         let through = depth > 0
             && matches!(
@@ -858,7 +858,7 @@ mod tests {
                 if graph
                     .consumers(v)
                     .iter()
-                    .any(|&(c, _)| c >= start && segment_of(bounds, c) >= seg)
+                    .any(|(c, _)| c >= start && segment_of(bounds, c) >= seg)
                 {
                     counted.insert(v);
                     boundary += facts[v].bytes().and_then(|d| d.as_u64()).unwrap_or(0);

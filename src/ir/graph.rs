@@ -34,11 +34,51 @@ pub struct Graph {
     pub removed_biases: Vec<String>,
     /// Each value's readers (node, input slot), in node order: [`Graph::consumers`]. One array for
     /// the graph (a list per value was ~170,000 allocations on a graph of 100,000 nodes).
-    readers: Lists<(NodeId, usize)>,
+    readers: Lists<(u32, u32)>,
     /// The text of every node's and value's [`Name`], one after the other: one buffer, not an
     /// allocation per name (a graph of 100,000 nodes names ~270,000 things); read with
     /// [`Graph::name`].
     names: String,
+}
+
+/// The readers of a value ([`Graph::consumers`]): (node, input slot) pairs in node order.
+#[derive(Clone, Copy, Debug)]
+pub struct Readers<'g>(&'g [(u32, u32)]);
+
+impl<'g> Readers<'g> {
+    pub fn len(self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Reader `i`, in node order.
+    pub fn get(self, i: usize) -> Option<(NodeId, usize)> {
+        self.0.get(i).map(|&(n, slot)| (n as NodeId, slot as usize))
+    }
+
+    /// The value's one reader; `None` for none or several.
+    pub fn only(self) -> Option<(NodeId, usize)> {
+        match self.0 {
+            [_] => self.get(0),
+            _ => None,
+        }
+    }
+
+    pub fn iter(self) -> impl ExactSizeIterator<Item = (NodeId, usize)> + Clone + 'g {
+        self.0.iter().map(|&(n, slot)| (n as NodeId, slot as usize))
+    }
+}
+
+impl<'g> IntoIterator for Readers<'g> {
+    type Item = (NodeId, usize);
+    type IntoIter = std::iter::Map<std::slice::Iter<'g, (u32, u32)>, fn(&(u32, u32)) -> (NodeId, usize)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|&(n, slot)| (n as NodeId, slot as usize))
+    }
 }
 
 /// A node's or a value's name: where its text lies in its graph's names ([`Graph::name`]).
@@ -171,8 +211,8 @@ impl Node {
 impl Graph {
     /// The nodes (and input slots) that read value `v`, in node order; none before the graph is
     /// finished ([`GraphBuilder::finish`]).
-    pub fn consumers(&self, v: ValueId) -> &[(NodeId, usize)] {
-        self.readers.get_checked(v).unwrap_or(&[])
+    pub fn consumers(&self, v: ValueId) -> Readers<'_> {
+        Readers(self.readers.get_checked(v).unwrap_or(&[]))
     }
 
     /// The text of a node's or a value's name.
@@ -374,7 +414,21 @@ impl GraphBuilder {
         let mut ports = Vec::with_capacity(inputs.len() + outputs.len());
         self.ids(inputs, &mut ports);
         self.ids(outputs, &mut ports);
-        let name = self.name(name);
+        // exporters name a node's outputs after it (`/blocks.0/conv/Conv` writes
+        // `/blocks.0/conv/Conv_output_0`; tf2onnx's `model/conv/Conv2D:0`): its name is then the
+        // start of an output's text, not a copy (a quarter of the names of a graph of 100,000 nodes)
+        let g = &self.graph;
+        let shared = ports[inputs.len()..].iter().flatten().find_map(|&v| {
+            let out = g.values[v].name;
+            (!name.is_empty() && g.name(out).starts_with(name)).then_some(Name {
+                start: out.start,
+                len: name.len() as u32,
+            })
+        });
+        let name = match shared {
+            Some(n) => n,
+            None => self.name(name),
+        };
         let node = Node::with_ports(
             name,
             op_type.into(),
@@ -479,7 +533,8 @@ impl GraphBuilder {
                 node.inputs()
                     .iter()
                     .enumerate()
-                    .filter_map(move |(slot, v)| v.map(|v| (v, (n, slot))))
+                    // in 32 bits each, like a value's producer: 8 bytes a read, not 16
+                    .filter_map(move |(slot, v)| v.map(|v| (v, (n as u32, slot as u32))))
             })
         });
         for v in g.outputs.clone() {
@@ -680,7 +735,7 @@ mod tests {
         let names: Vec<&str> = g.nodes.iter().map(|n| g.name(n.name)).collect();
         assert_eq!(names, ["first", "second"]);
         assert_eq!(g.values[z].producer(), Some((1, 0)));
-        assert_eq!(g.consumers(x), vec![(0, 0)]);
+        assert_eq!(g.consumers(x).iter().collect::<Vec<_>>(), vec![(0, 0)]);
     }
 
     #[test]

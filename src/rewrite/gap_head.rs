@@ -88,7 +88,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     let mut inside = vec![n];
     for &m in &chain {
         let only_chain = g.nodes[m].outputs().iter().flatten().all(|&v| {
-            !g.outputs.contains(&v) && g.consumers(v).iter().all(|(u, _)| inside.contains(u))
+            !g.outputs.contains(&v) && g.consumers(v).iter().all(|(u, _)| inside.contains(&u))
         });
         if !only_chain {
             break;
@@ -103,7 +103,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
             if g.values[*v].init.is_some() {
                 released.push(g.value_name(*v).to_string());
             } else if let Some((p, _)) = g.values[*v].producer() {
-                let sole = g.consumers(*v).iter().all(|(u, _)| *u == m);
+                let sole = g.consumers(*v).iter().all(|(u, _)| u == m);
                 if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(v) {
                     removed.push(p);
                 }

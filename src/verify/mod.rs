@@ -49,7 +49,7 @@ fn index_range(g: &Graph, facts: &[crate::analysis::fact::Fact], v: ValueId) -> 
         if depth > 16 {
             return None;
         }
-        for &(n, slot) in g.consumers(v) {
+        for (n, slot) in g.consumers(v) {
             let node = &g.nodes[n];
             match (node.op_type.as_str(), slot) {
                 ("Gather", 1) => {
