@@ -66,9 +66,9 @@ pub struct MemReport {
 #[derive(Clone, Debug)]
 pub struct Layer {
     pub name: String,
-    /// The op type (`domain.Type` outside the default domain): the registry's own text for a
-    /// registered op, not a copy per row.
-    pub op: std::borrow::Cow<'static, str>,
+    /// The op type (`domain.Type` outside the default domain): the node's own interned text for
+    /// a registered op, not a copy per row.
+    pub op: crate::ir::Sym,
     /// Output shapes (`None` where unknown). For weights files, the shapes of the stored tensors.
     pub output_shapes: Vec<Option<Vec<Dim>>>,
     pub params: u64,
@@ -89,7 +89,7 @@ pub struct Layer {
     /// under it (their costs are in its row already: totals add depth-0 rows only).
     pub depth: u32,
     /// For a subgraph's node: `If_0.then_branch`, and whether that branch runs.
-    pub branch: Option<String>,
+    pub branch: Option<Box<str>>,
     /// In a branch that does not run (at any depth): listed, never counted.
     pub skipped: bool,
 }
@@ -549,7 +549,8 @@ fn row(
     Some(Layer {
         name: f.graph.name(node.name).to_string(),
         op: match ops::def_of(node) {
-            Some(def) if def.domain.is_empty() => def.name.into(),
+            // the registry's name is the node's op type in the default domain
+            Some(def) if def.domain.is_empty() => node.op_type.clone(),
             _ => op_label(&node.domain, &node.op_type).into(),
         },
         // exactly one slot per output (`flatten` gives no size hint: a row held four)
@@ -874,7 +875,7 @@ fn branch_rows(
         for (n, sub) in g.nodes.iter().enumerate() {
             if let Some(mut r) = row(sub, n, &b.inference, &frame, depth, true) {
                 let skip = skipped || b.runs == Some(false);
-                r.branch = Some(label.clone());
+                r.branch = Some(label.as_str().into());
                 r.skipped = skip;
                 out.push(r);
                 if let Some(inner) = b.inference.branches.get(&n) {

@@ -1256,5 +1256,8 @@ mod size_tests {
         assert_eq!(std::mem::size_of::<crate::ir::Dim>(), 16);
         // and so is a value's fact: its folded contents, which most values lack, are boxed
         assert!(std::mem::size_of::<crate::analysis::fact::Fact>() <= 40);
+        // a row per node: its op the node's interned text, its rare branch label boxed
+        let row = std::mem::size_of::<crate::analysis::Layer>();
+        assert!(row <= 184, "{row}");
     }
 }
