@@ -57,7 +57,9 @@ fn into_activation(g: &Graph, n: &Node) -> bool {
     let consumers = g.consumers(y);
     let op = |c: (NodeId, usize)| g.nodes[c.0].op_type.as_str();
     match consumers.len() {
-        1 => consumers.get(0).is_some_and(|c| ACTIVATIONS.contains(&op(c))),
+        1 => consumers
+            .get(0)
+            .is_some_and(|c| ACTIVATIONS.contains(&op(c))),
         2 => {
             let mut ops: Vec<&str> = consumers.iter().map(op).collect();
             ops.sort_unstable();

@@ -1019,6 +1019,7 @@ fn report_rows(
         .filter(|&n| is_constant(inf, n))
         .count();
     let mut rows: Vec<Layer> = Vec::with_capacity(graph.nodes.len() - constants);
+    crate::util::pages::advise_huge(&rows);
     let mut row_of: Vec<Option<usize>> = Vec::with_capacity(graph.nodes.len());
     for (n, node) in graph.nodes.iter().enumerate() {
         let r = row(node, n, inf, &frame, 0, copy_shapes);

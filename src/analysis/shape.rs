@@ -444,10 +444,16 @@ impl Prepared {
         let graph = &model.graph;
         Prepared {
             ops: ops::parse_graph(graph, model.opset()).into(),
-            initializers: graph
-                .initializers()
-                .map(|(id, t)| (id, ops::initializer_fact(t)))
-                .collect(),
+            initializers: {
+                // sized first (collected through a filter, the list doubled its way up)
+                let mut list = Vec::with_capacity(graph.initializers().count());
+                list.extend(
+                    graph
+                        .initializers()
+                        .map(|(id, t)| (id, ops::initializer_fact(t))),
+                );
+                list
+            },
         }
     }
 }
@@ -487,7 +493,9 @@ fn infer_from(
         override_fixed,
     } = resolve_bindings(model, bindings, keep_batch)?;
     let opset = model.opset();
-    let mut facts: Vec<Fact> = vec![Fact::unknown(); graph.values.len()];
+    let mut facts: Vec<Fact> = Vec::with_capacity(graph.values.len());
+    crate::util::pages::advise_huge(&facts);
+    facts.resize(graph.values.len(), Fact::unknown());
     let ops = match prepared {
         std::borrow::Cow::Borrowed(p) => {
             for (id, f) in &p.initializers {

@@ -74,7 +74,8 @@ impl<'g> Readers<'g> {
 
 impl<'g> IntoIterator for Readers<'g> {
     type Item = (NodeId, usize);
-    type IntoIter = std::iter::Map<std::slice::Iter<'g, (u32, u32)>, fn(&(u32, u32)) -> (NodeId, usize)>;
+    type IntoIter =
+        std::iter::Map<std::slice::Iter<'g, (u32, u32)>, fn(&(u32, u32)) -> (NodeId, usize)>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter().map(|&(n, slot)| (n as NodeId, slot as usize))
@@ -340,11 +341,14 @@ impl GraphBuilder {
     pub fn reserve(&mut self, values: usize, nodes: usize) {
         self.graph.values.reserve(values);
         self.graph.nodes.reserve(nodes);
+        crate::util::pages::advise_huge(&self.graph.values);
+        crate::util::pages::advise_huge(&self.graph.nodes);
         // names of ~32 bytes on average (exporters' paths, `/blocks.0/attn/MatMul_output_0`):
         // fewer copies while the buffer grows, and `finish` gives back what is left
         self.graph
             .names
             .reserve(values.saturating_add(nodes).saturating_mul(32));
+        crate::util::pages::advise_huge_text(&self.graph.names);
         let (g, hasher) = (&self.graph, &self.hasher);
         self.by_name
             .reserve(g.values.capacity() - g.values.len(), |&id| {

@@ -640,6 +640,7 @@ fn skim_with(file: &File, len: u64, slices: bool) -> Result<Vec<u8>, String> {
     // reserved but not written take no memory; grown by doubling, the 17 MB result of a 42 MB
     // graph of 100,000 nodes was copied 16 times (2% of `mem`'s instructions)
     let mut out = Vec::with_capacity(len.min(MAX_RESERVED) as usize);
+    crate::util::pages::advise_huge(&out);
     match compact(&mut r, len, Kind::Model, 0, &mut out) {
         Ok(()) => Ok(out),
         Err(Fail::Msg(m)) => Err(m),

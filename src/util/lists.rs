@@ -62,6 +62,8 @@ impl Texts {
     pub fn reserve(&mut self, count: usize, text: usize) {
         self.ends.reserve(count);
         self.text.reserve(text);
+        crate::util::pages::advise_huge(&self.ends);
+        crate::util::pages::advise_huge_text(&self.text);
     }
 
     pub fn push(&mut self, s: &str) {

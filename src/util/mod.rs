@@ -7,6 +7,7 @@ pub mod fs;
 pub mod glob;
 pub mod lists;
 pub mod names;
+pub mod pages;
 pub mod progress;
 pub mod rng;
 pub mod simd;
