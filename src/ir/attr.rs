@@ -50,9 +50,10 @@ impl Attr {
     }
 }
 
-/// The attributes of a node, in file order; their names are interned ([`Sym`]).
+/// The attributes of a node, in file order; their names are interned ([`Sym`]). A boxed slice, not
+/// a `Vec`: a node's attributes do not change once it is built.
 #[derive(Clone, Debug, Default)]
-pub struct Attrs(pub Vec<(Sym, Attr)>);
+pub struct Attrs(pub Box<[(Sym, Attr)]>);
 
 /// An attribute lookup failure: the message names the attribute; the caller adds the node.
 pub type AttrResult<T> = Result<T, String>;

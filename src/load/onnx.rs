@@ -526,7 +526,7 @@ impl Context<'_> {
             self.symbols.get(n.domain.unwrap_or_default()),
             n.inputs,
             n.outputs,
-            Attrs(attrs),
+            Attrs(attrs.into_boxed_slice()),
         );
         Ok(())
     }
