@@ -450,31 +450,18 @@ fn long_minimal_varint(buf: &mut &[u8]) -> Option<u64> {
 /// Adds to `counts` the `node`, `initializer` and `value_info` fields of the encoded graph `buf`
 /// (up to where it stops making sense: prost reports what is wrong with it).
 fn count_lists(mut buf: &[u8], counts: &mut [usize; 3]) {
-    while let Ok(key) = prost::encoding::decode_varint(&mut buf) {
-        let skip = match key & 7 {
-            0 => match prost::encoding::decode_varint(&mut buf) {
-                Ok(_) => 0,
-                Err(_) => return,
-            },
-            1 => 8,
-            2 => match prost::encoding::decode_varint(&mut buf) {
-                Ok(len) => match usize::try_from(len) {
-                    Ok(len) => len,
-                    Err(_) => return,
-                },
-                Err(_) => return,
-            },
-            5 => 4,
-            _ => return,
-        };
-        let Some(rest) = buf.get(skip..) else {
+    use prost::encoding::{decode_key, skip_field, DecodeContext, WireType};
+    while !buf.is_empty() {
+        let Ok((tag, wire)) = decode_key(&mut buf) else {
             return;
         };
-        buf = rest;
-        match key {
-            0x0a => counts[0] += 1,
-            0x2a => counts[1] += 1,
-            0x6a => counts[2] += 1,
+        if skip_field(wire, tag, &mut buf, DecodeContext::default()).is_err() {
+            return;
+        }
+        match (tag, wire) {
+            (1, WireType::LengthDelimited) => counts[0] += 1,
+            (5, WireType::LengthDelimited) => counts[1] += 1,
+            (13, WireType::LengthDelimited) => counts[2] += 1,
             _ => {}
         }
     }
@@ -658,6 +645,33 @@ mod tests {
                 && attribute == p.attribute
                 && v.metadata_props == p.metadata_props,
         )
+    }
+
+    /// The lists are sized from the encoded graph: as many as it was built with, whatever comes
+    /// between them; a cut graph counts up to the cut.
+    #[test]
+    fn the_graph_lists_are_counted_before_they_are_decoded() {
+        let g = pb::GraphProto {
+            name: Some("g".into()),
+            node: vec![conv(), pb::NodeProto::default(), conv()],
+            initializer: vec![pb::TensorProto::default(); 5],
+            value_info: vec![pb::ValueInfoProto::default(); 2],
+            doc_string: Some("d".into()),
+            ..Default::default()
+        };
+        let bytes = g.encode_to_vec();
+        let mut counts = [0; 3];
+        count_lists(&bytes, &mut counts);
+        assert_eq!(counts, [3, 5, 2]);
+        // two graph fields add up, as prost merges them
+        count_lists(&bytes, &mut counts);
+        assert_eq!(counts, [6, 10, 4]);
+        let mut cut = [0; 3];
+        count_lists(&bytes[..bytes.len() - 1], &mut cut);
+        assert!(
+            cut.iter().zip(&[3, 5, 2]).all(|(c, full)| c <= full),
+            "{cut:?}"
+        );
     }
 
     #[test]

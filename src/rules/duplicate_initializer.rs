@@ -19,12 +19,12 @@ struct Options {
     min_bytes: u64,
 }
 
-/// The tensor's bytes (raw data, the external range, or the typed fields' values). `None` when
-/// they cannot be read.
 /// The file external data was last read from, kept open for the next tensor (most live in one
 /// file: the model's own, for the payloads loading left there).
 type OpenFile = Option<(std::sync::Arc<std::path::Path>, std::fs::File)>;
 
+/// The tensor's bytes (raw data, the external range, or the typed fields' values). `None` when
+/// they cannot be read.
 fn tensor_bytes(t: &Tensor, open: &mut OpenFile) -> Option<Vec<u8>> {
     match &t.data {
         TensorData::Raw(b) => Some(b.to_vec()),
