@@ -11,18 +11,95 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// jemalloc's options, read at its first allocation (`_RJEM_MALLOC_CONF` still overrides them).
-/// `thp:always`: every mapping of its heap advised for transparent huge pages, where the kernel
-/// grants them on advice (`madvise`, the common default; `never` ignores it). A graph's many small
-/// allocations then fault 2 MiB at a time: on the 2-core machine, whose page faults cost ~0.7 ms per
-/// MiB, `mem` of the 100,016-node graph faulted 19,600 times and now ~1,800, 14% less wall time
-/// (s10k 17%, s1k 14%, `big` 10%, VGG-16 the same), for ~1-2 MiB more peak RSS on small models
-/// (docs/benchmarks.md, issue 23).
+/// Transparent huge pages for the main thread's heap (jemalloc's arena 0), on Linux where the kernel
+/// grants them on advice (`madvise`, the common setting; `never` ignores it, `always` needs none).
+/// A graph's many small allocations then fault 2 MiB at a time: `mem` of the 100,016-node
+/// benchmark graph took 19,600 page faults and now takes ~3,800 (the 10k-node one 2,670 → ~970),
+/// and on the 2-core machine, where a fresh page costs ~0.7 ms per MiB, s100k takes ~8% less CPU
+/// time and s10k ~18% less wall time (docs/benchmarks.md, issue 23), for up to 2 MiB more peak RSS.
+///
+/// Only arena 0, not jemalloc's `thp:always`, which advises every arena: the checker's tensors (the
+/// huge arena, ≥ 8 MiB each) and rayon's threads (arenas of their own) gained nothing and lost a
+/// second of system time on `rewrite` of VGG-16 (1.3 GB of fresh pages: huge pages came from the
+/// blocks the VM's balloon had handed back to the host), and `lint` held 6 MiB more.
+///
+/// The arena's extent hooks become jemalloc's own with one change: a mapping it makes for the arena
+/// is advised (`madvise(MADV_HUGEPAGE)`) before it is used. Every other hook is jemalloc's.
 #[cfg(target_os = "linux")]
-#[export_name = "_rjem_malloc_conf"]
-static MALLOC_CONF: &[u8; 11] = b"thp:always\0";
+mod huge_heap {
+    use std::ffi::{c_uint, c_void};
+    use std::ptr::null_mut;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    use tikv_jemalloc_sys::{extent_hooks_t, mallctl};
+
+    const HOOKS: &std::ffi::CStr = c"arena.0.extent_hooks";
+
+    /// jemalloc's default hooks, which every mapping is made by.
+    static DEFAULT: AtomicPtr<extent_hooks_t> = AtomicPtr::new(null_mut());
+
+    unsafe extern "C" fn alloc(
+        _hooks: *mut extent_hooks_t,
+        new_addr: *mut c_void,
+        size: usize,
+        alignment: usize,
+        zero: *mut bool,
+        commit: *mut bool,
+        arena: c_uint,
+    ) -> *mut c_void {
+        let default = DEFAULT.load(Ordering::Acquire);
+        // SAFETY: stored before these hooks were installed: jemalloc's static default hooks
+        let Some(make) = (unsafe { default.as_ref() }).and_then(|h| h.alloc) else {
+            return null_mut();
+        };
+        // SAFETY: the default hook, called with the arguments jemalloc gave this one
+        let p = unsafe { make(default, new_addr, size, alignment, zero, commit, arena) };
+        if !p.is_null() {
+            // SAFETY: advice on the `size` bytes jemalloc just mapped; it changes no contents
+            unsafe { libc::madvise(p, size, libc::MADV_HUGEPAGE) };
+        }
+        p
+    }
+
+    /// Installs the hooks; on any failure arena 0 keeps jemalloc's own (nothing changes but time).
+    pub fn install() {
+        let mut old: *mut extent_hooks_t = null_mut();
+        let mut len = std::mem::size_of::<*mut extent_hooks_t>();
+        // SAFETY: reads a pointer-sized value into `old`, whose size `len` gives
+        let read = unsafe {
+            mallctl(
+                HOOKS.as_ptr(),
+                (&raw mut old).cast(),
+                &mut len,
+                null_mut(),
+                0,
+            )
+        };
+        // SAFETY: jemalloc gave a pointer to its hooks, valid for the life of the process
+        let Some(default) = (read == 0).then(|| unsafe { old.as_ref() }).flatten() else {
+            return;
+        };
+        DEFAULT.store(old, Ordering::Release);
+        // jemalloc reads the hooks through this pointer for as long as the arena lives
+        let mut new: *mut extent_hooks_t = Box::leak(Box::new(extent_hooks_t {
+            alloc: Some(alloc),
+            ..*default
+        }));
+        // SAFETY: writes a pointer to hooks that live as long as the process
+        unsafe {
+            mallctl(
+                HOOKS.as_ptr(),
+                null_mut(),
+                null_mut(),
+                (&raw mut new).cast(),
+                std::mem::size_of::<*mut extent_hooks_t>(),
+            );
+        }
+    }
+}
 
 fn main() -> ExitCode {
+    #[cfg(target_os = "linux")]
+    huge_heap::install();
     let cli = match nnlint::app::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
