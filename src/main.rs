@@ -74,8 +74,11 @@ mod huge_heap {
                 0,
             )
         };
+        if read != 0 {
+            return;
+        }
         // SAFETY: jemalloc gave a pointer to its hooks, valid for the life of the process
-        let Some(default) = (read == 0).then(|| unsafe { old.as_ref() }).flatten() else {
+        let Some(default) = (unsafe { old.as_ref() }) else {
             return;
         };
         DEFAULT.store(old, Ordering::Release);
