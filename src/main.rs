@@ -61,9 +61,27 @@ mod huge_heap {
     }
 
     /// Installs the hooks; on any failure arena 0 keeps jemalloc's own (nothing changes but time).
+    /// Not when jemalloc was told what to do with huge pages (`_RJEM_MALLOC_CONF=thp:never` or
+    /// `thp:always`): its `opt.thp` is then not `default`.
     pub fn install() {
+        let mut thp: *const std::ffi::c_char = std::ptr::null();
+        let mut len = std::mem::size_of::<*const std::ffi::c_char>();
+        // SAFETY: reads a pointer to jemalloc's static option text into `thp`
+        let read = unsafe {
+            mallctl(
+                c"opt.thp".as_ptr(),
+                (&raw mut thp).cast(),
+                &mut len,
+                null_mut(),
+                0,
+            )
+        };
+        // SAFETY: a NUL-terminated static string when the read succeeded
+        if read != 0 || thp.is_null() || unsafe { std::ffi::CStr::from_ptr(thp) } != c"default" {
+            return;
+        }
         let mut old: *mut extent_hooks_t = null_mut();
-        let mut len = std::mem::size_of::<*mut extent_hooks_t>();
+        len = std::mem::size_of::<*mut extent_hooks_t>();
         // SAFETY: reads a pointer-sized value into `old`, whose size `len` gives
         let read = unsafe {
             mallctl(
