@@ -11,17 +11,18 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Transparent huge pages for the main thread's heap (jemalloc's arena 0), on Linux where the kernel
+/// Transparent huge pages for the main thread's heap (its jemalloc arena), on Linux where the kernel
 /// grants them on advice (`madvise`, the common setting; `never` ignores it, `always` needs none).
 /// A graph's many small allocations then fault 2 MiB at a time: `mem` of the 100,016-node
 /// benchmark graph took 19,600 page faults and now takes ~3,800 (the 10k-node one 2,670 → ~970),
 /// and on the 2-core machine, where a fresh page costs ~0.7 ms per MiB, s100k takes ~8% less CPU
 /// time and s10k ~18% less wall time (docs/benchmarks.md, issue 23), for up to 2 MiB more peak RSS.
 ///
-/// Only arena 0, not jemalloc's `thp:always`, which advises every arena: the checker's tensors (the
-/// huge arena, ≥ 8 MiB each) and rayon's threads (arenas of their own) gained nothing and lost a
-/// second of system time on `rewrite` of VGG-16 (1.3 GB of fresh pages: huge pages came from the
-/// blocks the VM's balloon had handed back to the host), and `lint` held 6 MiB more.
+/// That arena only, not jemalloc's `thp:always`, which advises every arena: advising the huge
+/// arena (allocations of 8 MiB and more, the checker's tensors) and rayon's threads' arenas too cost
+/// `rewrite` of VGG-16 about a second of system time on the 2-core machine (1.3 GB of fresh pages;
+/// huge pages came from the blocks the VM's balloon had handed back to the host) and `lint` 6 MiB of
+/// peak RSS.
 ///
 /// The arena's extent hooks become jemalloc's own with one change: a mapping it makes for the arena
 /// is advised (`madvise(MADV_HUGEPAGE)`) before it is used. Every other hook is jemalloc's.
@@ -31,8 +32,6 @@ mod huge_heap {
     use std::ptr::null_mut;
     use std::sync::atomic::{AtomicPtr, Ordering};
     use tikv_jemalloc_sys::{extent_hooks_t, mallctl};
-
-    const HOOKS: &std::ffi::CStr = c"arena.0.extent_hooks";
 
     /// jemalloc's default hooks, which every mapping is made by.
     static DEFAULT: AtomicPtr<extent_hooks_t> = AtomicPtr::new(null_mut());
@@ -80,12 +79,31 @@ mod huge_heap {
         if read != 0 || thp.is_null() || unsafe { std::ffi::CStr::from_ptr(thp) } != c"default" {
             return;
         }
+        // the calling thread's arena (the main thread's: the first one, 0)
+        let mut arena: c_uint = 0;
+        len = std::mem::size_of::<c_uint>();
+        // SAFETY: reads an unsigned index into `arena`, whose size `len` gives
+        let read = unsafe {
+            mallctl(
+                c"thread.arena".as_ptr(),
+                (&raw mut arena).cast(),
+                &mut len,
+                null_mut(),
+                0,
+            )
+        };
+        if read != 0 {
+            return;
+        }
+        let Ok(hooks) = std::ffi::CString::new(format!("arena.{arena}.extent_hooks")) else {
+            return;
+        };
         let mut old: *mut extent_hooks_t = null_mut();
         len = std::mem::size_of::<*mut extent_hooks_t>();
         // SAFETY: reads a pointer-sized value into `old`, whose size `len` gives
         let read = unsafe {
             mallctl(
-                HOOKS.as_ptr(),
+                hooks.as_ptr(),
                 (&raw mut old).cast(),
                 &mut len,
                 null_mut(),
@@ -108,7 +126,7 @@ mod huge_heap {
         // SAFETY: writes a pointer to hooks that live as long as the process
         unsafe {
             mallctl(
-                HOOKS.as_ptr(),
+                hooks.as_ptr(),
                 null_mut(),
                 null_mut(),
                 (&raw mut new).cast(),
