@@ -109,7 +109,7 @@ esac
 [ "$HAVE_FINCORE" = 1 ] || log "note: fincore (util-linux) not found: residency after cold runs not reported"
 
 # --- measurement helpers -------------------------------------------------------------------------
-# run_nnlint MODEL: one run; sets WALL_US RSS_KB MAJFLT FSIN (512-byte blocks read)
+# run_nnlint MODEL: one run; sets WALL_US RSS_KB MAJFLT MINFLT FSIN (512-byte blocks read)
 run_nnlint() {
     local t0 t1
     t0=$(now_us)
@@ -120,6 +120,7 @@ run_nnlint() {
     WALL_US=$((t1 - t0))
     RSS_KB=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$TMP/time.txt")
     MAJFLT=$(awk -F': ' '/Major \(requiring I\/O\) page faults/ {print $2}' "$TMP/time.txt")
+    MINFLT=$(awk -F': ' '/Minor \(reclaiming a frame\) page faults/ {print $2}' "$TMP/time.txt")
     FSIN=$(awk -F': ' '/File system inputs/ {print $2}' "$TMP/time.txt")
 }
 # stats FILE (one number per line): "min median max"
@@ -151,8 +152,8 @@ echo
 # --- nnlint --------------------------------------------------------------------------------------
 echo "## nnlint mem (release binary, table output to /dev/null)"
 echo
-echo "| model | nodes | file MB | cache | runs | wall min ms | wall median ms | wall max ms | peak RSS MiB (max) | major faults | read from disk MiB | file resident after MiB (%) |"
-echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| model | nodes | file MB | cache | runs | wall min ms | wall median ms | wall max ms | peak RSS MiB (max) | minor faults | major faults | read from disk MiB | file resident after MiB (%) |"
+echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 declare -A WARM_MEDIAN_US
 while IFS=$'\t' read -r name path nodes _inits _wbytes; do
     case " $MODELS " in *" $name "*) ;; *) continue ;; esac
@@ -162,7 +163,7 @@ while IFS=$'\t' read -r name path nodes _inits _wbytes; do
     [ "$COLD_METHOD" != none ] && modes="warm warm-nnlint cold"
     [ "$COLD_METHOD" = drop_caches ] && modes="$modes cold-all"
     for mode in $modes; do
-        : >"$TMP/wall.txt"; : >"$TMP/rss.txt"; : >"$TMP/maj.txt"; : >"$TMP/fsin.txt"; res="-"
+        : >"$TMP/wall.txt"; : >"$TMP/rss.txt"; : >"$TMP/maj.txt"; : >"$TMP/min.txt"; : >"$TMP/fsin.txt"; res="-"
         n=$RUNS
         case $mode in
             warm) # the whole file cached by a sequential read, as a download, a copy or onnx.load leave it
@@ -183,19 +184,20 @@ while IFS=$'\t' read -r name path nodes _inits _wbytes; do
             esac
             run_nnlint "$path"
             echo "$WALL_US" >>"$TMP/wall.txt"; echo "$RSS_KB" >>"$TMP/rss.txt"
-            echo "$MAJFLT" >>"$TMP/maj.txt"; echo "$FSIN" >>"$TMP/fsin.txt"
+            echo "$MAJFLT" >>"$TMP/maj.txt"; echo "$MINFLT" >>"$TMP/min.txt"; echo "$FSIN" >>"$TMP/fsin.txt"
             if [ "$mode" != warm ] && [ "$HAVE_FINCORE" = 1 ]; then res=$(resident_bytes "$path"); fi
         done
         read -r wmin wmed wmax < <(stats "$TMP/wall.txt")
         read -r _ _ rmax < <(stats "$TMP/rss.txt")
         read -r _ majmed _ < <(stats "$TMP/maj.txt")
+        read -r _ minmed _ < <(stats "$TMP/min.txt")
         read -r _ fsmed _ < <(stats "$TMP/fsin.txt")
         [ "$mode" = warm ] && WARM_MEDIAN_US[$name]=$wmed
         case $mode in warm*) [ "$HAVE_FINCORE" = 1 ] && res=$(resident_bytes "$path") ;; esac
         if [ "$res" != "-" ] && [ "$res" != "?" ]; then
             res=$(awk -v r="$res" -v s="$size" 'BEGIN {printf "%.2f (%.2f%%)", r/1048576, 100*r/s}')
         fi
-        echo "| $name | $nodes | $size_mb | $mode | $n | $(us_to_ms "$wmin") | $(us_to_ms "$wmed") | $(us_to_ms "$wmax") | $(kb_to_mib "$rmax") | $majmed | $(awk -v v="$fsmed" 'BEGIN {printf "%.2f", v*512/1048576}') | $res |"
+        echo "| $name | $nodes | $size_mb | $mode | $n | $(us_to_ms "$wmin") | $(us_to_ms "$wmed") | $(us_to_ms "$wmax") | $(kb_to_mib "$rmax") | $minmed | $majmed | $(awk -v v="$fsmed" 'BEGIN {printf "%.2f", v*512/1048576}') | $res |"
     done
 done <"$TMP/models.tsv"
 echo
@@ -204,7 +206,8 @@ echo "warm-nnlint: only the pages an earlier nnlint run read are cached. cold: t
 echo "each run (the binary stays cached); cold-all: every cache is dropped (binary and libc too)."
 echo "Peak RSS counts the file pages nnlint maps, and the kernel maps a whole large folio (up to 2 MiB) of a"
 echo "file cached by a sequential read on the first touch: compare warm and warm-nnlint."
-echo "major faults, read from disk: medians (GNU time's \"File system inputs\", 512-byte blocks). Resident after:"
+echo "minor faults (a fresh page, 4 KiB or 2 MiB: the kernel zeroes it), major faults, read from disk: medians"
+echo "(GNU time's \"File system inputs\", 512-byte blocks). Resident after:"
 echo "how much of the model file is in the page cache after the last run (fincore)."
 echo
 
