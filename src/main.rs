@@ -28,8 +28,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// is advised (`madvise(MADV_HUGEPAGE)`) before it is used. Every other hook is jemalloc's.
 #[cfg(target_os = "linux")]
 mod huge_heap {
-    use std::ffi::{c_uint, c_void};
-    use std::ptr::null_mut;
+    use std::ffi::{c_char, c_uint, c_void, CStr, CString};
+    use std::ptr::{null, null_mut};
     use std::sync::atomic::{AtomicPtr, Ordering};
     use tikv_jemalloc_sys::{extent_hooks_t, mallctl};
 
@@ -59,64 +59,25 @@ mod huge_heap {
         p
     }
 
-    /// Installs the hooks; on any failure arena 0 keeps jemalloc's own (nothing changes but time).
+    /// Installs the hooks; on any failure the arena keeps jemalloc's own (nothing changes but time).
     /// Not when jemalloc was told what to do with huge pages (`_RJEM_MALLOC_CONF=thp:never` or
     /// `thp:always`): its `opt.thp` is then not `default`.
     pub fn install() {
-        let mut thp: *const std::ffi::c_char = std::ptr::null();
-        let mut len = std::mem::size_of::<*const std::ffi::c_char>();
-        // SAFETY: reads a pointer to jemalloc's static option text into `thp`
-        let read = unsafe {
-            mallctl(
-                c"opt.thp".as_ptr(),
-                (&raw mut thp).cast(),
-                &mut len,
-                null_mut(),
-                0,
-            )
-        };
-        // SAFETY: a NUL-terminated static string when the read succeeded
-        if read != 0 || thp.is_null() || unsafe { std::ffi::CStr::from_ptr(thp) } != c"default" {
-            return;
+        let _ = try_install();
+    }
+
+    fn try_install() -> Option<()> {
+        let thp = read::<*const c_char>(c"opt.thp", null())?;
+        // SAFETY: jemalloc's static NUL-terminated option text (checked not null)
+        if thp.is_null() || unsafe { CStr::from_ptr(thp) } != c"default" {
+            return None;
         }
         // the calling thread's arena (the main thread's: the first one, 0)
-        let mut arena: c_uint = 0;
-        len = std::mem::size_of::<c_uint>();
-        // SAFETY: reads an unsigned index into `arena`, whose size `len` gives
-        let read = unsafe {
-            mallctl(
-                c"thread.arena".as_ptr(),
-                (&raw mut arena).cast(),
-                &mut len,
-                null_mut(),
-                0,
-            )
-        };
-        if read != 0 {
-            return;
-        }
-        let Ok(hooks) = std::ffi::CString::new(format!("arena.{arena}.extent_hooks")) else {
-            return;
-        };
-        let mut old: *mut extent_hooks_t = null_mut();
-        len = std::mem::size_of::<*mut extent_hooks_t>();
-        // SAFETY: reads a pointer-sized value into `old`, whose size `len` gives
-        let read = unsafe {
-            mallctl(
-                hooks.as_ptr(),
-                (&raw mut old).cast(),
-                &mut len,
-                null_mut(),
-                0,
-            )
-        };
-        if read != 0 {
-            return;
-        }
-        // SAFETY: jemalloc gave a pointer to its hooks, valid for the life of the process
-        let Some(default) = (unsafe { old.as_ref() }) else {
-            return;
-        };
+        let arena = read::<c_uint>(c"thread.arena", 0)?;
+        let hooks = CString::new(format!("arena.{arena}.extent_hooks")).ok()?;
+        let old = read::<*mut extent_hooks_t>(&hooks, null_mut())?;
+        // SAFETY: jemalloc's pointer to its hooks, valid for the life of the process
+        let default = unsafe { old.as_ref() }?;
         DEFAULT.store(old, Ordering::Release);
         // jemalloc reads the hooks through this pointer for as long as the arena lives
         let mut new: *mut extent_hooks_t = Box::leak(Box::new(extent_hooks_t {
@@ -124,15 +85,33 @@ mod huge_heap {
             ..*default
         }));
         // SAFETY: writes a pointer to hooks that live as long as the process
-        unsafe {
+        let rc = unsafe {
             mallctl(
                 hooks.as_ptr(),
                 null_mut(),
                 null_mut(),
                 (&raw mut new).cast(),
                 std::mem::size_of::<*mut extent_hooks_t>(),
-            );
-        }
+            )
+        };
+        (rc == 0).then_some(())
+    }
+
+    /// jemalloc's value `name`, of type `T` (`empty` until it is read).
+    fn read<T: Copy>(name: &CStr, empty: T) -> Option<T> {
+        let mut value = empty;
+        let mut len = std::mem::size_of::<T>();
+        // SAFETY: jemalloc writes at most `len` bytes, `value`'s size, when `name` has that size
+        let rc = unsafe {
+            mallctl(
+                name.as_ptr(),
+                (&raw mut value).cast(),
+                &mut len,
+                null_mut(),
+                0,
+            )
+        };
+        (rc == 0 && len == std::mem::size_of::<T>()).then_some(value)
     }
 }
 
