@@ -16,7 +16,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// A graph's many small allocations then fault 2 MiB at a time: `mem` of the 100,016-node
 /// benchmark graph took 19,600 page faults and now takes ~3,800 (the 10k-node one 2,670 → ~970),
 /// and on the 2-core machine, where a fresh page costs ~0.7 ms per MiB, s100k takes ~8% less CPU
-/// time and s10k ~18% less wall time (docs/benchmarks.md, issue 23), for up to 2 MiB more peak RSS.
+/// time and s10k ~18% less wall time (docs/benchmarks.md, issue 23), for up to 2.3 MiB more peak
+/// RSS.
 ///
 /// That arena only, not jemalloc's `thp:always`, which advises every arena: advising the huge
 /// arena (allocations of 8 MiB and more, the checker's tensors) and rayon's threads' arenas too cost
