@@ -9,7 +9,7 @@
 
 use super::fact::Fact;
 use super::ops::{def_of, Outputs};
-use crate::ir::{Dim, Graph, NodeId, ValueId};
+use crate::ir::{Graph, NodeId, ValueId};
 
 /// The inference peak and where it happens.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,23 +123,33 @@ pub fn is_activation(graph: &Graph, is_static: &[bool], v: ValueId) -> bool {
     val.producer().is_some() || graph.inputs.contains(&v)
 }
 
-/// Last step at which each value is used (captures by subgraphs count as uses by the holding node).
-fn last_use(graph: &Graph) -> Vec<Option<NodeId>> {
-    let mut last: Vec<Option<NodeId>> = vec![None; graph.values.len()];
+/// [`last_use`] of a value no node reads.
+const UNUSED: u32 = u32::MAX;
+
+/// Last step at which each value is used (captures by subgraphs count as uses by the holding node),
+/// [`UNUSED`] for none; a graph output's is the step after the last. In 32 bits, like a value's
+/// producer: a graph decoded from a protobuf of at most 2 GiB has far fewer than 2^32 - 1 nodes.
+fn last_use(graph: &Graph) -> Vec<u32> {
+    let step = |n: usize| u32::try_from(n).unwrap_or(UNUSED - 1);
+    let mut last: Vec<u32> = vec![UNUSED; graph.values.len()];
     for (n, node) in graph.nodes.iter().enumerate() {
         for v in node.inputs().iter().flatten() {
-            last[*v] = Some(n);
+            last[*v] = step(n);
         }
         for (_, sub) in node.attrs.subgraphs() {
             for_each_capture(sub, &mut |name| {
                 if let Some(v) = graph.value_by_name(name) {
-                    last[v] = Some(last[v].map_or(n, |l| l.max(n)));
+                    last[v] = if last[v] == UNUSED {
+                        step(n)
+                    } else {
+                        last[v].max(step(n))
+                    };
                 }
             });
         }
     }
     for &v in &graph.outputs {
-        last[v] = Some(graph.nodes.len());
+        last[v] = step(graph.nodes.len());
     }
     last
 }
@@ -159,42 +169,41 @@ fn for_each_capture(g: &Graph, f: &mut impl FnMut(&str)) {
 /// symbolic sizes make the peak unknowable until bound.
 pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> {
     let is_static = folded_values(graph);
-    let size: Vec<Option<Dim>> = (0..graph.values.len())
+    // each activation's size in 8 bytes, in one pass (a `Dim` a value beside them was 2.7 MiB on a
+    // graph of 100,000 nodes); symbolic sizes are collected to refuse the peak
+    let mut symbolic = std::collections::BTreeSet::new();
+    let size: Vec<u64> = (0..graph.values.len())
         .map(|v| {
-            if is_activation(graph, &is_static, v) {
-                facts[v].bytes()
-            } else {
-                None
+            let Some(d) = is_activation(graph, &is_static, v)
+                .then(|| facts[v].bytes())
+                .flatten()
+            else {
+                return 0;
+            };
+            if !d.is_known() {
+                symbolic.extend(d.bindable_symbols().iter().map(|s| s.to_string()));
             }
+            d.as_u64().unwrap_or(0)
         })
         .collect();
-    let symbolic: std::collections::BTreeSet<String> = size
-        .iter()
-        .flatten()
-        .filter(|d| !d.is_known())
-        .flat_map(|d| d.bindable_symbols())
-        .map(|s| s.to_string())
-        .collect();
+    drop(is_static);
     if !symbolic.is_empty() {
         return Err(PeakError::Symbolic(symbolic.into_iter().collect()));
     }
-    // every size is known now (symbols were refused above): 8 bytes a value, not a `Dim` each
-    let size: Vec<u64> = size
-        .into_iter()
-        .map(|d| d.as_ref().and_then(Dim::as_u64).unwrap_or(0))
-        .collect();
     let bytes = |v: ValueId| size[v];
     let last = last_use(graph);
     // the values whose last use is step i, in value order
     let n_steps = graph.nodes.len();
     let step_freeing = |v: ValueId| match (graph.values[v].producer(), last[v]) {
-        (_, Some(l)) if l < n_steps => Some(l),
-        (Some((p, _)), None) => Some(p),
+        (_, l) if l != UNUSED && (l as usize) < n_steps => Some(l as usize),
+        (Some((p, _)), UNUSED) => Some(p),
         _ => None,
     };
+    // value ids in 32 bits, like a value's producer
     let frees = crate::util::lists::Lists::build(n_steps, || {
-        (0..graph.values.len()).filter_map(|v| step_freeing(v).map(|i| (i, v)))
+        (0..graph.values.len()).filter_map(|v| step_freeing(v).map(|i| (i, v as u32)))
     });
+    drop(last);
     // Replays the schedule up to `stop` (all of it when `None`); returns the peak and its step, and
     // leaves `alive` as it was at step `stop`.
     let replay = |stop: Option<usize>,
@@ -224,6 +233,7 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
                 break;
             }
             for &v in frees.get(n) {
+                let v = v as usize;
                 if alive[v] {
                     alive[v] = false;
                     live -= bytes(v) as u128;
