@@ -734,7 +734,7 @@ mod tests {
             String::new(),
             &["captured"],
             &["y"],
-            Attrs(Box::new([(
+            Attrs(std::sync::Arc::new([(
                 "then_branch".into(),
                 crate::ir::Attr::Graph(Box::new(sub)),
             )])),
@@ -794,7 +794,7 @@ mod tests {
             String::new(),
             &["x"],
             &["y"],
-            Attrs(Box::new([(
+            Attrs(std::sync::Arc::new([(
                 "then_branch".into(),
                 crate::ir::Attr::Graph(Box::new(sub)),
             )])),

@@ -170,6 +170,7 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         unavailable: Default::default(),
         warnings: Vec::new(),
         symbols: Symbols::default(),
+        attr_lists: AttrLists::default(),
     };
     let g = &proto.graph;
     let view = GraphView {
@@ -348,6 +349,63 @@ struct Context<'a> {
     warnings: Vec<String>,
     /// The op types, domains and attribute names of every graph in the file, one copy each.
     symbols: Symbols,
+    /// Attribute lists already decoded, by their encoding.
+    attr_lists: AttrLists,
+}
+
+/// The attribute lists of the nodes decoded so far, each under its encoding: nodes whose
+/// attributes are encoded alike (every convolution of a network with the same kernel, strides and
+/// pads) share one decoded list. Only lists read in place (text and numbers, see
+/// [`AttrView::encoded`]) are kept: what they decode to depends on their bytes alone. The keys are
+/// freed with the loader.
+#[derive(Default)]
+struct AttrLists {
+    table: hashbrown::HashTable<(Box<[u8]>, Attrs)>,
+    hasher: foldhash::fast::FixedState,
+    /// The encoding of the node at hand, refilled for each.
+    key: Vec<u8>,
+}
+
+impl AttrLists {
+    /// Writes the encoding of `list` into `self.key` (each attribute's length, then its bytes);
+    /// `false` for an empty list or one with an attribute prost decoded.
+    fn encode(&mut self, list: &[AttrView<'_>]) -> bool {
+        self.key.clear();
+        for a in list {
+            let Some(bytes) = a.encoded else {
+                return false;
+            };
+            self.key
+                .extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            self.key.extend_from_slice(bytes);
+        }
+        !list.is_empty()
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        std::hash::BuildHasher::hash_one(&self.hasher, key)
+    }
+
+    /// The list decoded before for attributes encoded as `list` is; else the key under which to
+    /// keep `list` once decoded (`None`: it is not kept).
+    fn find(&mut self, list: &[AttrView<'_>]) -> std::result::Result<Attrs, Option<Box<[u8]>>> {
+        if !self.encode(list) {
+            return Err(None);
+        }
+        let h = self.hash(&self.key);
+        match self.table.find(h, |(k, _)| **k == *self.key) {
+            Some((_, a)) => Ok(a.clone()),
+            None => Err(Some(self.key.as_slice().into())),
+        }
+    }
+
+    fn insert(&mut self, key: Box<[u8]>, attrs: &Attrs) {
+        let h = self.hash(&key);
+        let hasher = &self.hasher;
+        self.table.insert_unique(h, (key, attrs.clone()), |(k, _)| {
+            std::hash::BuildHasher::hash_one(hasher, &**k)
+        });
+    }
 }
 
 impl Context<'_> {
@@ -495,13 +553,26 @@ impl Context<'_> {
         // doubles: ~8 MiB of empty slots on a graph of 100,000 nodes)
         let attrs = match n.attribute {
             Attributes::View(list) => {
-                let mut attrs = Vec::with_capacity(list.len());
-                for a in list.drain(..) {
-                    let name = a.name;
-                    let mut a = std::borrow::Cow::Owned(a.proto);
-                    attrs.push(self.attribute(name, &mut a, op_type)?);
-                }
-                attrs
+                let key = match self.attr_lists.find(list) {
+                    Ok(attrs) => {
+                        list.clear();
+                        attrs
+                    }
+                    Err(key) => {
+                        let mut attrs = Vec::with_capacity(list.len());
+                        for a in list.drain(..) {
+                            let name = a.name;
+                            let mut a = std::borrow::Cow::Owned(a.proto);
+                            attrs.push(self.attribute(name, &mut a, op_type)?);
+                        }
+                        let attrs = Attrs(attrs.into());
+                        if let Some(key) = key {
+                            self.attr_lists.insert(key, &attrs);
+                        }
+                        attrs
+                    }
+                };
+                key
             }
             Attributes::Proto(list) => {
                 let mut attrs = Vec::with_capacity(list.len());
@@ -509,7 +580,7 @@ impl Context<'_> {
                     let mut a = std::borrow::Cow::Borrowed(a);
                     attrs.push(self.attribute(None, &mut a, op_type)?);
                 }
-                attrs
+                Attrs(attrs.into())
             }
         };
         if let Some(out) = n.outputs.first() {
@@ -526,7 +597,7 @@ impl Context<'_> {
             self.symbols.get(n.domain.unwrap_or_default()),
             n.inputs,
             n.outputs,
-            Attrs(attrs.into_boxed_slice()),
+            attrs,
         );
         Ok(())
     }

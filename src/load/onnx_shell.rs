@@ -159,6 +159,9 @@ pub(crate) struct NodeView<'a> {
 pub(crate) struct AttrView<'a> {
     pub name: Option<&'a str>,
     pub proto: pb::AttributeProto,
+    /// The encoded attribute, where it was read in place (text and numbers only: what it decodes
+    /// to depends on these bytes alone); `None` where prost decoded it.
+    pub encoded: Option<&'a [u8]>,
 }
 
 /// The lists a [`NodeView`] reads, kept from node to node so that their buffers are reused.
@@ -220,7 +223,11 @@ impl<'a> NodeView<'a> {
                 }
                 5 => {
                     if let Some((name, proto)) = attribute(raw, body) {
-                        attributes.push(AttrView { name, proto });
+                        attributes.push(AttrView {
+                            name,
+                            proto,
+                            encoded: Some(body),
+                        });
                         continue;
                     }
                     let a = pb::AttributeProto::decode(raw.slice_ref(body)).ok()?;
@@ -234,6 +241,7 @@ impl<'a> NodeView<'a> {
                     attributes.push(AttrView {
                         name: None,
                         proto: a,
+                        encoded: None,
                     });
                 }
                 9 => {
