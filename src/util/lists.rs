@@ -82,6 +82,12 @@ impl Texts {
         self.ends.len()
     }
 
+    /// Removes every string, keeping the room they took.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }

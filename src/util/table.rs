@@ -38,6 +38,108 @@ const COMFORTABLE: usize = 28;
 /// What it keeps at the least.
 const NARROWEST: usize = 8;
 
+/// Where the rows of a table go as they are made: kept ([`Table`]), measured ([`Measure`]) or
+/// written out ([`Stream`]). Code that makes rows writes them to any of these, so that a table of
+/// 100,000 rows can be measured, then written, without being held.
+pub trait Cells {
+    /// Starts a row; its cells follow.
+    fn start_row(&mut self);
+    /// Appends a cell that `write` writes in place.
+    fn cell_with(&mut self, write: impl FnOnce(&mut String));
+    /// Appends a cell.
+    fn cell(&mut self, text: &str) {
+        self.cell_with(|s| s.push_str(text));
+    }
+}
+
+impl Cells for Table {
+    fn start_row(&mut self) {
+        Table::start_row(self);
+    }
+    fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
+        Table::cell_with(self, write);
+    }
+}
+
+/// A table's columns measured from rows that are not kept ([`Table::measure`]).
+pub struct Measure<'t> {
+    widths: &'t mut Vec<usize>,
+    column: usize,
+    scratch: String,
+}
+
+impl Cells for Measure<'_> {
+    fn start_row(&mut self) {
+        self.column = 0;
+    }
+    fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
+        self.scratch.clear();
+        write(&mut self.scratch);
+        if let Some(w) = self.widths.get_mut(self.column) {
+            *w = (*w).max(chars(&self.scratch));
+        }
+        self.column += 1;
+    }
+}
+
+/// A table written line by line as its rows come ([`Table::stream`]), in the widths measured
+/// before. The first error writing stops the writing; [`Stream::finish`] returns it.
+pub struct Stream<'t, 'o> {
+    table: &'t Table,
+    widths: Vec<Option<usize>>,
+    left_out: Vec<usize>,
+    max: Option<usize>,
+    /// The row being made; written when the next one starts, or at the end.
+    row: super::lists::Texts,
+    started: bool,
+    buf: String,
+    out: &'o mut dyn std::io::Write,
+    error: Option<std::io::Error>,
+}
+
+impl Stream<'_, '_> {
+    /// Writes the row made so far, and the buffer when it is full (or `last`).
+    fn flush_row(&mut self, last: bool) {
+        if self.started {
+            self.table.line(
+                &mut self.buf,
+                (0..self.row.len()).map(|i| self.row.get(i)),
+                &self.widths,
+            );
+            self.row.clear();
+            self.started = false;
+        }
+        if self.error.is_none() && (last || self.buf.len() >= 1 << 16) {
+            if let Err(e) = self.out.write_all(self.buf.as_bytes()) {
+                self.error = Some(e);
+            }
+            self.buf.clear();
+        }
+    }
+
+    /// Writes the last row and what follows the table.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.flush_row(false);
+        self.table
+            .left_out_note(&mut self.buf, self.max, &self.left_out);
+        self.flush_row(true);
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Cells for Stream<'_, '_> {
+    fn start_row(&mut self) {
+        self.flush_row(false);
+        self.started = true;
+    }
+    fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
+        self.row.push_with(write);
+    }
+}
+
 /// A cell's width in characters (ASCII, the common case: its bytes).
 fn chars(c: &str) -> usize {
     if c.is_ascii() {
@@ -206,29 +308,61 @@ impl Table {
         width: Option<usize>,
         out: &mut dyn std::io::Write,
     ) -> std::io::Result<()> {
-        let (w, left_out) = match width {
+        let mut s = self.stream(width, out);
+        // the held rows' cells go to the lines as they are, not through the stream's row
+        for r in 0..self.rows.len() {
+            self.line(&mut s.buf, self.row(r), &s.widths);
+            s.flush_row(false);
+        }
+        s.finish()
+    }
+
+    /// Measures rows given after the ones this table holds (a [`Table::stream`] of them follows):
+    /// they widen its columns, and are not kept.
+    pub fn measure(&mut self) -> Measure<'_> {
+        Measure {
+            widths: &mut self.widths,
+            column: 0,
+            scratch: String::new(),
+        }
+    }
+
+    /// Writes the table to `out` as [`Table::write_fitting`] does: its headers and rows now, then
+    /// the rows given to the stream as they come, in the columns' widths as they are (the rows to
+    /// come measured first, [`Table::measure`]), then [`Stream::finish`] the note on columns left
+    /// out.
+    pub fn stream<'t, 'o>(
+        &'t self,
+        width: Option<usize>,
+        out: &'o mut dyn std::io::Write,
+    ) -> Stream<'t, 'o> {
+        let (widths, left_out) = match width {
             Some(max) => self.fit(max),
             None => (self.widths.iter().copied().map(Some).collect(), Vec::new()),
         };
         // lines go out through one buffer, flushed every 64 KiB
         let mut buf = String::with_capacity(1 << 16);
-        let flush = |buf: &mut String, out: &mut dyn std::io::Write, last: bool| {
-            if last || buf.len() >= 1 << 16 {
-                out.write_all(buf.as_bytes())?;
-                buf.clear();
-            }
-            std::io::Result::Ok(())
-        };
         if let Some(h) = &self.headers {
-            self.line(&mut buf, h.iter().map(String::as_str), &w);
-            let rule: Vec<String> = w.iter().map(|n| "-".repeat(n.unwrap_or(0))).collect();
-            self.line(&mut buf, rule.iter().map(String::as_str), &w);
+            self.line(&mut buf, h.iter().map(String::as_str), &widths);
+            let rule: Vec<String> = widths.iter().map(|n| "-".repeat(n.unwrap_or(0))).collect();
+            self.line(&mut buf, rule.iter().map(String::as_str), &widths);
         }
-        for r in 0..self.rows.len() {
-            self.line(&mut buf, self.row(r), &w);
-            flush(&mut buf, out, false)?;
+        Stream {
+            table: self,
+            widths,
+            left_out,
+            max: width,
+            row: super::lists::Texts::default(),
+            started: false,
+            buf,
+            out,
+            error: None,
         }
-        if let Some(max) = width.filter(|_| !left_out.is_empty()) {
+    }
+
+    /// The last line of a table that left columns out to fit `max` characters: which.
+    fn left_out_note(&self, buf: &mut String, max: Option<usize>, left_out: &[usize]) {
+        if let Some(max) = max.filter(|_| !left_out.is_empty()) {
             let names: Vec<&str> = left_out
                 .iter()
                 .filter_map(|&c| self.headers.as_ref().and_then(|h| h.get(c)))
@@ -239,7 +373,6 @@ impl Table {
                 names.join(", ")
             ));
         }
-        flush(&mut buf, out, true)
     }
 
     /// The widths that fit `max` characters (see [`Table::render_within`]), `None` for a column
@@ -430,6 +563,33 @@ mod tests {
             let mut streamed = Vec::new();
             written.write_fitting(width, &mut streamed).unwrap();
             assert_eq!(String::from_utf8(streamed).unwrap(), text, "{width:?}");
+            // the same rows measured, then streamed, never held
+            let mut columns =
+                Table::new([("layer", Align::Left), ("n", Align::Right)]).squeeze_column(0);
+            let rows = |c: &mut dyn FnMut(&[&str])| {
+                c(&["a", "1"]);
+                c(&["a·very·long·name", "22"]);
+                c(&["short", "333"]);
+                c(&["x"]);
+                c(&["y", "4", "beyond the columns"]);
+            };
+            fn give(t: &mut impl Cells, row: &[&str]) {
+                t.start_row();
+                for c in row {
+                    t.cell(c);
+                }
+            }
+            let mut m = columns.measure();
+            rows(&mut |r| give(&mut m, r));
+            let mut out = Vec::new();
+            let mut s = columns.stream(width, &mut out);
+            rows(&mut |r| give(&mut s, r));
+            s.finish().unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                text,
+                "streamed at {width:?}"
+            );
         }
         assert_eq!(
             pushed.render(),
