@@ -267,11 +267,10 @@ pub fn notes(graph: &Graph) -> Vec<String> {
     let (mut shared, mut extra, mut unread) = (0usize, 0u64, 0usize);
     for (id, t) in graph.initializers() {
         let numel = t.numel().unwrap_or(0);
-        if classify(graph, id, t.dtype, numel) != Role::Param {
-            continue;
-        }
+        // the count first: it turns most tensors away at once (fewer than two readers, not a
+        // vector of floats), the role reads every reader
         let k = copies(graph, id, t);
-        if k > 1 {
+        if k > 1 && classify(graph, id, t.dtype, numel) == Role::Param {
             shared += 1;
             extra = extra.saturating_add(numel.saturating_mul(k - 1));
             unread += usize::from(values_missing(t));
