@@ -552,28 +552,25 @@ impl Context<'_> {
         // exactly as many as there are (a `collect` through `Result` starts at four and
         // doubles: ~8 MiB of empty slots on a graph of 100,000 nodes)
         let attrs = match n.attribute {
-            Attributes::View(list) => {
-                let key = match self.attr_lists.find(list) {
-                    Ok(attrs) => {
-                        list.clear();
-                        attrs
+            Attributes::View(list) => match self.attr_lists.find(list) {
+                Ok(shared) => {
+                    list.clear();
+                    shared
+                }
+                Err(key) => {
+                    let mut attrs = Vec::with_capacity(list.len());
+                    for a in list.drain(..) {
+                        let name = a.name;
+                        let mut a = std::borrow::Cow::Owned(a.proto);
+                        attrs.push(self.attribute(name, &mut a, op_type)?);
                     }
-                    Err(key) => {
-                        let mut attrs = Vec::with_capacity(list.len());
-                        for a in list.drain(..) {
-                            let name = a.name;
-                            let mut a = std::borrow::Cow::Owned(a.proto);
-                            attrs.push(self.attribute(name, &mut a, op_type)?);
-                        }
-                        let attrs = Attrs(attrs.into());
-                        if let Some(key) = key {
-                            self.attr_lists.insert(key, &attrs);
-                        }
-                        attrs
+                    let attrs = Attrs(attrs.into());
+                    if let Some(key) = key {
+                        self.attr_lists.insert(key, &attrs);
                     }
-                };
-                key
-            }
+                    attrs
+                }
+            },
             Attributes::Proto(list) => {
                 let mut attrs = Vec::with_capacity(list.len());
                 for a in list {

@@ -640,8 +640,8 @@ fn layer_columns(view: &MemView, headers: Vec<String>) -> Table {
 
 /// Above this many bytes of cells the layer table is not held: its rows are made twice, measured
 /// then written (the cells of a graph of 100,000 nodes were 14 MiB at the end of `mem`, its peak).
-/// Below it, holding them costs less than formatting every cell twice (a tenth more instructions
-/// for `mem` of a graph of 10,000 nodes).
+/// Below it, holding them costs less than formatting every cell twice (6% more instructions for
+/// `mem` of a graph of 10,000 nodes).
 const HELD_CELLS: usize = 4 << 20;
 
 /// Writes the layer table, held or streamed (see [`HELD_CELLS`]): the same lines either way.

@@ -100,15 +100,15 @@ pub struct Stream<'t, 'o> {
 impl Stream<'_, '_> {
     /// Writes the row made so far, and the buffer when it is full (or `last`).
     fn flush_row(&mut self, last: bool) {
-        if self.started {
+        if self.started && self.error.is_none() {
             self.table.line(
                 &mut self.buf,
                 (0..self.row.len()).map(|i| self.row.get(i)),
                 &self.widths,
             );
-            self.row.clear();
-            self.started = false;
         }
+        self.row.clear();
+        self.started = false;
         if self.error.is_none() && (last || self.buf.len() >= 1 << 16) {
             if let Err(e) = self.out.write_all(self.buf.as_bytes()) {
                 self.error = Some(e);
@@ -136,7 +136,10 @@ impl Cells for Stream<'_, '_> {
         self.started = true;
     }
     fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
-        self.row.push_with(write);
+        // after a failed write (a closed pipe) the rest is not formatted
+        if self.error.is_none() {
+            self.row.push_with(write);
+        }
     }
 }
 
@@ -311,6 +314,9 @@ impl Table {
         let mut s = self.stream(width, out);
         // the held rows' cells go to the lines as they are, not through the stream's row
         for r in 0..self.rows.len() {
+            if s.error.is_some() {
+                break;
+            }
             self.line(&mut s.buf, self.row(r), &s.widths);
             s.flush_row(false);
         }
@@ -597,6 +603,43 @@ mod tests {
         );
         let quoted = pushed.map_cells(|i, c| if i == 0 { format!("`{c}`") } else { c.into() });
         assert!(quoted.render_markdown().contains("| `short` | 333 |"));
+    }
+
+    /// A write that fails (a closed pipe) ends the table with its error, and the rows after it
+    /// are not formatted.
+    #[test]
+    fn a_failed_write_ends_the_table() {
+        struct Closed;
+        impl std::io::Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let cell = "a cell of twenty-six bytes";
+        let mut held = Table::new([("cells", Align::Left)]);
+        for _ in 0..20_000 {
+            held.start_row();
+            held.cell(cell);
+        }
+        let e = held.write_fitting(None, &mut Closed).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        let mut formatted = 0;
+        let mut closed = Closed;
+        let mut s = held.stream(None, &mut closed);
+        for _ in 0..20_000 {
+            s.start_row();
+            s.cell_with(|c| {
+                formatted += 1;
+                c.push_str(cell);
+            });
+        }
+        let e = s.finish().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        // the first 64 KiB of lines, then nothing
+        assert!((2_000..3_000).contains(&formatted), "{formatted}");
     }
 
     #[test]
