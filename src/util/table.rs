@@ -238,15 +238,26 @@ impl Table {
         cells: impl Iterator<Item = &'c str>,
         width: &[Option<usize>],
     ) {
+        const SPACES: &str = "                                                                ";
+        let spaces = |out: &mut String, mut n: usize| {
+            while n > 0 {
+                let k = n.min(SPACES.len());
+                out.push_str(&SPACES[..k]);
+                n -= k;
+            }
+        };
         let start = out.len();
         let mut first = true;
+        // the blanks owed before the next cell: the gap between columns, and a left-aligned
+        // cell's padding (written with the next cell's, in one copy; after the last, never)
+        let mut owed = 0;
         for (i, c) in cells.enumerate().take(width.len()) {
             // a column left out to fit the width
             let Some(w) = width[i] else {
                 continue;
             };
             if !first {
-                out.push_str("  ");
+                owed += 2;
             }
             first = false;
             let len = chars(c);
@@ -261,26 +272,16 @@ impl Table {
             };
             let truncated = len > w;
             let pad = w.saturating_sub(shown_len);
-            let pad_with = |out: &mut String| {
-                const SPACES: &str =
-                    "                                                                ";
-                let mut left = pad;
-                while left > 0 {
-                    let n = left.min(SPACES.len());
-                    out.push_str(&SPACES[..n]);
-                    left -= n;
-                }
-            };
-            if self.align[i] == Align::Right {
-                pad_with(out);
+            let left = self.align[i] == Align::Left;
+            if !left {
+                owed += pad;
             }
+            spaces(out, owed);
             out.push_str(shown);
             if truncated {
                 out.push('…');
             }
-            if self.align[i] == Align::Left {
-                pad_with(out);
-            }
+            owed = if left { pad } else { 0 };
         }
         let trimmed = out[start..].trim_end().len();
         out.truncate(start + trimmed);
