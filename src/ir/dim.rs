@@ -197,10 +197,16 @@ impl Dim {
         )
     }
 
+    /// Known numbers inline (the common case); polynomials out of line.
+    #[inline]
     pub fn checked_add(&self, other: &Dim) -> Option<Dim> {
         if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
             return noted(a.checked_add(*b)).map(Dim::known);
         }
+        self.checked_add_poly(other)
+    }
+
+    fn checked_add_poly(&self, other: &Dim) -> Option<Dim> {
         let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
         for t in self.terms().iter().chain(other.terms().iter()) {
             let c = map.entry(t.mono.clone()).or_insert(0);
@@ -230,10 +236,16 @@ impl Dim {
         self.checked_add(&other.checked_neg()?)
     }
 
+    /// Known numbers inline (the common case, a call on every size); polynomials out of line.
+    #[inline]
     pub fn checked_mul(&self, other: &Dim) -> Option<Dim> {
         if let (Repr::Known(a), Repr::Known(b)) = (&self.0, &other.0) {
             return noted(a.checked_mul(*b)).map(Dim::known);
         }
+        self.checked_mul_poly(other)
+    }
+
+    fn checked_mul_poly(&self, other: &Dim) -> Option<Dim> {
         let mut map: BTreeMap<Vec<Arc<str>>, i64> = BTreeMap::new();
         for a in self.terms().iter() {
             for b in other.terms().iter() {
