@@ -141,11 +141,9 @@ fn check(root: &Path, m: &Value) -> Row {
     let r = analysis::report(&model, &inf, None);
     if std::env::var("CORPUS_DIFF").is_ok_and(|m| m == name) {
         // which outputs the two count differently
-        let folded: HashMap<&str, bool> = r
-            .layers
-            .iter()
-            .map(|l| (l.name.as_str(), l.folded))
-            .collect();
+        let layers = r.layers.to_vec();
+        let folded: HashMap<&str, bool> =
+            layers.iter().map(|l| (l.name.as_str(), l.folded)).collect();
         for node in &g.nodes {
             for &o in node.outputs().iter().flatten() {
                 let t = &truth["values"][g.value_name(o)];

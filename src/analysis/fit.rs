@@ -561,13 +561,15 @@ fn suggest(model: &Model, prepared: &shape::Prepared, req: &FitRequest) -> Resul
     }
     let b = req.at(1);
     let r = super::analyze(model, &b, None)?;
-    let mut layers: Vec<&super::Layer> = r.layers.iter().collect();
-    layers.sort_by_key(|l| std::cmp::Reverse(l.params));
-    for l in layers
+    let mut layers: Vec<usize> = (0..r.layers.len()).collect();
+    layers.sort_by_key(|&i| std::cmp::Reverse(r.layers.key(i).params));
+    let mut rows = r.layers.cursor();
+    for &i in layers
         .iter()
         .take(2)
-        .filter(|l| r.totals.params > 0 && l.params * 10 >= r.totals.params)
+        .filter(|&&i| r.totals.params > 0 && r.layers.key(i).params * 10 >= r.totals.params)
     {
+        let l = rows.get(i);
         out.push(format!(
             "a lighter layer: {} ({}) holds {:.0}% of the parameters (see `nnlint lint`)",
             l.name,

@@ -138,7 +138,7 @@ pub fn analyze(w: &Weights) -> MemReport {
         format: Format::Safetensors,
         batch: None,
         dims: BTreeMap::new(),
-        layers,
+        layers: layers.into(),
         totals,
         unknown_ops: Vec::new(),
         peak: None,
@@ -186,7 +186,8 @@ mod tests {
             notes: vec![],
         };
         let r = analyze(&w);
-        let ops: Vec<(&str, &str)> = r.layers.iter().map(|l| (l.name.as_str(), &*l.op)).collect();
+        let layers = r.layers.to_vec();
+        let ops: Vec<(&str, &str)> = layers.iter().map(|l| (l.name.as_str(), &*l.op)).collect();
         assert_eq!(
             ops,
             [
@@ -196,7 +197,7 @@ mod tests {
                 ("features.10", "Conv2d"),
             ]
         );
-        let bn = &r.layers[2];
+        let bn = &layers[2];
         assert_eq!((bn.params, bn.buffers), (128, 129));
         assert_eq!(bn.buffer_bytes, 64 * 4 * 2 + 8);
         assert_eq!(r.totals.params, 128 * 64 * 9 + 128 + 1280 + 64000);

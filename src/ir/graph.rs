@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use super::attr::Attrs;
 use super::sym::Sym;
@@ -37,8 +38,8 @@ pub struct Graph {
     readers: Lists<(u32, u32)>,
     /// The text of every node's and value's [`Name`], one after the other: one buffer, not an
     /// allocation per name (a graph of 100,000 nodes names ~270,000 things); read with
-    /// [`Graph::name`].
-    names: String,
+    /// [`Graph::name`]. Shared: a report's rows read their names from it ([`Graph::names`]).
+    names: Arc<String>,
 }
 
 /// The readers of a value ([`Graph::consumers`]): (node, input slot) pairs in node order.
@@ -92,6 +93,15 @@ pub struct Name {
 impl Name {
     pub fn is_empty(self) -> bool {
         self.len == 0
+    }
+
+    /// Its text in `names`, the names of the graph that made it ([`Graph::names`]).
+    pub fn read(self, names: &str) -> &str {
+        let start = self.start as usize;
+        // a `Name` is made by the builder of its graph, on a char boundary of its names
+        names
+            .get(start..start + self.len as usize)
+            .unwrap_or_default()
     }
 }
 
@@ -235,11 +245,12 @@ impl Graph {
 
     /// The text of a node's or a value's name.
     pub fn name(&self, name: Name) -> &str {
-        let start = name.start as usize;
-        // a `Name` is made by the builder of this graph, on a char boundary of its names
-        self.names
-            .get(start..start + name.len as usize)
-            .unwrap_or_default()
+        name.read(&self.names)
+    }
+
+    /// The text every [`Name`] of this graph lies in, shared ([`Name::read`]).
+    pub fn names(&self) -> Arc<String> {
+        Arc::clone(&self.names)
     }
 
     /// The name of value `v`.
@@ -257,7 +268,7 @@ impl Graph {
         let start = u32::try_from(self.names.len()).ok()?;
         let len = u32::try_from(text.len()).ok()?;
         start.checked_add(len)?;
-        self.names.push_str(text);
+        Arc::make_mut(&mut self.names).push_str(text);
         Some(Name { start, len })
     }
 
@@ -362,8 +373,7 @@ impl GraphBuilder {
         crate::util::pages::advise_huge(&self.graph.nodes);
         // names of ~32 bytes on average (exporters' paths, `/blocks.0/attn/MatMul_output_0`):
         // fewer copies while the buffer grows, and `finish` gives back what is left
-        self.graph
-            .names
+        Arc::make_mut(&mut self.graph.names)
             .reserve(values.saturating_add(nodes).saturating_mul(32));
         crate::util::pages::advise_huge_text(&self.graph.names);
         let (g, hasher) = (&self.graph, &self.hasher);
@@ -489,7 +499,7 @@ impl GraphBuilder {
         }
         let g = &mut self.graph;
         // the buffer doubled as it grew: up to half of it is empty
-        g.names.shrink_to_fit();
+        Arc::make_mut(&mut g.names).shrink_to_fit();
         // each value's producer, written into the value as it is found (an array of them beside
         // the values was 4 MiB of a graph of 100,000 nodes, freed again at once)
         for n in 0..g.nodes.len() {

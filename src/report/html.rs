@@ -231,11 +231,13 @@ const MAX_BARS: usize = 2000;
 /// order; and the largest layers as a table.
 fn layer_chart(out: &mut String, r: &MemReport) {
     out.push_str("<section id=\"layers\">\n<h2>Memory per layer</h2>\n");
-    let rows: Vec<&Layer> = r
+    // a graph's rows are made here (the page is built whole: see `MAX_BARS`)
+    let made: Vec<std::borrow::Cow<Layer>> = r
         .layers
         .iter()
         .filter(|l| l.depth == 0 && !l.folded)
         .collect();
+    let rows: Vec<&Layer> = made.iter().map(|l| &**l).collect();
     let graph = r.format == Format::Onnx;
     // a checkpoint's rows carry the activations and MACs its architecture gives; per-layer saved
     // bytes come from a graph only (a checkpoint's step has them in total)

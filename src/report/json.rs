@@ -261,11 +261,17 @@ fn quantity(d: Option<&Dim>) -> (Option<u64>, Option<String>) {
 }
 
 /// The layer rows, each made into its JSON object as it is written.
-struct Layers<'a>(&'a [(&'a crate::analysis::Layer, f64)]);
+struct Layers<'a>(&'a MemView<'a>);
 
 impl Serialize for Layers<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|&(l, share)| layer_json(l, share)))
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.rows.len()))?;
+        let mut rows = self.0.report.layers.cursor();
+        for &(i, share) in &self.0.rows {
+            seq.serialize_element(&layer_json(rows.get(i), share))?;
+        }
+        seq.end()
     }
 }
 
@@ -304,7 +310,7 @@ pub fn render(view: &MemView) -> String {
 /// [`render`], written to `out` as it is serialised (the layers one by one).
 pub fn write(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let r = view.report;
-    let layers = Layers(&view.rows);
+    let layers = Layers(view);
     let t = &r.totals;
     let (activation_bytes, activation_bytes_expr) = quantity(t.activation_bytes.as_ref());
     let (macs, macs_expr) = quantity(t.macs.as_ref());

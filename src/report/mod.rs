@@ -11,7 +11,7 @@ pub mod sarif;
 pub mod table;
 pub mod units;
 
-use crate::analysis::{Layer, MemReport};
+use crate::analysis::{Layer, MemReport, RowKey};
 use crate::ir::Dim;
 
 crate::named_enum! {
@@ -132,18 +132,19 @@ fn magnitude(d: Option<&Dim>) -> f64 {
         .map_or(0.0, |v| v as f64)
 }
 
-fn metric(l: &Layer, key: SortKey) -> f64 {
+fn metric(l: RowKey, key: SortKey) -> f64 {
     match key {
         SortKey::Params => l.params as f64,
-        SortKey::Activations => magnitude(l.activation_bytes.as_ref()),
-        SortKey::Macs => magnitude(l.macs.as_ref()),
+        SortKey::Activations => magnitude(l.activation_bytes),
+        SortKey::Macs => magnitude(l.macs),
     }
 }
 
 /// The rows to show, in order, with the share of the total each holds.
 pub struct MemView<'a> {
     pub report: &'a MemReport,
-    pub rows: Vec<(&'a Layer, f64)>,
+    /// Each row's index in the report's layers, and its share.
+    pub rows: Vec<(usize, f64)>,
     /// What the share column is a share of.
     pub share_of: SortKey,
     /// Rows left out by `--top` or as folded shape computations.
@@ -164,22 +165,23 @@ impl<'a> MemView<'a> {
         };
         let share_of = opts.sort.unwrap_or(SortKey::Params);
         // subgraph rows are in their control-flow node's row already
-        let total: f64 = report
-            .layers
-            .iter()
+        let layers = &report.layers;
+        let key = |i: usize| layers.key(i);
+        let total: f64 = (0..layers.len())
+            .map(key)
             .filter(|l| l.depth == 0)
             .map(|l| metric(l, share_of))
             .sum();
-        let mut rows: Vec<&Layer> = report
-            .layers
-            .iter()
-            .filter(|l| opts.all || !l.folded)
-            // a sorted view ranks the main graph's layers
-            .filter(|l| opts.sort.is_none() || l.depth == 0)
+        let mut rows: Vec<usize> = (0..layers.len())
+            .filter(|&i| {
+                let l = key(i);
+                // a sorted view ranks the main graph's layers
+                (opts.all || !l.folded) && (opts.sort.is_none() || l.depth == 0)
+            })
             .collect();
-        let folded_hidden = report.layers.len() - rows.len();
-        if let Some(key) = opts.sort {
-            rows.sort_by(|a, b| metric(b, key).total_cmp(&metric(a, key)));
+        let folded_hidden = layers.len() - rows.len();
+        if let Some(by) = opts.sort {
+            rows.sort_by(|&a, &b| metric(key(b), by).total_cmp(&metric(key(a), by)));
         }
         let before = rows.len();
         if let Some(k) = opts.top {
@@ -190,11 +192,11 @@ impl<'a> MemView<'a> {
             report,
             rows: rows
                 .into_iter()
-                .map(|l| {
+                .map(|i| {
                     (
-                        l,
+                        i,
                         if total > 0.0 {
-                            metric(l, share_of) / total
+                            metric(key(i), share_of) / total
                         } else {
                             0.0
                         },
@@ -206,6 +208,15 @@ impl<'a> MemView<'a> {
             folded_hidden,
             width: opts.width,
             source: None,
+        }
+    }
+
+    /// Calls `f` with each row to show and its share, in order (a graph's rows are made one at a
+    /// time: [`crate::analysis::Layers::cursor`]).
+    pub fn each(&self, mut f: impl FnMut(&Layer, f64)) {
+        let mut rows = self.report.layers.cursor();
+        for &(i, share) in &self.rows {
+            f(rows.get(i), share);
         }
     }
 

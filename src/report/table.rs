@@ -42,10 +42,10 @@ fn per_layer_training(r: &MemReport) -> bool {
 fn fill(view: &MemView, t: &mut impl Cells) {
     let training = per_layer_training(view.report);
     let width = headers(view).len();
-    let mut last_branch: Option<&str> = None;
-    for (l, share) in &view.rows {
+    let mut last_branch: Option<Box<str>> = None;
+    view.each(|l, share| {
         // a subgraph's rows: a label line, then the nodes indented under their control-flow node
-        if l.branch.as_deref() != last_branch {
+        if l.branch != last_branch {
             if let Some(b) = &l.branch {
                 t.start_row();
                 t.cell(&format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1)));
@@ -53,10 +53,10 @@ fn fill(view: &MemView, t: &mut impl Cells) {
                     t.cell("");
                 }
             }
-            last_branch = l.branch.as_deref();
+            last_branch.clone_from(&l.branch);
         }
-        cell_row(t, l, *share, view, training);
-    }
+        cell_row(t, l, share, view, training);
+    });
 }
 
 fn cell_row(t: &mut impl Cells, l: &Layer, share: f64, view: &MemView, training: bool) {
@@ -668,17 +668,18 @@ fn write_layers(
 /// About the bytes of the layer table's cells, on the generous side (untouched room costs no
 /// memory): the names, ops and shapes as long as they are, each number column 12 bytes.
 fn cells_text(view: &MemView, columns: usize) -> usize {
-    view.rows
-        .iter()
-        .map(|(l, _)| {
-            let shapes: usize = l
-                .output_shapes
-                .iter()
-                .map(|s| s.as_ref().map_or(2, |s| 2 + 8 * s.len()))
-                .sum();
-            2 * l.depth as usize + l.name.len() + l.op.len() + shapes + 12 * columns
-        })
-        .fold(0usize, usize::saturating_add)
+    let mut sum = 0usize;
+    view.each(|l, _| {
+        let shapes: usize = l
+            .output_shapes
+            .iter()
+            .map(|s| s.as_ref().map_or(2, |s| 2 + 8 * s.len()))
+            .sum();
+        sum = sum.saturating_add(
+            2 * l.depth as usize + l.name.len() + l.op.len() + shapes + 12 * columns,
+        );
+    });
+    sum
 }
 
 /// Aligned text for a terminal.
@@ -832,7 +833,9 @@ pub fn write_csv(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Resul
     buf.push('\n');
     let opt = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
     let mut shapes = String::new();
-    for (l, share) in &view.rows {
+    let mut rows = view.report.layers.cursor();
+    for &(i, share) in &view.rows {
+        let l = rows.get(i);
         shapes.clear();
         write_shapes(&mut shapes, &l.output_shapes);
         buf.push_str(&csv_field(&l.name));

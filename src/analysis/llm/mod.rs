@@ -2414,7 +2414,7 @@ fn report(
         format,
         batch: None,
         dims,
-        layers,
+        layers: layers.into(),
         totals,
         unknown_ops: Vec::new(),
         peak: None,
