@@ -562,14 +562,13 @@ fn suggest(model: &Model, prepared: &shape::Prepared, req: &FitRequest) -> Resul
     let b = req.at(1);
     let r = super::analyze(model, &b, None)?;
     let mut layers: Vec<usize> = (0..r.layers.len()).collect();
-    layers.sort_by_key(|&i| std::cmp::Reverse(r.layers.key(i).params));
-    let mut rows = r.layers.cursor();
-    for &i in layers
+    layers.sort_by_key(|&i| std::cmp::Reverse(r.layers.get(i).params));
+    for l in layers
         .iter()
+        .map(|&i| r.layers.get(i))
         .take(2)
-        .filter(|&&i| r.totals.params > 0 && r.layers.key(i).params * 10 >= r.totals.params)
+        .filter(|l| r.totals.params > 0 && l.params * 10 >= r.totals.params)
     {
-        let l = rows.get(i);
         out.push(format!(
             "a lighter layer: {} ({}) holds {:.0}% of the parameters (see `nnlint lint`)",
             l.name,

@@ -1,12 +1,10 @@
 //! A report's layer rows ([`Layers`]): held as [`Layer`]s, or, for the nodes of a graph, kept
-//! compact and made one at a time as a report reads them.
+//! compact; either way a report reads a row as a [`LayerRef`], borrowed from where it is kept.
 //!
 //! A graph of 100,000 nodes held 100,000 `Layer`s of 176 bytes, each with its name copied out of
 //! the graph: ~20 MiB, the peak of `mem` (issue 23). Its compact rows take 64 bytes each and
-//! read their names from the graph's own names buffer; a report reads a row through a
-//! [`Cursor`], which makes it in one `Layer` reused from row to row.
+//! read their names from the graph's own names buffer.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::Layer;
@@ -40,15 +38,72 @@ impl From<GraphRows> for Layers {
     }
 }
 
-/// What orders, shares and totals read of a row, without making it.
+/// One row, borrowed from where it is kept: a held [`Layer`] ([`Layer::view`]) or a graph's
+/// compact row. Reading a row copies nothing.
 #[derive(Clone, Copy, Debug)]
-pub struct RowKey<'a> {
+pub struct LayerRef<'a> {
+    pub name: &'a str,
+    pub op: &'a Sym,
+    pub output_shapes: &'a [Option<Vec<Dim>>],
     pub params: u64,
+    pub param_bytes: u64,
+    pub buffers: u64,
+    pub buffer_bytes: u64,
     pub activation_bytes: Option<&'a Dim>,
     pub macs: Option<&'a Dim>,
-    pub depth: u32,
     pub folded: bool,
+    pub saved_bytes: Option<u64>,
+    pub gradient_bytes: Option<u64>,
+    pub depth: u32,
+    pub branch: Option<&'a str>,
     pub skipped: bool,
+}
+
+impl LayerRef<'_> {
+    /// The row as an owned `Layer`.
+    pub fn to_layer(&self) -> Layer {
+        Layer {
+            name: self.name.to_string(),
+            op: self.op.clone(),
+            output_shapes: self.output_shapes.to_vec(),
+            params: self.params,
+            param_bytes: self.param_bytes,
+            buffers: self.buffers,
+            buffer_bytes: self.buffer_bytes,
+            activation_bytes: self.activation_bytes.cloned(),
+            macs: self.macs.cloned(),
+            folded: self.folded,
+            saved_bytes: self.saved_bytes,
+            gradient_bytes: self.gradient_bytes,
+            depth: self.depth,
+            branch: self.branch.map(Into::into),
+            skipped: self.skipped,
+        }
+    }
+}
+
+impl Layer {
+    /// The row, borrowed.
+    #[inline]
+    pub fn view(&self) -> LayerRef<'_> {
+        LayerRef {
+            name: &self.name,
+            op: &self.op,
+            output_shapes: &self.output_shapes,
+            params: self.params,
+            param_bytes: self.param_bytes,
+            buffers: self.buffers,
+            buffer_bytes: self.buffer_bytes,
+            activation_bytes: self.activation_bytes.as_ref(),
+            macs: self.macs.as_ref(),
+            folded: self.folded,
+            saved_bytes: self.saved_bytes,
+            gradient_bytes: self.gradient_bytes,
+            depth: self.depth,
+            branch: self.branch.as_deref(),
+            skipped: self.skipped,
+        }
+    }
 }
 
 impl Layers {
@@ -63,65 +118,23 @@ impl Layers {
         self.len() == 0
     }
 
-    /// Row `i`'s sizes, depth and flags (`i < len()`).
-    pub fn key(&self, i: usize) -> RowKey<'_> {
+    /// Row `i` (`i < len()`).
+    #[inline]
+    pub fn get(&self, i: usize) -> LayerRef<'_> {
         match &self.0 {
-            Repr::Held(v) => {
-                let l = &v[i];
-                RowKey {
-                    params: l.params,
-                    activation_bytes: l.activation_bytes.as_ref(),
-                    macs: l.macs.as_ref(),
-                    depth: l.depth,
-                    folded: l.folded,
-                    skipped: l.skipped,
-                }
-            }
-            Repr::Graph(g) => {
-                let r = &g.rows[i];
-                RowKey {
-                    params: g.stored(r)[0],
-                    activation_bytes: r.activation_bytes.as_ref(),
-                    macs: r.macs.as_ref(),
-                    depth: 0,
-                    folded: r.folded,
-                    skipped: false,
-                }
-            }
+            Repr::Held(v) => v[i].view(),
+            Repr::Graph(g) => g.get(i),
         }
     }
 
-    /// Row `i`'s name (`i < len()`).
-    pub fn name(&self, i: usize) -> &str {
-        match &self.0 {
-            Repr::Held(v) => &v[i].name,
-            Repr::Graph(g) => g.rows[i].name.read(&g.names),
-        }
+    /// Every row, in order.
+    pub fn iter(&self) -> impl Iterator<Item = LayerRef<'_>> + '_ {
+        (0..self.len()).map(|i| self.get(i))
     }
 
-    /// Reads rows by index, each made in one `Layer` reused from row to row.
-    pub fn cursor(&self) -> Cursor<'_> {
-        Cursor {
-            layers: self,
-            scratch: Layer::of_tensors(String::new(), String::new(), Vec::new()),
-        }
-    }
-
-    /// Every row, in order: borrowed when held, made one by one otherwise.
-    pub fn iter(&self) -> impl Iterator<Item = Cow<'_, Layer>> + '_ {
-        (0..self.len()).map(move |i| match &self.0 {
-            Repr::Held(v) => Cow::Borrowed(&v[i]),
-            Repr::Graph(g) => {
-                let mut l = Layer::of_tensors(String::new(), String::new(), Vec::new());
-                g.fill(i, &mut l);
-                Cow::Owned(l)
-            }
-        })
-    }
-
-    /// Every row, made.
+    /// Every row, as owned `Layer`s.
     pub fn to_vec(&self) -> Vec<Layer> {
-        self.iter().map(Cow::into_owned).collect()
+        self.iter().map(|l| l.to_layer()).collect()
     }
 
     /// Gives the rows of nodes their output shapes: `rows[n]` is node `n`'s row, if it has one
@@ -154,25 +167,6 @@ impl Layers {
     }
 }
 
-/// Reads a report's rows: [`Layers::cursor`].
-pub struct Cursor<'a> {
-    layers: &'a Layers,
-    scratch: Layer,
-}
-
-impl Cursor<'_> {
-    /// Row `i` (`i < len()`).
-    pub fn get(&mut self, i: usize) -> &Layer {
-        match &self.layers.0 {
-            Repr::Held(v) => &v[i],
-            Repr::Graph(g) => {
-                g.fill(i, &mut self.scratch);
-                &self.scratch
-            }
-        }
-    }
-}
-
 /// The main graph's rows while a report is built: compact, or held when the graph is too large
 /// for compact rows' 32-bit indices.
 pub(super) enum Rows {
@@ -194,12 +188,12 @@ impl Rows {
         match self {
             Rows::Compact(g) => {
                 let r = g.rows.get_mut(i)?;
-                if r.stored == 0 {
-                    g.stored.push(NO_STORED);
+                if r.stored().is_none() {
                     // at most one entry per row, and `GraphRows::new` checked that the rows fit
-                    r.stored = u32::try_from(g.stored.len()).unwrap_or(u32::MAX);
+                    r.flags |= u32::try_from(g.stored.len()).ok()? + 1;
+                    g.stored.push(NO_STORED);
                 }
-                let [a, b, c, d] = g.stored.get_mut(r.stored as usize - 1)?;
+                let [a, b, c, d] = g.stored.get_mut(r.stored()?)?;
                 Some([a, b, c, d])
             }
             Rows::Held(v) => {
@@ -264,9 +258,22 @@ struct Row {
     macs: Option<Dim>,
     /// Where its shapes end in [`GraphRows::shapes`] (they start where the row before ends).
     shapes_end: u32,
-    /// 1 + its index in [`GraphRows::stored`]; 0: none.
-    stored: u32,
-    folded: bool,
+    /// Whether it is folded (the top bit), and 1 + its index in [`GraphRows::stored`] (0: none).
+    flags: u32,
+}
+
+/// [`Row::flags`]' bit for a folded row.
+const FOLDED: u32 = 1 << 31;
+
+impl Row {
+    fn folded(&self) -> bool {
+        self.flags & FOLDED != 0
+    }
+
+    /// Its index in [`GraphRows::stored`].
+    fn stored(&self) -> Option<usize> {
+        (self.flags & !FOLDED).checked_sub(1).map(|k| k as usize)
+    }
 }
 
 /// What a row of a node holds besides its name and shapes ([`GraphRows::push`]).
@@ -281,9 +288,12 @@ const NO_STORED: [u64; 4] = [0; 4];
 
 impl GraphRows {
     /// Room for `rows` rows of a graph whose names are `names`; `None` when a graph this large
-    /// (more than 2^32 - 1 rows or outputs) is to be held as `Layer`s.
+    /// (2^31 rows, or 2^32 outputs, or more) is to be held as `Layer`s.
     pub(super) fn new(names: Arc<String>, rows: usize, outputs: usize) -> Option<GraphRows> {
-        u32::try_from(rows.max(outputs)).ok()?;
+        // an index below `FOLDED` per row, and a `u32` end per row's shapes
+        if rows >= FOLDED as usize || u32::try_from(outputs).is_err() {
+            return None;
+        }
         let rows = Vec::with_capacity(rows);
         crate::util::pages::advise_huge(&rows);
         Some(GraphRows {
@@ -312,8 +322,7 @@ impl GraphRows {
             activation_bytes: parts.activation_bytes,
             macs: parts.macs,
             shapes_end,
-            stored: 0,
-            folded: parts.folded,
+            flags: if parts.folded { FOLDED } else { 0 },
         });
     }
 
@@ -322,61 +331,57 @@ impl GraphRows {
         u32::try_from(self.shapes.len()).unwrap_or(u32::MAX)
     }
 
+    #[inline]
     fn stored(&self, r: &Row) -> &[u64; 4] {
-        match r.stored {
-            0 => &NO_STORED,
-            k => self.stored.get(k as usize - 1).unwrap_or(&NO_STORED),
-        }
+        r.stored()
+            .and_then(|k| self.stored.get(k))
+            .unwrap_or(&NO_STORED)
     }
 
-    /// Makes row `i` in `l`, reusing what `l` holds.
-    fn fill(&self, i: usize, l: &mut Layer) {
-        let r = &self.rows[i];
-        l.name.clear();
-        l.name.push_str(r.name.read(&self.names));
-        l.op.clone_from(&r.op);
+    /// Row `i`'s output shapes.
+    #[inline]
+    fn shapes_of(&self, i: usize) -> &[Option<Vec<Dim>>] {
         let start = i
             .checked_sub(1)
             .map_or(0, |p| self.rows[p].shapes_end as usize);
-        let shapes = self
-            .shapes
-            .get(start..r.shapes_end as usize)
-            .unwrap_or_default();
-        // the shapes' vectors are reused too: a row of known dimensions allocates nothing
-        l.output_shapes.truncate(shapes.len());
-        for (k, s) in shapes.iter().enumerate() {
-            match (l.output_shapes.get_mut(k), s) {
-                (Some(Some(dst)), Some(s)) => dst.clone_from(s),
-                (Some(dst), s) => *dst = s.clone(),
-                (None, s) => l.output_shapes.push(s.clone()),
-            }
-        }
+        self.shapes
+            .get(start..self.rows[i].shapes_end as usize)
+            .unwrap_or_default()
+    }
+
+    /// Row `i`, borrowed.
+    #[inline]
+    fn get(&self, i: usize) -> LayerRef<'_> {
+        let r = &self.rows[i];
         let [params, param_bytes, buffers, buffer_bytes] = *self.stored(r);
-        l.params = params;
-        l.param_bytes = param_bytes;
-        l.buffers = buffers;
-        l.buffer_bytes = buffer_bytes;
-        l.activation_bytes.clone_from(&r.activation_bytes);
-        l.macs.clone_from(&r.macs);
-        l.folded = r.folded;
-        (l.saved_bytes, l.gradient_bytes) = match self.train.get(i) {
+        let (saved_bytes, gradient_bytes) = match self.train.get(i) {
             Some(&(s, g)) => (Some(s), Some(g)),
             None => (None, None),
         };
-        l.depth = 0;
-        l.branch = None;
-        l.skipped = false;
+        LayerRef {
+            name: r.name.read(&self.names),
+            op: &r.op,
+            output_shapes: self.shapes_of(i),
+            params,
+            param_bytes,
+            buffers,
+            buffer_bytes,
+            activation_bytes: r.activation_bytes.as_ref(),
+            macs: r.macs.as_ref(),
+            folded: r.folded(),
+            saved_bytes,
+            gradient_bytes,
+            depth: 0,
+            branch: None,
+            skipped: false,
+        }
     }
 
     /// The rows as `Layer`s.
     pub(super) fn into_layers(self) -> Vec<Layer> {
-        let mut out = Vec::with_capacity(self.rows.len());
-        for i in 0..self.rows.len() {
-            let mut l = Layer::of_tensors(String::new(), String::new(), Vec::new());
-            self.fill(i, &mut l);
-            out.push(l);
-        }
-        out
+        (0..self.rows.len())
+            .map(|i| self.get(i).to_layer())
+            .collect()
     }
 }
 

@@ -443,7 +443,7 @@ impl Prepared {
     pub fn new(model: &Model) -> Prepared {
         let graph = &model.graph;
         Prepared {
-            ops: ops::parse_graph(graph, model.opset()).into(),
+            ops: ops::parse_graph(graph, model.opset()),
             initializers: {
                 // sized first (collected through a filter, the list doubled its way up)
                 let mut list = Vec::with_capacity(graph.initializers().count());
@@ -464,25 +464,21 @@ pub fn infer_prepared(
     bindings: &Bindings,
     prepared: &Prepared,
 ) -> Result<Inference> {
-    infer_from(model, bindings, false, std::borrow::Cow::Borrowed(prepared))
+    infer_from(model, bindings, false, Some(prepared))
 }
 
 fn infer_with(model: &Model, bindings: &Bindings, keep_batch: bool) -> Result<Inference> {
-    // used once: its initializers' facts are moved, not copied (copies held beside the originals
-    // were ~150,000 allocations on a graph of 100,000 nodes, and both sets lived through the walk)
-    infer_from(
-        model,
-        bindings,
-        keep_batch,
-        std::borrow::Cow::Owned(Prepared::new(model)),
-    )
+    // used once: the initializers' facts are made in place, not copied from a `Prepared` (copies
+    // held beside the originals were ~150,000 allocations on a graph of 100,000 nodes, and both
+    // sets lived through the walk; a list of them moved in after was 3 MB made and freed)
+    infer_from(model, bindings, keep_batch, None)
 }
 
 fn infer_from(
     model: &Model,
     bindings: &Bindings,
     keep_batch: bool,
-    prepared: std::borrow::Cow<'_, Prepared>,
+    prepared: Option<&Prepared>,
 ) -> Result<Inference> {
     let graph = &model.graph;
     let Resolved {
@@ -497,17 +493,17 @@ fn infer_from(
     crate::util::pages::advise_huge(&facts);
     facts.resize(graph.values.len(), Fact::unknown());
     let ops = match prepared {
-        std::borrow::Cow::Borrowed(p) => {
+        Some(p) => {
             for (id, f) in &p.initializers {
                 facts[*id] = f.clone();
             }
             Arc::clone(&p.ops)
         }
-        std::borrow::Cow::Owned(p) => {
-            for (id, f) in p.initializers {
-                facts[id] = f;
+        None => {
+            for (id, t) in graph.initializers() {
+                facts[id] = ops::initializer_fact(t);
             }
-            p.ops
+            ops::parse_graph(graph, opset)
         }
     };
     for &v in &graph.inputs {
@@ -731,7 +727,7 @@ fn walk(
 ) -> Walk {
     let op_list: Arc<[Op]> = match parsed {
         Some(ops) => Arc::clone(ops),
-        None => ops::parse_graph(graph, opset).into(),
+        None => ops::parse_graph(graph, opset),
     };
     let mut w = Walk {
         ops: Arc::clone(&op_list),

@@ -96,6 +96,7 @@ impl Name {
     }
 
     /// Its text in `names`, the names of the graph that made it ([`Graph::names`]).
+    #[inline]
     pub fn read(self, names: &str) -> &str {
         let start = self.start as usize;
         // a `Name` is made by the builder of its graph, on a char boundary of its names

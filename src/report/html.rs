@@ -11,7 +11,7 @@ use super::table::{totals_lines, trailer, training_heading, training_lines};
 use super::units::{bytes, count, dim_bytes, dim_count};
 use super::{MemView, ViewOptions};
 use crate::analysis::fit::FitReport;
-use crate::analysis::{Curve, Format, Layer, MemReport};
+use crate::analysis::{Curve, Format, LayerRef, MemReport};
 use crate::rules::fix::Applied;
 
 /// What one page shows. A section that is `None` is left out; `Some(Err(why))` is shown with the
@@ -231,25 +231,23 @@ const MAX_BARS: usize = 2000;
 /// order; and the largest layers as a table.
 fn layer_chart(out: &mut String, r: &MemReport) {
     out.push_str("<section id=\"layers\">\n<h2>Memory per layer</h2>\n");
-    // a graph's rows are made here (the page is built whole: see `MAX_BARS`)
-    let made: Vec<std::borrow::Cow<Layer>> = r
+    let rows: Vec<LayerRef> = r
         .layers
         .iter()
         .filter(|l| l.depth == 0 && !l.folded)
         .collect();
-    let rows: Vec<&Layer> = made.iter().map(|l| &**l).collect();
     let graph = r.format == Format::Onnx;
     // a checkpoint's rows carry the activations and MACs its architecture gives; per-layer saved
     // bytes come from a graph only (a checkpoint's step has them in total)
     let acts_shown = graph || rows.iter().any(|l| l.activation_bytes.is_some());
     let training = r.training.is_some() && rows.iter().any(|l| l.saved_bytes.is_some());
     let saved_in_total_only = r.training.is_some() && !training;
-    let stack = |l: &Layer| -> u64 {
+    let stack = |l: &LayerRef| -> u64 {
         (l.param_bytes + l.buffer_bytes)
-            .saturating_add(known(l.activation_bytes.as_ref()).unwrap_or(0))
+            .saturating_add(known(l.activation_bytes).unwrap_or(0))
             .saturating_add(l.saved_bytes.unwrap_or(0))
     };
-    let max = rows.iter().map(|l| stack(l)).max().unwrap_or(0);
+    let max = rows.iter().map(&stack).max().unwrap_or(0);
     let mut items = vec![("--params", "parameters and buffers")];
     if acts_shown {
         items.push(("--acts", "output activations"));
@@ -281,11 +279,9 @@ fn layer_chart(out: &mut String, r: &MemReport) {
         let l = group
             .iter()
             .copied()
-            .reduce(|a, b| if stack(b) > stack(a) { b } else { a })
+            .reduce(|a, b| if stack(&b) > stack(&a) { b } else { a })
             .expect("chunks are not empty");
-        let any_unknown = group
-            .iter()
-            .any(|l| known(l.activation_bytes.as_ref()).is_none());
+        let any_unknown = group.iter().any(|l| known(l.activation_bytes).is_none());
         let x = left + slot * i as f64 + (slot - bar) / 2.0;
         let acts = match (&l.activation_bytes, graph) {
             (Some(d), _) if d.as_u64().is_some() => dim_bytes(d),
@@ -331,7 +327,7 @@ fn layer_chart(out: &mut String, r: &MemReport) {
             );
         };
         seg(out, l.param_bytes + l.buffer_bytes, "--params");
-        if let Some(a) = known(l.activation_bytes.as_ref()) {
+        if let Some(a) = known(l.activation_bytes) {
             seg(out, a, "--acts");
         }
         if any_unknown && graph {
@@ -414,12 +410,12 @@ fn layer_chart(out: &mut String, r: &MemReport) {
         let _ = write!(
             out,
             "<tr><td class=\"name\" title=\"{name}\">{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
-            escape(&l.op),
+            escape(l.op),
             // as `mem` counts them: parameters only (the chart stacks the buffers on them)
             dash(l.params, count),
             dash(l.param_bytes, bytes),
             escape(&acts),
-            name = escape(&l.name),
+            name = escape(l.name),
         );
         if training {
             let _ = write!(

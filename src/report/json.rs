@@ -267,20 +267,19 @@ impl Serialize for Layers<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.rows.len()))?;
-        let mut rows = self.0.report.layers.cursor();
         for &(i, share) in &self.0.rows {
-            seq.serialize_element(&layer_json(rows.get(i), share))?;
+            seq.serialize_element(&layer_json(self.0.report.layers.get(i), share))?;
         }
         seq.end()
     }
 }
 
-fn layer_json(l: &crate::analysis::Layer, share: f64) -> LayerJson<'_> {
-    let (activation_bytes, activation_bytes_expr) = quantity(l.activation_bytes.as_ref());
-    let (macs, macs_expr) = quantity(l.macs.as_ref());
+fn layer_json(l: crate::analysis::LayerRef<'_>, share: f64) -> LayerJson<'_> {
+    let (activation_bytes, activation_bytes_expr) = quantity(l.activation_bytes);
+    let (macs, macs_expr) = quantity(l.macs);
     LayerJson {
-        name: &l.name,
-        op: &l.op,
+        name: l.name,
+        op: l.op,
         output_shapes: l
             .output_shapes
             .iter()
@@ -299,7 +298,7 @@ fn layer_json(l: &crate::analysis::Layer, share: f64) -> LayerJson<'_> {
         saved_bytes: l.saved_bytes,
         gradient_bytes: l.gradient_bytes,
         depth: l.depth,
-        branch: l.branch.as_deref(),
+        branch: l.branch,
     }
 }
 

@@ -11,7 +11,7 @@ pub mod sarif;
 pub mod table;
 pub mod units;
 
-use crate::analysis::{Layer, MemReport, RowKey};
+use crate::analysis::{LayerRef, MemReport};
 use crate::ir::Dim;
 
 crate::named_enum! {
@@ -132,7 +132,7 @@ fn magnitude(d: Option<&Dim>) -> f64 {
         .map_or(0.0, |v| v as f64)
 }
 
-fn metric(l: RowKey, key: SortKey) -> f64 {
+fn metric(l: LayerRef<'_>, key: SortKey) -> f64 {
     match key {
         SortKey::Params => l.params as f64,
         SortKey::Activations => magnitude(l.activation_bytes),
@@ -166,43 +166,35 @@ impl<'a> MemView<'a> {
         let share_of = opts.sort.unwrap_or(SortKey::Params);
         // subgraph rows are in their control-flow node's row already
         let layers = &report.layers;
-        let key = |i: usize| layers.key(i);
-        let total: f64 = (0..layers.len())
-            .map(key)
-            .filter(|l| l.depth == 0)
-            .map(|l| metric(l, share_of))
-            .sum();
-        let mut rows: Vec<usize> = (0..layers.len())
-            .filter(|&i| {
-                let l = key(i);
-                // a sorted view ranks the main graph's layers
-                (opts.all || !l.folded) && (opts.sort.is_none() || l.depth == 0)
-            })
-            .collect();
+        // one pass: each row's share metric, the total of the main graph's rows, the rows shown
+        let mut total = 0.0;
+        let mut rows: Vec<(usize, f64)> = Vec::with_capacity(layers.len());
+        for (i, l) in layers.iter().enumerate() {
+            let m = metric(l, share_of);
+            if l.depth == 0 {
+                total += m;
+            }
+            // a sorted view ranks the main graph's layers
+            if (opts.all || !l.folded) && (opts.sort.is_none() || l.depth == 0) {
+                rows.push((i, m));
+            }
+        }
         let folded_hidden = layers.len() - rows.len();
-        if let Some(by) = opts.sort {
-            rows.sort_by(|&a, &b| metric(key(b), by).total_cmp(&metric(key(a), by)));
+        // a sorted view's shares are of what it sorts by
+        if opts.sort.is_some() {
+            rows.sort_by(|a, b| b.1.total_cmp(&a.1));
         }
         let before = rows.len();
         if let Some(k) = opts.top {
             rows.truncate(k);
         }
         let hidden = before - rows.len();
+        for (_, m) in &mut rows {
+            *m = if total > 0.0 { *m / total } else { 0.0 };
+        }
         MemView {
             report,
-            rows: rows
-                .into_iter()
-                .map(|i| {
-                    (
-                        i,
-                        if total > 0.0 {
-                            metric(key(i), share_of) / total
-                        } else {
-                            0.0
-                        },
-                    )
-                })
-                .collect(),
+            rows,
             share_of,
             hidden,
             folded_hidden,
@@ -211,13 +203,11 @@ impl<'a> MemView<'a> {
         }
     }
 
-    /// Calls `f` with each row to show and its share, in order (a graph's rows are made one at a
-    /// time: [`crate::analysis::Layers::cursor`]).
-    pub fn each(&self, mut f: impl FnMut(&Layer, f64)) {
-        let mut rows = self.report.layers.cursor();
-        for &(i, share) in &self.rows {
-            f(rows.get(i), share);
-        }
+    /// Each row to show and its share, in order.
+    pub fn each(&self) -> impl Iterator<Item = (LayerRef<'a>, f64)> + '_ {
+        self.rows
+            .iter()
+            .map(|&(i, share)| (self.report.layers.get(i), share))
     }
 
     pub fn share_header(&self) -> String {

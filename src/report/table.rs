@@ -5,7 +5,7 @@ use super::units::{
     write_percent,
 };
 use super::{write_shapes, MemView};
-use crate::analysis::{Format, Layer, MemReport};
+use crate::analysis::{Format, LayerRef, MemReport};
 use crate::util::table::{Align, Cells, Table};
 
 const HEADERS: [&str; 7] = [
@@ -42,24 +42,24 @@ fn per_layer_training(r: &MemReport) -> bool {
 fn fill(view: &MemView, t: &mut impl Cells) {
     let training = per_layer_training(view.report);
     let width = headers(view).len();
-    let mut last_branch: Option<Box<str>> = None;
-    view.each(|l, share| {
+    let mut last_branch: Option<&str> = None;
+    for (l, share) in view.each() {
         // a subgraph's rows: a label line, then the nodes indented under their control-flow node
         if l.branch != last_branch {
-            if let Some(b) = &l.branch {
+            if let Some(b) = l.branch {
                 t.start_row();
                 t.cell(&format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1)));
                 for _ in 1..width {
                     t.cell("");
                 }
             }
-            last_branch.clone_from(&l.branch);
+            last_branch = l.branch;
         }
         cell_row(t, l, share, view, training);
-    });
+    }
 }
 
-fn cell_row(t: &mut impl Cells, l: &Layer, share: f64, view: &MemView, training: bool) {
+fn cell_row(t: &mut impl Cells, l: LayerRef<'_>, share: f64, view: &MemView, training: bool) {
     let dash_or = |n: u64, write: fn(&mut String, u64)| {
         move |s: &mut String| {
             if n > 0 {
@@ -74,18 +74,18 @@ fn cell_row(t: &mut impl Cells, l: &Layer, share: f64, view: &MemView, training:
         for _ in 0..l.depth {
             s.push_str("  ");
         }
-        s.push_str(&l.name);
+        s.push_str(l.name);
     });
-    t.cell(&l.op);
-    t.cell_with(|s| write_shapes(s, &l.output_shapes));
+    t.cell(l.op);
+    t.cell_with(|s| write_shapes(s, l.output_shapes));
     t.cell_with(dash_or(l.params, write_count));
     t.cell_with(dash_or(l.param_bytes, write_bytes));
-    t.cell_with(|s| match (&l.activation_bytes, view.report.format) {
+    t.cell_with(|s| match (l.activation_bytes, view.report.format) {
         (_, Format::Safetensors) => s.push_str("n/a"),
         (Some(b), _) => write_dim_bytes(s, b),
         (None, _) => s.push('?'),
     });
-    t.cell_with(|s| match (&l.macs, view.report.format) {
+    t.cell_with(|s| match (l.macs, view.report.format) {
         (_, Format::Safetensors) => s.push_str("n/a"),
         (Some(m), _) if m.as_i64() == Some(0) => s.push('-'),
         (Some(m), _) => write_dim_count(s, m),
@@ -651,7 +651,13 @@ fn write_layers(
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let headers = headers(view);
-    let text = cells_text(view, headers.len());
+    // the number columns alone can pass the bound: then the rows are not read for it
+    let floor = view.rows.len().saturating_mul(12 * headers.len());
+    let text = if floor > held_cells {
+        floor
+    } else {
+        cells_text(view, headers.len())
+    };
     let mut t = layer_columns(view, headers);
     if text > held_cells {
         fill(view, &mut t.measure());
@@ -668,18 +674,19 @@ fn write_layers(
 /// About the bytes of the layer table's cells, on the generous side (untouched room costs no
 /// memory): the names, ops and shapes as long as they are, each number column 12 bytes.
 fn cells_text(view: &MemView, columns: usize) -> usize {
-    let mut sum = 0usize;
-    view.each(|l, _| {
-        let shapes: usize = l
-            .output_shapes
-            .iter()
-            .map(|s| s.as_ref().map_or(2, |s| 2 + 8 * s.len()))
-            .sum();
-        sum = sum.saturating_add(
-            2 * l.depth as usize + l.name.len() + l.op.len() + shapes + 12 * columns,
-        );
-    });
-    sum
+    let layers = &view.report.layers;
+    view.rows
+        .iter()
+        .map(|&(i, _)| {
+            let l = layers.get(i);
+            let shapes: usize = l
+                .output_shapes
+                .iter()
+                .map(|s| s.as_ref().map_or(2, |s| 2 + 8 * s.len()))
+                .sum();
+            2 * l.depth as usize + l.name.len() + l.op.len() + shapes + 12 * columns
+        })
+        .fold(0usize, usize::saturating_add)
 }
 
 /// Aligned text for a terminal.
@@ -833,14 +840,13 @@ pub fn write_csv(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Resul
     buf.push('\n');
     let opt = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
     let mut shapes = String::new();
-    let mut rows = view.report.layers.cursor();
     for &(i, share) in &view.rows {
-        let l = rows.get(i);
+        let l = view.report.layers.get(i);
         shapes.clear();
-        write_shapes(&mut shapes, &l.output_shapes);
-        buf.push_str(&csv_field(&l.name));
+        write_shapes(&mut shapes, l.output_shapes);
+        buf.push_str(&csv_field(l.name));
         buf.push(',');
-        buf.push_str(&csv_field(&l.op));
+        buf.push_str(&csv_field(l.op));
         buf.push(',');
         buf.push_str(&csv_field(&shapes));
         let _ = write!(
