@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::ir::{Attr, Dim, Graph, Model, NodeId};
 use memory::PeakError;
-use rows::{GraphRows, RowParts, Rows};
+use rows::{GraphRows, RowParts};
 pub use rows::{LayerRef, Layers};
 pub use shape::{Bindings, Inference};
 use storage::Role;
@@ -1066,9 +1066,9 @@ fn report_rows(
             }
         }
     }
-    let mut rows = match rows {
-        Some(rows) => Rows::Compact(rows),
-        None => Rows::Held(held),
+    let mut rows: Layers = match rows {
+        Some(rows) => rows.into(),
+        None => held.into(),
     };
     // a control-flow node's row carries what its subgraphs compute
     for (&n, branches) in &inf.branches {
@@ -1117,31 +1117,27 @@ fn report_rows(
     if let Some(t) = &training {
         rows.set_train(&row_of, &t.per_node);
     }
-    let layers: Layers = match rows {
-        Rows::Compact(rows) if inf.branches.is_empty() => rows.into(),
-        rows => {
-            let rows = match rows {
-                Rows::Compact(rows) => rows.into_layers(),
-                Rows::Held(rows) => rows,
-            };
-            // each control-flow node's subgraph rows follow its own
-            let mut node_of = vec![0; rows.len()];
-            for (n, &i) in row_of.iter().enumerate() {
-                if let Some(i) = i {
-                    node_of[i] = n;
-                }
+    let layers: Layers = if inf.branches.is_empty() {
+        rows
+    } else {
+        let rows = rows.into_held();
+        // each control-flow node's subgraph rows follow its own
+        let mut node_of = vec![0; rows.len()];
+        for (n, &i) in row_of.iter().enumerate() {
+            if let Some(i) = i {
+                node_of[i] = n;
             }
-            let mut layers = Vec::with_capacity(rows.len());
-            for (r, n) in rows.into_iter().zip(node_of) {
-                // the row's index among the layers, for the caller
-                row_of[n] = Some(layers.len());
-                layers.push(r);
-                if let Some(bs) = inf.branches.get(&n) {
-                    branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);
-                }
-            }
-            layers.into()
         }
+        let mut layers = Vec::with_capacity(rows.len());
+        for (r, n) in rows.into_iter().zip(node_of) {
+            // the row's index among the layers, for the caller
+            row_of[n] = Some(layers.len());
+            layers.push(r);
+            if let Some(bs) = inf.branches.get(&n) {
+                branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);
+            }
+        }
+        layers.into()
     };
     // one pass over the rows, summed as they come (two lists of the known values were 4 MiB at
     // the peak of `mem` on a graph of 100,000 nodes): the totals add the main graph's rows (a

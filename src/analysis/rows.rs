@@ -137,6 +137,14 @@ impl Layers {
         self.iter().map(|l| l.to_layer()).collect()
     }
 
+    /// The rows as `Layer`s, made where they are compact.
+    pub(super) fn into_held(self) -> Vec<Layer> {
+        match self.0 {
+            Repr::Held(v) => v,
+            Repr::Graph(_) => self.to_vec(),
+        }
+    }
+
     /// Gives the rows of nodes their output shapes: `rows[n]` is node `n`'s row, if it has one
     /// (in node order), and `shapes(n, out)` appends node `n`'s outputs' shapes to `out`.
     pub(super) fn set_shapes(
@@ -167,26 +175,20 @@ impl Layers {
     }
 }
 
-/// The main graph's rows while a report is built: compact, or held when the graph is too large
-/// for compact rows' 32-bit indices.
-pub(super) enum Rows {
-    Compact(GraphRows),
-    Held(Vec<Layer>),
-}
-
-impl Rows {
+/// What a report's builder changes in its rows.
+impl Layers {
     /// Row `i`'s activation bytes, to change.
     pub(super) fn activation_mut(&mut self, i: usize) -> Option<&mut Option<Dim>> {
-        match self {
-            Rows::Compact(g) => g.rows.get_mut(i).map(|r| &mut r.activation_bytes),
-            Rows::Held(v) => v.get_mut(i).map(|l| &mut l.activation_bytes),
+        match &mut self.0 {
+            Repr::Graph(g) => g.rows.get_mut(i).map(|r| &mut r.activation_bytes),
+            Repr::Held(v) => v.get_mut(i).map(|l| &mut l.activation_bytes),
         }
     }
 
     /// Row `i`'s parameters, their bytes, buffers and their bytes, to add to.
     pub(super) fn stored_mut(&mut self, i: usize) -> Option<StoredMut<'_>> {
-        match self {
-            Rows::Compact(g) => {
+        match &mut self.0 {
+            Repr::Graph(g) => {
                 let r = g.rows.get_mut(i)?;
                 if r.stored().is_none() {
                     // at most one entry per row, and `GraphRows::new` checked that the rows fit
@@ -196,7 +198,7 @@ impl Rows {
                 let [a, b, c, d] = g.stored.get_mut(r.stored()?)?;
                 Some([a, b, c, d])
             }
-            Rows::Held(v) => {
+            Repr::Held(v) => {
                 let l = v.get_mut(i)?;
                 Some([
                     &mut l.params,
@@ -210,8 +212,8 @@ impl Rows {
 
     /// Each row's saved and gradient bytes (`per_node`, by node; `row_of`, each node's row).
     pub(super) fn set_train(&mut self, row_of: &[Option<usize>], per_node: &[(u64, u64)]) {
-        match self {
-            Rows::Compact(g) => {
+        match &mut self.0 {
+            Repr::Graph(g) => {
                 g.train = vec![(0, 0); g.rows.len()];
                 for (&i, &t) in row_of.iter().zip(per_node) {
                     if let Some(slot) = i.and_then(|i| g.train.get_mut(i)) {
@@ -219,7 +221,7 @@ impl Rows {
                     }
                 }
             }
-            Rows::Held(v) => {
+            Repr::Held(v) => {
                 for (&i, &(saved, grads)) in row_of.iter().zip(per_node) {
                     if let Some(l) = i.and_then(|i| v.get_mut(i)) {
                         l.saved_bytes = Some(saved);
@@ -375,13 +377,6 @@ impl GraphRows {
             branch: None,
             skipped: false,
         }
-    }
-
-    /// The rows as `Layer`s.
-    pub(super) fn into_layers(self) -> Vec<Layer> {
-        (0..self.rows.len())
-            .map(|i| self.get(i).to_layer())
-            .collect()
     }
 }
 
