@@ -1,8 +1,9 @@
 //! Interned text for what a graph repeats: op types, domains and attribute names.
 //!
 //! A graph of 100,000 nodes names a few dozen op types and attributes, each ~100,000 times; a
-//! `String` per use was ~300,000 allocations and 24 bytes a field. A [`Sym`] shares one copy (16
-//! bytes a field, no allocation), handed out by a [`Symbols`] table per load.
+//! `String` per use was ~300,000 allocations and 24 bytes a field. A [`Sym`] shares one copy (8
+//! bytes a field, no allocation: a thin pointer to the shared text, where an `Arc<str>` was 16 and
+//! made a graph's node 80 bytes), handed out by a [`Symbols`] table per load.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 /// Shared, immutable text that reads as a `str` (compares with `&str` and `String`, formats as
 /// its text).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Sym(Arc<str>);
+pub struct Sym(Arc<Box<str>>);
 
 impl Sym {
     pub fn as_str(&self) -> &str {
@@ -51,67 +52,67 @@ impl Borrow<str> for Sym {
 impl Hash for Sym {
     /// As its text, so that a `str` finds it in a map (`Borrow<str>`).
     fn hash<H: Hasher>(&self, state: &mut H) {
-        (*self.0).hash(state);
+        self.as_str().hash(state);
     }
 }
 
 impl From<&str> for Sym {
     fn from(s: &str) -> Self {
-        Sym(Arc::from(s))
+        Sym(Arc::new(s.into()))
     }
 }
 
 impl From<String> for Sym {
     fn from(s: String) -> Self {
-        Sym(Arc::from(s))
+        Sym(Arc::new(s.into_boxed_str()))
     }
 }
 
 impl From<Sym> for String {
     fn from(s: Sym) -> Self {
-        s.0.as_ref().to_owned()
+        s.as_str().to_owned()
     }
 }
 
 impl PartialEq<str> for Sym {
     fn eq(&self, other: &str) -> bool {
-        *self.0 == *other
+        self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for Sym {
     fn eq(&self, other: &&str) -> bool {
-        *self.0 == **other
+        self.as_str() == *other
     }
 }
 
 impl PartialEq<String> for Sym {
     fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
+        self.as_str() == *other
     }
 }
 
 impl PartialEq<Sym> for str {
     fn eq(&self, other: &Sym) -> bool {
-        *self == *other.0
+        self == other.as_str()
     }
 }
 
 impl PartialEq<Sym> for &str {
     fn eq(&self, other: &Sym) -> bool {
-        **self == *other.0
+        *self == other.as_str()
     }
 }
 
 impl fmt::Display for Sym {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&*self.0, f)
+        fmt::Display::fmt(self.as_str(), f)
     }
 }
 
 impl fmt::Debug for Sym {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
