@@ -561,6 +561,17 @@ fn row_parts(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame) -> O
     })
 }
 
+/// A node's outputs' shapes, one per output it names.
+fn output_shapes<'a>(
+    node: &'a crate::ir::Node,
+    inf: &'a Inference,
+) -> impl Iterator<Item = Option<Vec<Dim>>> + 'a {
+    node.outputs()
+        .iter()
+        .flatten()
+        .map(|&v| inf.facts[v].shape.clone())
+}
+
 /// The row of one node of a subgraph, as a `Layer` ([`row_parts`]), with its outputs' shapes.
 fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32) -> Option<Layer> {
     let p = row_parts(node, n, inf, f)?;
@@ -570,12 +581,7 @@ fn row(node: &crate::ir::Node, n: NodeId, inf: &Inference, f: &Frame, depth: u32
         // exactly one slot per output (`flatten` gives no size hint: a row held four)
         output_shapes: {
             let mut shapes = Vec::with_capacity(node.outputs().len());
-            shapes.extend(
-                node.outputs()
-                    .iter()
-                    .flatten()
-                    .map(|&v| inf.facts[v].shape.clone()),
-            );
+            shapes.extend(output_shapes(node, inf));
             shapes
         },
         params: 0,
@@ -1051,12 +1057,14 @@ fn report_rows(
         match &mut rows {
             Some(rows) => {
                 row_of.push(Some(rows.len()));
-                let outs = node.outputs().iter().flatten();
                 rows.push(
                     node.name,
                     parts,
-                    outs.filter(|_| copy_shapes)
-                        .map(|&v| inf.facts[v].shape.clone()),
+                    // left to the caller to move in, when not copied
+                    copy_shapes
+                        .then(|| output_shapes(node, inf))
+                        .into_iter()
+                        .flatten(),
                 );
             }
             // a graph too large for compact rows

@@ -433,7 +433,6 @@ pub fn infer_symbolic(model: &Model, bindings: &Bindings) -> Result<Inference> {
 /// What shape inference computes once per model whatever the bindings: each node's parsed op and
 /// each initializer's fact. `fit` infers one graph at many batch sizes (dozens of times per plan
 /// search); parsing the ops and reading the initializers again each time was half its cost.
-#[derive(Clone)]
 pub struct Prepared {
     ops: Arc<[Op]>,
     initializers: Vec<(ValueId, Fact)>,

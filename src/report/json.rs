@@ -267,8 +267,8 @@ impl Serialize for Layers<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.rows.len()))?;
-        for &(i, share) in &self.0.rows {
-            seq.serialize_element(&layer_json(self.0.report.layers.get(i), share))?;
+        for (l, share) in self.0.each() {
+            seq.serialize_element(&layer_json(l, share))?;
         }
         seq.end()
     }

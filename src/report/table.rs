@@ -674,11 +674,8 @@ fn write_layers(
 /// About the bytes of the layer table's cells, on the generous side (untouched room costs no
 /// memory): the names, ops and shapes as long as they are, each number column 12 bytes.
 fn cells_text(view: &MemView, columns: usize) -> usize {
-    let layers = &view.report.layers;
-    view.rows
-        .iter()
-        .map(|&(i, _)| {
-            let l = layers.get(i);
+    view.each()
+        .map(|(l, _)| {
             let shapes: usize = l
                 .output_shapes
                 .iter()
@@ -840,8 +837,7 @@ pub fn write_csv(view: &MemView, out: &mut dyn std::io::Write) -> std::io::Resul
     buf.push('\n');
     let opt = |b: Option<u64>| b.map_or(String::new(), |b| b.to_string());
     let mut shapes = String::new();
-    for &(i, share) in &view.rows {
-        let l = view.report.layers.get(i);
+    for (l, share) in view.each() {
         shapes.clear();
         write_shapes(&mut shapes, l.output_shapes);
         buf.push_str(&csv_field(l.name));
