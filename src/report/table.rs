@@ -6,7 +6,7 @@ use super::units::{
 };
 use super::{write_shapes, MemView};
 use crate::analysis::{Format, LayerRef, MemReport};
-use crate::util::table::{Align, Cells, Table};
+use crate::util::table::{Align, Cells, Rows, Table};
 
 const HEADERS: [&str; 7] = [
     "layer",
@@ -40,22 +40,55 @@ fn per_layer_training(r: &MemReport) -> bool {
 
 /// The layer rows' cells, formatted for people, written into `t` in place.
 fn fill(view: &MemView, t: &mut impl Cells) {
-    let training = per_layer_training(view.report);
-    let width = headers(view).len();
-    let mut last_branch: Option<&str> = None;
-    for (l, share) in view.each() {
-        // a subgraph's rows: a label line, then the nodes indented under their control-flow node
-        if l.branch != last_branch {
-            if let Some(b) = l.branch {
-                t.start_row();
-                t.cell(&format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1)));
-                for _ in 1..width {
-                    t.cell("");
-                }
-            }
-            last_branch = l.branch;
+    LayerRows::new(view).fill(0..view.rows.len(), t);
+}
+
+/// The layer table's rows by their index in the view, as [`Rows`] for tables made on demand.
+struct LayerRows<'v, 'a> {
+    view: &'v MemView<'a>,
+    training: bool,
+    width: usize,
+}
+
+impl<'v, 'a> LayerRows<'v, 'a> {
+    fn new(view: &'v MemView<'a>) -> Self {
+        LayerRows {
+            view,
+            training: per_layer_training(view.report),
+            width: headers(view).len(),
         }
-        cell_row(t, l, share, view, training);
+    }
+}
+
+impl Rows for LayerRows<'_, '_> {
+    fn count(&self) -> usize {
+        self.view.rows.len()
+    }
+
+    fn fill<C: Cells>(&self, range: std::ops::Range<usize>, t: &mut C) {
+        let view = self.view;
+        let layers = &view.report.layers;
+        // a subgraph's rows: a label line, then the nodes indented under their control-flow node
+        // (the row before the range says whether its first row starts a subgraph)
+        let mut last_branch: Option<&str> = range
+            .start
+            .checked_sub(1)
+            .and_then(|p| view.rows.get(p))
+            .and_then(|&(i, _)| layers.get(i).branch);
+        for &(i, share) in view.rows.get(range).unwrap_or_default() {
+            let l = layers.get(i);
+            if l.branch != last_branch {
+                if let Some(b) = l.branch {
+                    t.start_row();
+                    t.cell(&format!("{}↳ {b}", "  ".repeat(l.depth as usize - 1)));
+                    for _ in 1..self.width {
+                        t.cell("");
+                    }
+                }
+                last_branch = l.branch;
+            }
+            cell_row(t, l, share, view, self.training);
+        }
     }
 }
 
@@ -660,13 +693,12 @@ fn write_layers(
     };
     let mut t = layer_columns(view, headers);
     if text > held_cells {
-        fill(view, &mut t.measure());
-        let mut lines = t.stream(view.width, out);
-        fill(view, &mut lines);
-        lines.finish()
+        let rows = LayerRows::new(view);
+        t.measure_rows(&rows);
+        t.stream_rows(view.width, out, &rows)
     } else {
         t.reserve(view.rows.len(), text);
-        fill(view, &mut t);
+        t.fill_rows(&LayerRows::new(view));
         t.write_fitting(view.width, out)
     }
 }

@@ -92,6 +92,13 @@ impl Texts {
         self.ends.is_empty()
     }
 
+    /// Appends every string of `other`, in order.
+    pub fn append(&mut self, other: &Texts) {
+        let base = self.text.len();
+        self.text.push_str(&other.text);
+        self.ends.extend(other.ends.iter().map(|&e| base + e));
+    }
+
     /// String `i`.
     pub fn get(&self, i: usize) -> &str {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };

@@ -82,25 +82,36 @@ impl Cells for Measure<'_> {
     }
 }
 
-/// A table written line by line as its rows come ([`Table::stream`]), in the widths measured
-/// before. The first error writing stops the writing; [`Stream::finish`] returns it.
-pub struct Stream<'t, 'o> {
+/// Rows made on demand by their index ([`Table::measure_rows`], [`Table::stream_rows`]): a table
+/// too large to hold is measured, then written, from them, on two threads.
+pub trait Rows: Sync {
+    /// How many rows there are.
+    fn count(&self) -> usize;
+    /// Gives rows `range` to `t`, in order: the same rows whatever the ranges they are asked in.
+    fn fill<C: Cells>(&self, range: std::ops::Range<usize>, t: &mut C);
+}
+
+/// From this many rows a table's rows are measured and written on two threads (a thread costs
+/// ~50 µs to start; a row ~1.4 µs to format).
+const PARALLEL_ROWS: usize = 4096;
+
+/// The rows a second thread formats at a time, ahead of the lines written: ~0.5 MiB of text.
+const CHUNK_ROWS: usize = 4096;
+
+/// Lines made from rows as they come, in given widths, into a buffer.
+struct Lines<'t> {
     table: &'t Table,
     widths: Vec<Option<usize>>,
-    left_out: Vec<usize>,
-    max: Option<usize>,
-    /// The row being made; written when the next one starts, or at the end.
+    /// The row being made; made into a line when the next one starts, or at the end.
     row: super::lists::Texts,
     started: bool,
     buf: String,
-    out: &'o mut dyn std::io::Write,
-    error: Option<std::io::Error>,
 }
 
-impl Stream<'_, '_> {
-    /// Writes the row made so far, and the buffer when it is full (or `last`).
-    fn flush_row(&mut self, last: bool) {
-        if self.started && self.error.is_none() {
+impl Lines<'_> {
+    /// Makes the row made so far into a line.
+    fn end_row(&mut self) {
+        if self.started {
             self.table.line(
                 &mut self.buf,
                 (0..self.row.len()).map(|i| self.row.get(i)),
@@ -109,19 +120,67 @@ impl Stream<'_, '_> {
         }
         self.row.clear();
         self.started = false;
-        if self.error.is_none() && (last || self.buf.len() >= 1 << 16) {
-            if let Err(e) = self.out.write_all(self.buf.as_bytes()) {
+    }
+}
+
+impl Cells for Lines<'_> {
+    fn start_row(&mut self) {
+        self.end_row();
+        self.started = true;
+    }
+    fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
+        self.row.push_with(write);
+    }
+}
+
+/// A table written line by line as its rows come ([`Table::stream`]), in the widths measured
+/// before. The first error writing stops the writing; [`Stream::finish`] returns it.
+pub struct Stream<'t, 'o> {
+    lines: Lines<'t>,
+    left_out: Vec<usize>,
+    max: Option<usize>,
+    out: &'o mut dyn std::io::Write,
+    error: Option<std::io::Error>,
+}
+
+impl Stream<'_, '_> {
+    /// Writes the row made so far, and the buffer when it is full (or `last`).
+    fn flush_row(&mut self, last: bool) {
+        if self.error.is_none() {
+            self.lines.end_row();
+        } else {
+            self.lines.row.clear();
+            self.lines.started = false;
+        }
+        self.write_buf(last);
+    }
+
+    /// Writes the buffer when it is full (or `last`).
+    fn write_buf(&mut self, last: bool) {
+        let buf = &mut self.lines.buf;
+        if self.error.is_none() && (last || buf.len() >= 1 << 16) {
+            if let Err(e) = self.out.write_all(buf.as_bytes()) {
                 self.error = Some(e);
             }
-            self.buf.clear();
+            buf.clear();
+        }
+    }
+
+    /// Appends lines made elsewhere (in these widths), after the rows given so far.
+    fn put_lines(&mut self, text: &str) {
+        self.flush_row(false);
+        if self.error.is_none() {
+            self.lines.buf.push_str(text);
+            self.write_buf(false);
         }
     }
 
     /// Writes the last row and what follows the table.
     pub fn finish(mut self) -> std::io::Result<()> {
         self.flush_row(false);
-        self.table
-            .left_out_note(&mut self.buf, self.max, &self.left_out);
+        self.lines
+            .table
+            .left_out_note(&mut self.lines.buf, self.max, &self.left_out);
         self.flush_row(true);
         match self.error {
             Some(e) => Err(e),
@@ -133,13 +192,74 @@ impl Stream<'_, '_> {
 impl Cells for Stream<'_, '_> {
     fn start_row(&mut self) {
         self.flush_row(false);
-        self.started = true;
+        self.lines.started = true;
     }
     fn cell_with(&mut self, write: impl FnOnce(&mut String)) {
         // after a failed write (a closed pipe) the rest is not formatted
         if self.error.is_none() {
-            self.row.push_with(write);
+            self.lines.row.push_with(write);
         }
+    }
+}
+
+/// Writes the lines of rows `0..n` through `s` in chunks: every other chunk made on a second thread
+/// by `make` (into a buffer of lines, ahead of the writing), the others made and written by `write`
+/// on this one, all in order. `false`, with nothing written, when the second thread cannot start.
+fn alternate<'t>(
+    s: &mut Stream<'t, '_>,
+    n: usize,
+    make: impl Fn(std::ops::Range<usize>, &mut Lines<'t>) + Sync,
+    mut write: impl FnMut(std::ops::Range<usize>, &mut Stream<'t, '_>),
+) -> bool {
+    let chunks = n.div_ceil(CHUNK_ROWS);
+    let chunk = |k: usize| k * CHUNK_ROWS..((k + 1) * CHUNK_ROWS).min(n);
+    let mut lines = Lines {
+        table: s.lines.table,
+        widths: s.lines.widths.clone(),
+        row: super::lists::Texts::default(),
+        started: false,
+        buf: String::new(),
+    };
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<String>(1);
+        let make = &make;
+        let second = std::thread::Builder::new().spawn_scoped(scope, move || {
+            for k in (1..chunks).step_by(2) {
+                make(chunk(k), &mut lines);
+                // the writer stopped (a failed write): nothing more is wanted
+                if tx.send(std::mem::take(&mut lines.buf)).is_err() {
+                    break;
+                }
+            }
+        });
+        let Ok(second) = second else {
+            return false;
+        };
+        for k in 0..chunks {
+            if s.error.is_some() {
+                break;
+            }
+            if k % 2 == 0 {
+                write(chunk(k), s);
+            } else {
+                match rx.recv() {
+                    Ok(text) => s.put_lines(&text),
+                    // the second thread ended early: it panicked (raised by the join)
+                    Err(_) => break,
+                }
+            }
+        }
+        drop(rx);
+        join(second);
+        true
+    })
+}
+
+/// Waits for a scoped thread; its panic is this thread's.
+fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    match h.join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
     }
 }
 
@@ -314,12 +434,29 @@ impl Table {
     ) -> std::io::Result<()> {
         let mut s = self.stream(width, out);
         // the held rows' cells go to the lines as they are, not through the stream's row
-        for r in 0..self.rows.len() {
-            if s.error.is_some() {
-                break;
+        let write = |range: std::ops::Range<usize>, s: &mut Stream| {
+            for r in range {
+                if s.error.is_some() {
+                    break;
+                }
+                self.line(&mut s.lines.buf, self.row(r), &s.lines.widths);
+                s.write_buf(false);
             }
-            self.line(&mut s.buf, self.row(r), &s.widths);
-            s.flush_row(false);
+        };
+        let n = self.rows.len();
+        let parallel = n >= PARALLEL_ROWS
+            && alternate(
+                &mut s,
+                n,
+                |range, lines| {
+                    for r in range {
+                        self.line(&mut lines.buf, self.row(r), &lines.widths);
+                    }
+                },
+                write,
+            );
+        if !parallel {
+            write(0..n, &mut s);
         }
         s.finish()
     }
@@ -355,16 +492,119 @@ impl Table {
             self.line(&mut buf, rule.iter().map(String::as_str), &widths);
         }
         Stream {
-            table: self,
-            widths,
+            lines: Lines {
+                table: self,
+                widths,
+                row: super::lists::Texts::default(),
+                started: false,
+                buf,
+            },
             left_out,
             max: width,
-            row: super::lists::Texts::default(),
-            started: false,
-            buf,
             out,
             error: None,
         }
+    }
+
+    /// Appends `rows` as they are given to it; a large table's in two halves, on two threads.
+    pub fn fill_rows(&mut self, rows: &impl Rows) {
+        let n = rows.count();
+        let mid = n / 2;
+        let mut second = Table {
+            align: self.align.clone(),
+            widths: vec![0; self.widths.len()],
+            ..Table::default()
+        };
+        let halves = (n >= PARALLEL_ROWS).then(|| {
+            std::thread::scope(|scope| {
+                let Ok(h) = std::thread::Builder::new()
+                    .spawn_scoped(scope, || rows.fill(mid..n, &mut second))
+                else {
+                    return false;
+                };
+                rows.fill(0..mid, self);
+                join(h);
+                true
+            })
+        });
+        match halves {
+            Some(true) => {
+                let base = self.cells.len();
+                self.rows.extend(second.rows.iter().map(|&r| base + r));
+                self.cells.append(&second.cells);
+                for (w, o) in self.widths.iter_mut().zip(second.widths) {
+                    *w = (*w).max(o);
+                }
+            }
+            _ => rows.fill(0..n, self),
+        }
+    }
+
+    /// Measures `rows` as [`Table::measure`] does; a large table's in two halves, on two threads.
+    pub fn measure_rows(&mut self, rows: &impl Rows) {
+        let n = rows.count();
+        let mid = n / 2;
+        let mut widths = self.widths.clone();
+        let halves = (n >= PARALLEL_ROWS).then(|| {
+            std::thread::scope(|scope| {
+                let Ok(second) = std::thread::Builder::new().spawn_scoped(scope, || {
+                    let mut m = Measure {
+                        widths: &mut widths,
+                        column: 0,
+                        scratch: String::new(),
+                    };
+                    rows.fill(mid..n, &mut m);
+                }) else {
+                    return false;
+                };
+                rows.fill(0..mid, &mut self.measure());
+                join(second);
+                true
+            })
+        });
+        match halves {
+            Some(true) => {
+                for (w, o) in self.widths.iter_mut().zip(widths) {
+                    *w = (*w).max(o);
+                }
+            }
+            // one thread (few rows, or a second one could not start)
+            _ => {
+                self.widths = widths;
+                rows.fill(0..n, &mut self.measure());
+            }
+        }
+    }
+
+    /// Writes the table as [`Table::stream`] does, then `rows` (measured before,
+    /// [`Table::measure_rows`]): a large table's every other chunk of rows formatted on a second
+    /// thread while this one formats and writes the others, the lines in order.
+    pub fn stream_rows(
+        &self,
+        width: Option<usize>,
+        out: &mut dyn std::io::Write,
+        rows: &impl Rows,
+    ) -> std::io::Result<()> {
+        let mut s = self.stream(width, out);
+        for r in 0..self.rows.len() {
+            self.line(&mut s.lines.buf, self.row(r), &s.lines.widths);
+            s.write_buf(false);
+        }
+        let n = rows.count();
+        let parallel = n >= PARALLEL_ROWS
+            && alternate(
+                &mut s,
+                n,
+                |range, lines| {
+                    rows.fill(range, lines);
+                    lines.end_row();
+                },
+                |range, s| rows.fill(range, s),
+            );
+        if !parallel {
+            rows.fill(0..n, &mut s);
+        }
+        s.finish()
     }
 
     /// The last line of a table that left columns out to fit `max` characters: which.
@@ -606,6 +846,67 @@ mod tests {
         assert!(quoted.render_markdown().contains("| `short` | 333 |"));
     }
 
+    /// Rows made on demand, more than one thread formats: `fill(range)` gives the rows of the range,
+    /// whatever the ranges asked.
+    struct Made(usize);
+
+    impl Rows for Made {
+        fn count(&self) -> usize {
+            self.0
+        }
+        fn fill<C: Cells>(&self, range: std::ops::Range<usize>, t: &mut C) {
+            for i in range {
+                t.start_row();
+                // names of varied widths, some not ASCII, a short row now and then
+                t.cell_with(|s| {
+                    s.push_str(&"é".repeat(i % 7));
+                    s.push_str(&format!("layer/{i}"));
+                });
+                if i % 97 == 0 {
+                    continue;
+                }
+                t.cell_with(|s| s.push_str(&(i * i % 100_003).to_string()));
+                t.cell(if i % 3 == 0 { "Conv" } else { "-" });
+            }
+        }
+    }
+
+    fn made_columns() -> Table {
+        Table::new([
+            ("layer", Align::Left),
+            ("n", Align::Right),
+            ("op", Align::Left),
+        ])
+        .squeeze_column(0)
+        .optional_columns(&[2])
+    }
+
+    /// Filled, measured and streamed on two threads (every other chunk made on the second): the
+    /// lines of the same rows given one by one on one thread, at every width.
+    #[test]
+    fn rows_made_on_two_threads_are_the_lines_of_one() {
+        for n in [0, 5, PARALLEL_ROWS - 1, PARALLEL_ROWS, 3 * CHUNK_ROWS + 17] {
+            let rows = Made(n);
+            let mut one = made_columns();
+            rows.fill(0..n, &mut one);
+            let mut two = made_columns();
+            two.fill_rows(&rows);
+            let mut measured = made_columns();
+            measured.measure_rows(&rows);
+            for width in [None, Some(30), Some(80)] {
+                let want = one.render_fitting(width);
+                assert_eq!(two.render_fitting(width), want, "{n} rows at {width:?}");
+                let mut streamed = Vec::new();
+                measured.stream_rows(width, &mut streamed, &rows).unwrap();
+                assert_eq!(
+                    String::from_utf8(streamed).unwrap(),
+                    want,
+                    "{n} rows streamed at {width:?}"
+                );
+            }
+        }
+    }
+
     /// A write that fails (a closed pipe) ends the table with its error, and the rows after it
     /// are not formatted.
     #[test]
@@ -641,6 +942,14 @@ mod tests {
         assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
         // the first 64 KiB of lines, then nothing
         assert!((2_000..3_000).contains(&formatted), "{formatted}");
+        // rows on two threads: the error ends both
+        let rows = Made(20 * CHUNK_ROWS);
+        let mut columns = made_columns();
+        columns.measure_rows(&rows);
+        let e = columns.stream_rows(None, &mut Closed, &rows).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
+        let e = held.write_fitting(None, &mut Closed).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe);
     }
 
     #[test]
