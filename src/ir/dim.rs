@@ -148,14 +148,22 @@ impl Dim {
 }
 
 impl Drop for Dim {
+    #[inline]
     fn drop(&mut self) {
-        let w = self.0.get();
-        if w & 1 == 0 {
-            // SAFETY: the box `Dim::boxed` made for this `Dim`, which no other `Dim` holds
-            drop(unsafe {
-                Box::from_raw(std::ptr::with_exposed_provenance_mut::<Heap>(w as usize))
-            });
+        // a known number: nothing to free (inline, not a call per dim of every shape dropped)
+        if self.0.get() & 1 == 0 {
+            self.free();
         }
+    }
+}
+
+impl Dim {
+    #[inline(never)]
+    fn free(&mut self) {
+        let w = self.0.get();
+        // SAFETY: the box `Dim::boxed` made for this `Dim` (its word is even), which no other
+        // `Dim` holds; the `Dim` is being dropped
+        drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<Heap>(w as usize)) });
     }
 }
 
@@ -240,9 +248,9 @@ impl Dim {
         if w & 1 == 1 {
             return Some((w as i64) >> 1);
         }
-        match self.repr() {
-            Repr::Known(v) => Some(v),
-            Repr::Poly(_) => None,
+        match self.heap() {
+            Some(Heap::Wide(v)) => Some(*v),
+            _ => None,
         }
     }
 

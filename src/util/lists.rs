@@ -71,6 +71,7 @@ impl Texts {
     }
 
     /// Appends the string that `write` writes in place, and returns it.
+    #[inline]
     pub fn push_with(&mut self, write: impl FnOnce(&mut String)) -> &str {
         let start = self.text.len();
         write(&mut self.text);
@@ -92,6 +93,14 @@ impl Texts {
         self.ends.is_empty()
     }
 
+    /// The room left: strings, and bytes of text.
+    pub fn spare(&self) -> (usize, usize) {
+        (
+            self.ends.capacity() - self.ends.len(),
+            self.text.capacity() - self.text.len(),
+        )
+    }
+
     /// Appends every string of `other`, in order.
     pub fn append(&mut self, other: &Texts) {
         let base = self.text.len();
@@ -100,6 +109,7 @@ impl Texts {
     }
 
     /// String `i`.
+    #[inline]
     pub fn get(&self, i: usize) -> &str {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.text[start..self.ends[i]]

@@ -515,6 +515,13 @@ impl Table {
             widths: vec![0; self.widths.len()],
             ..Table::default()
         };
+        // half the room this one was given (the rest of its rows, grown by doubling, were copied
+        // ~10 times)
+        if n >= PARALLEL_ROWS {
+            let (cells, text) = self.cells.spare();
+            second.rows.reserve(n - mid);
+            second.cells.reserve(cells / 2, text / 2);
+        }
         let halves = (n >= PARALLEL_ROWS).then(|| {
             std::thread::scope(|scope| {
                 let Ok(h) = std::thread::Builder::new()
