@@ -65,7 +65,7 @@ pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
         .values
         .iter()
         .enumerate()
-        .map(|(i, v)| (v.outer || graph.inputs.contains(&i)) && seeds(graph.name(v.name)))
+        .map(|(i, v)| (v.outer() || graph.inputs.contains(&i)) && seeds(graph.name(v.name)))
         .collect();
     for node in &graph.nodes {
         let mut hit = node.inputs().iter().flatten().any(|&v| r[v]);
@@ -91,7 +91,7 @@ fn foldable(graph: &Graph, shapes_known: bool, outer: &dyn Fn(&str) -> bool) -> 
     let mut st: Vec<bool> = graph
         .values
         .iter()
-        .map(|v| v.init.is_some() || (v.outer && outer(graph.name(v.name))))
+        .map(|v| v.init.is_some() || (v.outer() && outer(graph.name(v.name))))
         .collect();
     for node in &graph.nodes {
         let captures = node.attrs.subgraphs().next().is_some();
@@ -155,7 +155,7 @@ fn last_use(graph: &Graph) -> Vec<u32> {
 }
 
 fn for_each_capture(g: &Graph, f: &mut impl FnMut(&str)) {
-    for v in g.values.iter().filter(|v| v.outer) {
+    for v in g.values.iter().filter(|v| v.outer()) {
         f(g.name(v.name));
     }
     for node in &g.nodes {

@@ -514,7 +514,7 @@ impl<'a> Frame<'a> {
     /// computed from a given value (`false`).
     fn lookup(&self, name: &str, is_static: bool) -> bool {
         match self.graph.value_by_name(name) {
-            Some(v) if !self.graph.values[v].outer => {
+            Some(v) if !self.graph.values[v].outer() => {
                 if is_static {
                     self.is_static[v]
                 } else {

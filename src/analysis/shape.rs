@@ -634,7 +634,7 @@ fn trace(
         }
         return;
     }
-    if val.outer {
+    if val.outer() {
         // a value of an enclosing graph: continue there
         let mut up = scope.parent;
         while let Some(s) = up {
@@ -655,7 +655,7 @@ fn trace(
 
 /// The names a subgraph (and the subgraphs in it) reads from the graphs around it.
 fn captures(g: &Graph, out: &mut BTreeSet<String>) {
-    for v in g.values.iter().filter(|v| v.outer) {
+    for v in g.values.iter().filter(|v| v.outer()) {
         out.insert(g.name(v.name).to_string());
     }
     for node in &g.nodes {
@@ -927,7 +927,7 @@ fn analyse_subgraph(
         facts[id] = ops::initializer_fact(t);
     }
     for (i, v) in g.values.iter().enumerate() {
-        if v.outer {
+        if v.outer() {
             if let Some(f) = scope.get(g.name(v.name)) {
                 facts[i] = f;
             }

@@ -106,23 +106,42 @@ impl Name {
     }
 }
 
-/// A named tensor flowing through the graph.
-#[derive(Clone, Debug, Default)]
+/// A named tensor flowing through the graph. 32 bytes (a graph of 100,000 nodes holds ~170,000).
+#[derive(Clone, Debug)]
 pub struct Value {
     /// Its text: [`Graph::name`].
     pub name: Name,
     /// Type and shape the file declares (graph input/output or `value_info`), if any (boxed:
     /// most values of a large graph declare none, and a value is held per output of every node).
     pub declared: Option<Box<TypeDecl>>,
-    /// The node and output slot that produce it ([`Value::producer`]), in 32 bits each: 8
-    /// bytes, not 24, per value (a graph of 100,000 nodes holds ~170,000 values). A graph is
-    /// decoded from a protobuf of at most 2 GiB, so neither can reach 2^32.
-    producer: Option<(u32, u32)>,
+    /// The node that produces it ([`Value::producer`]), [`NONE`] for none: 32 bits, like its slot
+    /// (a graph is decoded from a protobuf of at most 2 GiB, so neither reaches 2^31).
+    node: u32,
+    /// The output slot of `node`, and in the top bit ([`OUTER`]) whether the value is captured
+    /// from an enclosing graph (only in subgraphs): with `node`, 8 bytes (an `Option` of both and
+    /// a `bool` made a value 40 bytes, not 32).
+    slot: u32,
     /// Stored data, for initializers (boxed: most values are not, and a value is held per
     /// output of every node).
     pub init: Option<Box<Tensor>>,
-    /// Captured from an enclosing graph (only in subgraphs).
-    pub outer: bool,
+}
+
+/// [`Value::node`] of a value no node produces.
+const NONE: u32 = u32::MAX;
+
+/// [`Value::slot`]'s bit for a value captured from an enclosing graph.
+const OUTER: u32 = 1 << 31;
+
+impl Default for Value {
+    fn default() -> Value {
+        Value {
+            name: Name::default(),
+            declared: None,
+            node: NONE,
+            slot: 0,
+            init: None,
+        }
+    }
 }
 
 /// One operator application.
@@ -179,7 +198,16 @@ impl Value {
     /// The node and output slot that produce it; `None` for an input, an initializer or a value
     /// captured from an outer graph (and before [`GraphBuilder::finish`]).
     pub fn producer(&self) -> Option<(NodeId, usize)> {
-        self.producer.map(|(n, slot)| (n as NodeId, slot as usize))
+        (self.node != NONE).then_some((self.node as NodeId, (self.slot & !OUTER) as usize))
+    }
+
+    /// Whether it is captured from an enclosing graph (only in subgraphs).
+    pub fn outer(&self) -> bool {
+        self.slot & OUTER != 0
+    }
+
+    pub fn set_outer(&mut self, outer: bool) {
+        self.slot = (self.slot & !OUTER) | if outer { OUTER } else { 0 };
     }
 }
 
@@ -508,27 +536,33 @@ impl GraphBuilder {
             for (slot, out) in node.outputs().iter().enumerate() {
                 let Some(v) = *out else { continue };
                 let val = &g.values[v];
-                if val.producer.is_some() || val.init.is_some() || g.inputs.contains(&v) {
+                if val.node != NONE || val.init.is_some() || g.inputs.contains(&v) {
                     return Err(format!(
                         "value '{}' is defined twice (second time as output of node {})",
                         g.value_name(v),
                         g.label(node)
                     ));
                 }
-                let at = (
-                    u32::try_from(n).map_err(|_| "the graph has more than 2^32 nodes")?,
-                    u32::try_from(slot).map_err(|_| "a node has more than 2^32 outputs")?,
-                );
-                g.values[v].producer = Some(at);
+                let node = u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n != NONE)
+                    .ok_or("the graph has more than 2^32 nodes")?;
+                let slot = u32::try_from(slot)
+                    .ok()
+                    .filter(|&s| s & OUTER == 0)
+                    .ok_or("a node has more than 2^31 outputs")?;
+                let val = &mut g.values[v];
+                val.node = node;
+                val.slot = (val.slot & OUTER) | slot;
             }
         }
         for node in &g.nodes {
             for v in node.inputs().iter().flatten() {
                 let val = &g.values[*v];
-                let defined = val.producer.is_some() || val.init.is_some() || g.inputs.contains(v);
+                let defined = val.node != NONE || val.init.is_some() || g.inputs.contains(v);
                 if !defined {
                     if self.is_subgraph {
-                        g.values[*v].outer = true;
+                        g.values[*v].set_outer(true);
                     } else {
                         return Err(format!(
                             "node {} reads '{}', which no node, graph input or initializer defines",
@@ -556,8 +590,8 @@ impl GraphBuilder {
                 .map(|&i| old_nodes[i].take().expect("each node is placed once"))
                 .collect();
             for val in &mut g.values {
-                if let Some(p) = &mut val.producer {
-                    p.0 = new_index[p.0 as usize];
+                if val.node != NONE {
+                    val.node = new_index[val.node as usize];
                 }
             }
         }
@@ -686,7 +720,7 @@ fn topo_order(g: &Graph) -> Result<Vec<NodeId>, String> {
 
 fn collect_captures(g: &Graph, f: &mut dyn FnMut(&str)) {
     for v in &g.values {
-        if v.outer {
+        if v.outer() {
             f(g.name(v.name));
         }
     }
@@ -694,7 +728,7 @@ fn collect_captures(g: &Graph, f: &mut dyn FnMut(&str)) {
         for (_, sub) in node.attrs.subgraphs() {
             // a nested subgraph's capture of a value this graph defines is not this graph's
             collect_captures(sub, &mut |name: &str| {
-                let defined = g.value_by_name(name).is_some_and(|v| !g.values[v].outer);
+                let defined = g.value_by_name(name).is_some_and(|v| !g.values[v].outer());
                 if !defined {
                     f(name);
                 }
@@ -712,10 +746,11 @@ mod tests {
     /// outputs are boxed slices (152 → 136 bytes), its op type and domain shared text (→ 120
     /// bytes), its inputs and outputs one slice (→ 112 bytes). Names are spans of the graph's
     /// one names buffer (value 56 → 40 bytes, node 112 → 96 bytes, and no allocation each). An attribute boxes its rare large variants (an attribute and its interned name:
-    /// 64 → 48 bytes).
+    /// 64 → 48 bytes). A value's producer and its outer flag share two 32-bit words (40 → 32
+    /// bytes).
     #[test]
     fn a_value_and_a_node_stay_small() {
-        assert!(size_of::<Value>() <= 40, "{}", size_of::<Value>());
+        assert!(size_of::<Value>() <= 32, "{}", size_of::<Value>());
         // a node: its attributes a boxed slice, its registry position one 32-bit word, its op type
         // and domain thin pointers
         assert!(size_of::<Node>() <= 64, "{}", size_of::<Node>());
@@ -796,7 +831,7 @@ mod tests {
         let out = sub.value("out");
         sub.add_output(out);
         let sub = sub.finish().unwrap();
-        assert!(sub.values[sub.value_by_name("late").unwrap()].outer);
+        assert!(sub.values[sub.value_by_name("late").unwrap()].outer());
         let mut b = GraphBuilder::new("g", false);
         let x = b.value("x");
         b.add_input(x);
@@ -894,6 +929,6 @@ mod tests {
         let mut b = GraphBuilder::new("body", true);
         node(&mut b, "n1", &["outer_x"], &["y"]);
         let g = b.finish().unwrap();
-        assert!(g.values[g.value_by_name("outer_x").unwrap()].outer);
+        assert!(g.values[g.value_by_name("outer_x").unwrap()].outer());
     }
 }

@@ -12,7 +12,7 @@ pub(crate) fn captured_names(g: &crate::ir::Graph) -> std::collections::HashSet<
         out.extend(
             sub.values
                 .iter()
-                .filter(|v| v.outer)
+                .filter(|v| v.outer())
                 .map(|v| sub.name(v.name).to_string()),
         );
     }
