@@ -8,7 +8,7 @@ use crate::ir::{DType, Dim, Values};
 pub struct Fact {
     pub dtype: Option<DType>,
     /// `None` when even the rank is unknown.
-    pub shape: Option<Vec<Dim>>,
+    pub shape: Option<Box<[Dim]>>,
     /// Folded contents, row-major, for small integer or float tensors whose shape is known.
     pub value: Option<Box<Konst>>,
 }
@@ -95,7 +95,7 @@ impl Fact {
     pub fn new(dtype: Option<DType>, shape: Vec<Dim>) -> Fact {
         Fact {
             dtype,
-            shape: Some(shape),
+            shape: Some(shape.into()),
             value: None,
         }
     }
@@ -110,7 +110,7 @@ impl Fact {
     }
 
     pub fn rank(&self) -> Option<usize> {
-        self.shape.as_ref().map(Vec::len)
+        self.shape.as_ref().map(|s| s.len())
     }
 
     /// Element count, if the shape is known (possibly symbolic). `None` on overflow too.

@@ -569,7 +569,7 @@ fn output_shapes<'a>(
     node.outputs()
         .iter()
         .flatten()
-        .map(|&v| inf.facts[v].shape.clone())
+        .map(|&v| inf.facts[v].shape.as_deref().map(<[Dim]>::to_vec))
 }
 
 /// The row of one node of a subgraph, as a `Layer` ([`row_parts`]), with its outputs' shapes.
@@ -1013,7 +1013,11 @@ fn report_with(
                 // a value listed twice is taken once, then copied
                 let shape = match outputs[..k].iter().flatten().position(|&w| w == v) {
                     Some(j) => shapes.get(first + j).cloned().flatten(),
-                    None => inf.facts.get_mut(v).and_then(|f| f.shape.take()),
+                    None => inf
+                        .facts
+                        .get_mut(v)
+                        .and_then(|f| f.shape.take())
+                        .map(<[Dim]>::into_vec),
                 };
                 shapes.push(shape);
             }

@@ -365,7 +365,7 @@ fn substitute(decl: &TypeDecl, bound: &BTreeMap<String, i64>) -> Fact {
         shape: decl.shape.as_ref().and_then(|s| {
             s.iter()
                 .map(|d| d.substitute(bound))
-                .collect::<Option<Vec<_>>>()
+                .collect::<Option<Box<[_]>>>()
         }),
         value: None,
     }
@@ -409,7 +409,7 @@ fn merge(inferred: Fact, declared: Option<Fact>, name: &str, mismatches: &mut Ve
                     shape_to_string(&i)
                 ));
             }
-            Some(out)
+            Some(out.into())
         }
     };
     Fact {
@@ -570,7 +570,7 @@ fn set_values(model: &Model, bindings: &Bindings, facts: &mut [Fact]) -> Result<
             )));
         };
         let f = &mut facts[v];
-        let shape = f.shape.get_or_insert_with(Vec::new);
+        let shape = f.shape.get_or_insert_with(Box::default);
         if Dim::product(shape.iter()).and_then(|d| d.as_i64()) != Some(1) {
             return Err(Error::Usage(format!(
                 "{path}: --value {name}={val}: '{name}' has shape {}, not a single element (--value gives a scalar input's value)",
@@ -1105,7 +1105,7 @@ fn control_flow(
                     shape: f.shape.as_ref().map(|s| {
                         let mut v = vec![trip_dim.clone()];
                         v.extend(s.iter().cloned());
-                        v
+                        v.into()
                     }),
                     value: None,
                 });
@@ -1147,9 +1147,9 @@ fn control_flow(
                 let elem = f.shape.as_ref().and_then(|s| {
                     let a = super::ops::axis_of(ax, s.len())?;
                     seq.get_or_insert(s[a].clone());
-                    let mut e = s.clone();
+                    let mut e = s.to_vec();
                     e.remove(a);
-                    Some(e)
+                    Some(e.into())
                 });
                 body_in.push(Fact {
                     dtype: f.dtype,
@@ -1169,9 +1169,9 @@ fn control_flow(
                     dtype: f.dtype,
                     shape: f.shape.as_ref().and_then(|s| {
                         let a = super::ops::axis_of(ax, s.len() + 1)?;
-                        let mut v = s.clone();
+                        let mut v = s.to_vec();
                         v.insert(a, len.clone());
-                        Some(v)
+                        Some(v.into())
                     }),
                     value: None,
                 });
@@ -1354,7 +1354,7 @@ mod tests {
             );
         }
         let y: Vec<Dim> = [1, 3, 16, 24].into_iter().map(Dim::known).collect();
-        assert_eq!(fact("y").shape, Some(y));
+        assert_eq!(fact("y").shape, Some(y.into()));
     }
 
     #[test]

@@ -902,7 +902,7 @@ mod tests {
         let facts: Vec<Fact> = (0..g.values.len())
             .map(|v| Fact {
                 dtype: Some(crate::ir::DType::F32),
-                shape: Some(vec![Dim::known(1 + v as i64)]),
+                shape: Some(vec![Dim::known(1 + v as i64)].into()),
                 value: None,
             })
             .collect();

@@ -520,7 +520,7 @@ pub fn binary_arith(cx: &OpCx) -> InferResult<Vec<Fact>> {
         arith_of(cx.op).and_then(|op| fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i)));
     Ok(vec![Fact {
         dtype,
-        shape: Some(shape),
+        shape: Some(shape.into()),
         value: value.map(Box::new),
     }])
 }
@@ -533,7 +533,7 @@ pub fn variadic(cx: &OpCx) -> InferResult<Vec<Fact>> {
         arith_of(cx.op).and_then(|op| fold_broadcast(&facts, &shape, |v, i| fold_arith(op, v, i)));
     Ok(vec![Fact {
         dtype,
-        shape: Some(shape),
+        shape: Some(shape.into()),
         value: value.map(Box::new),
     }])
 }
@@ -554,7 +554,7 @@ pub fn compare(cx: &OpCx) -> InferResult<Vec<Fact>> {
     });
     Ok(vec![Fact {
         dtype: Some(DType::Bool),
-        shape: Some(shape),
+        shape: Some(shape.into()),
         value: value.map(Box::new),
     }])
 }
@@ -586,7 +586,7 @@ pub fn logical(cx: &OpCx) -> InferResult<Vec<Fact>> {
     });
     Ok(vec![Fact {
         dtype: Some(DType::Bool),
-        shape: Some(shape),
+        shape: Some(shape.into()),
         value: value.map(Box::new),
     }])
 }
@@ -780,7 +780,7 @@ pub fn where_(cx: &OpCx) -> InferResult<Vec<Fact>> {
     });
     Ok(vec![Fact {
         dtype: facts[1].dtype.or(facts[2].dtype),
-        shape: Some(shape),
+        shape: Some(shape.into()),
         value: value.map(Box::new),
     }])
 }

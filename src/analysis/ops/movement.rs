@@ -337,7 +337,7 @@ pub fn reshape(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let value = keep_value(x, &out);
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -359,7 +359,7 @@ pub fn flatten(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let value = keep_value(x, &out);
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -390,7 +390,7 @@ pub fn transpose(cx: &OpCx) -> InferResult<Vec<Fact>> {
     });
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -428,7 +428,7 @@ pub fn concat(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let value = concat_values(&facts, a);
     Ok(vec![Fact {
         dtype: facts.iter().find_map(|f| f.dtype).or(first.dtype),
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -524,7 +524,7 @@ pub fn split(cx: &OpCx) -> InferResult<Vec<Fact>> {
             });
             Fact {
                 dtype: x.dtype,
-                shape: Some(o),
+                shape: Some(o.into()),
                 value: value.map(Box::new),
             }
         })
@@ -668,7 +668,7 @@ pub fn slice(cx: &OpCx) -> InferResult<Vec<Fact>> {
     })();
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -707,7 +707,7 @@ pub fn gather(cx: &OpCx) -> InferResult<Vec<Fact>> {
     })();
     Ok(vec![Fact {
         dtype: data.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -736,7 +736,7 @@ pub fn gather_elements(cx: &OpCx) -> InferResult<Vec<Fact>> {
     })();
     Ok(vec![Fact {
         dtype: data.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -790,7 +790,7 @@ pub fn squeeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let value = keep_value(x, &out);
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -823,7 +823,7 @@ pub fn unsqueeze(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let value = keep_value(x, &out);
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -838,7 +838,7 @@ pub fn expand(cx: &OpCx) -> InferResult<Vec<Fact>> {
         .and_then(|inp| fold::moved(x, &out, fold::broadcast_from(&inp, out.len())));
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -865,7 +865,7 @@ pub fn tile(cx: &OpCx) -> InferResult<Vec<Fact>> {
     });
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }
@@ -944,7 +944,7 @@ pub fn pad(cx: &OpCx) -> InferResult<Vec<Fact>> {
     })();
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }

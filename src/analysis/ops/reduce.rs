@@ -115,7 +115,7 @@ pub fn reduce(cx: &OpCx) -> InferResult<Vec<Fact>> {
     let value = reduce_value(cx.op, x, &axes);
     Ok(vec![Fact {
         dtype: x.dtype,
-        shape: Some(out),
+        shape: Some(out.into()),
         value: value.map(Box::new),
     }])
 }

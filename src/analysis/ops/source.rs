@@ -258,7 +258,7 @@ pub fn constant_of_shape(cx: &OpCx) -> InferResult<Vec<Fact>> {
     };
     Ok(vec![Fact {
         dtype: Some(dtype),
-        shape: Some(shape),
+        shape: Some(shape.into()),
         value: value.map(Box::new),
     }])
 }
@@ -293,7 +293,7 @@ pub fn range(cx: &OpCx) -> InferResult<Vec<Fact>> {
         });
         return Ok(vec![Fact {
             dtype,
-            shape: Some(vec![Dim::known(n)]),
+            shape: Some(vec![Dim::known(n)].into()),
             value: value.map(Box::new),
         }]);
     }
