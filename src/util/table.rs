@@ -146,12 +146,11 @@ pub struct Stream<'t, 'o> {
 impl Stream<'_, '_> {
     /// Writes the row made so far, and the buffer when it is full (or `last`).
     fn flush_row(&mut self, last: bool) {
-        if self.error.is_none() {
-            self.lines.end_row();
-        } else {
-            self.lines.row.clear();
+        // after a failed write the row is dropped, not made into a line
+        if self.error.is_some() {
             self.lines.started = false;
         }
+        self.lines.end_row();
         self.write_buf(last);
     }
 
@@ -200,6 +199,28 @@ impl Cells for Stream<'_, '_> {
             self.lines.row.push_with(write);
         }
     }
+}
+
+/// Runs `here` on rows `0..n / 2` on this thread and `there` on the rest on a second; `false`, with
+/// neither run, below [`PARALLEL_ROWS`] rows or when a second thread cannot start.
+fn halves(
+    n: usize,
+    here: impl FnOnce(std::ops::Range<usize>),
+    there: impl FnOnce(std::ops::Range<usize>) + Send,
+) -> bool {
+    if n < PARALLEL_ROWS {
+        return false;
+    }
+    let mid = n / 2;
+    std::thread::scope(|scope| {
+        let Ok(second) = std::thread::Builder::new().spawn_scoped(scope, move || there(mid..n))
+        else {
+            return false;
+        };
+        here(0..mid);
+        join(second);
+        true
+    })
 }
 
 /// Writes the lines of rows `0..n` through `s` in chunks: every other chunk made on a second thread
@@ -434,15 +455,7 @@ impl Table {
     ) -> std::io::Result<()> {
         let mut s = self.stream(width, out);
         // the held rows' cells go to the lines as they are, not through the stream's row
-        let write = |range: std::ops::Range<usize>, s: &mut Stream| {
-            for r in range {
-                if s.error.is_some() {
-                    break;
-                }
-                self.line(&mut s.lines.buf, self.row(r), &s.lines.widths);
-                s.write_buf(false);
-            }
-        };
+        let write = |range, s: &mut Stream| self.write_held(range, s);
         let n = self.rows.len();
         let parallel = n >= PARALLEL_ROWS
             && alternate(
@@ -509,7 +522,6 @@ impl Table {
     /// Appends `rows` as they are given to it; a large table's in two halves, on two threads.
     pub fn fill_rows(&mut self, rows: &impl Rows) {
         let n = rows.count();
-        let mid = n / 2;
         let mut second = Table {
             align: self.align.clone(),
             widths: vec![0; self.widths.len()],
@@ -519,67 +531,54 @@ impl Table {
         // ~10 times)
         if n >= PARALLEL_ROWS {
             let (cells, text) = self.cells.spare();
-            second.rows.reserve(n - mid);
+            second.rows.reserve(n - n / 2);
             second.cells.reserve(cells / 2, text / 2);
         }
-        let halves = (n >= PARALLEL_ROWS).then(|| {
-            std::thread::scope(|scope| {
-                let Ok(h) = std::thread::Builder::new()
-                    .spawn_scoped(scope, || rows.fill(mid..n, &mut second))
-                else {
-                    return false;
-                };
-                rows.fill(0..mid, self);
-                join(h);
-                true
-            })
-        });
-        match halves {
-            Some(true) => {
-                let base = self.cells.len();
-                self.rows.extend(second.rows.iter().map(|&r| base + r));
-                self.cells.append(&second.cells);
-                for (w, o) in self.widths.iter_mut().zip(second.widths) {
-                    *w = (*w).max(o);
-                }
-            }
-            _ => rows.fill(0..n, self),
+        if halves(n, |r| rows.fill(r, self), |r| rows.fill(r, &mut second)) {
+            let base = self.cells.len();
+            self.rows.extend(second.rows.iter().map(|&r| base + r));
+            self.cells.append(&second.cells);
+            self.widen(&second.widths);
+        } else {
+            rows.fill(0..n, self);
         }
     }
 
     /// Measures `rows` as [`Table::measure`] does; a large table's in two halves, on two threads.
     pub fn measure_rows(&mut self, rows: &impl Rows) {
         let n = rows.count();
-        let mid = n / 2;
         let mut widths = self.widths.clone();
-        let halves = (n >= PARALLEL_ROWS).then(|| {
-            std::thread::scope(|scope| {
-                let Ok(second) = std::thread::Builder::new().spawn_scoped(scope, || {
-                    let mut m = Measure {
-                        widths: &mut widths,
-                        column: 0,
-                        scratch: String::new(),
-                    };
-                    rows.fill(mid..n, &mut m);
-                }) else {
-                    return false;
-                };
-                rows.fill(0..mid, &mut self.measure());
-                join(second);
-                true
-            })
-        });
-        match halves {
-            Some(true) => {
-                for (w, o) in self.widths.iter_mut().zip(widths) {
-                    *w = (*w).max(o);
-                }
+        let mut second = Measure {
+            widths: &mut widths,
+            column: 0,
+            scratch: String::new(),
+        };
+        if halves(
+            n,
+            |r| rows.fill(r, &mut self.measure()),
+            |r| rows.fill(r, &mut second),
+        ) {
+            self.widen(&widths);
+        } else {
+            rows.fill(0..n, &mut self.measure());
+        }
+    }
+
+    /// Each column as wide as it is or as `widths` says, the wider.
+    fn widen(&mut self, widths: &[usize]) {
+        for (w, &o) in self.widths.iter_mut().zip(widths) {
+            *w = (*w).max(o);
+        }
+    }
+
+    /// Writes the lines of held rows `range` through `s`, until a write fails.
+    fn write_held(&self, range: std::ops::Range<usize>, s: &mut Stream) {
+        for r in range {
+            if s.error.is_some() {
+                break;
             }
-            // one thread (few rows, or a second one could not start)
-            _ => {
-                self.widths = widths;
-                rows.fill(0..n, &mut self.measure());
-            }
+            self.line(&mut s.lines.buf, self.row(r), &s.lines.widths);
+            s.write_buf(false);
         }
     }
 
@@ -593,10 +592,7 @@ impl Table {
         rows: &impl Rows,
     ) -> std::io::Result<()> {
         let mut s = self.stream(width, out);
-        for r in 0..self.rows.len() {
-            self.line(&mut s.lines.buf, self.row(r), &s.lines.widths);
-            s.write_buf(false);
-        }
+        self.write_held(0..self.rows.len(), &mut s);
         let n = rows.count();
         let parallel = n >= PARALLEL_ROWS
             && alternate(
