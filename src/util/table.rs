@@ -82,8 +82,9 @@ impl Cells for Measure<'_> {
     }
 }
 
-/// Rows made on demand by their index ([`Table::measure_rows`], [`Table::stream_rows`]): a table
-/// too large to hold is measured, then written, from them, on two threads.
+/// Rows made on demand by their index ([`Table::fill_rows`], [`Table::measure_rows`],
+/// [`Table::stream_rows`]): a large table is filled, or measured then written, from them on two
+/// threads.
 pub trait Rows: Sync {
     /// How many rows there are.
     fn count(&self) -> usize;
