@@ -282,7 +282,16 @@ impl Dim {
 
     /// The symbols a user can bind that this dimension depends on: derived symbols (divisions)
     /// replaced by the symbols they come from; sorted, without repeats.
+    #[inline]
     pub fn bindable_symbols(&self) -> Vec<Arc<str>> {
+        // a known number (every row's size, nearly): none, without a call
+        if self.0.get() & 1 == 1 {
+            return Vec::new();
+        }
+        self.bindable_symbols_of_expression()
+    }
+
+    fn bindable_symbols_of_expression(&self) -> Vec<Arc<str>> {
         let mut out = Vec::new();
         for s in self.symbols() {
             match DEPENDS.with(|m| m.borrow().get(&s).cloned()) {
