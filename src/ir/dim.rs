@@ -124,6 +124,13 @@ impl Dim {
         }
     }
 
+    /// The number held inline, when it is.
+    #[inline]
+    fn inline_value(&self) -> Option<i64> {
+        let w = self.0.get();
+        (w & 1 == 1).then_some((w as i64) >> 1)
+    }
+
     /// The boxed value, when it is not inline.
     #[inline]
     fn heap(&self) -> Option<&Heap> {
@@ -135,9 +142,8 @@ impl Dim {
 
     #[inline]
     fn repr(&self) -> Repr<'_> {
-        let w = self.0.get();
-        if w & 1 == 1 {
-            return Repr::Known((w as i64) >> 1);
+        if let Some(v) = self.inline_value() {
+            return Repr::Known(v);
         }
         match self.heap() {
             Some(Heap::Wide(v)) => Repr::Known(*v),
@@ -145,25 +151,24 @@ impl Dim {
             None => unreachable!(),
         }
     }
-}
 
-impl Drop for Dim {
-    #[inline]
-    fn drop(&mut self) {
-        // a known number: nothing to free (inline, not a call per dim of every shape dropped)
-        if self.0.get() & 1 == 0 {
-            self.free();
-        }
-    }
-}
-
-impl Dim {
+    /// Frees the boxed value ([`Drop`], out of line: most dims are inline).
     #[inline(never)]
     fn free(&mut self) {
         let w = self.0.get();
         // SAFETY: the box `Dim::boxed` made for this `Dim` (its word is even), which no other
         // `Dim` holds; the `Dim` is being dropped
         drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<Heap>(w as usize)) });
+    }
+}
+
+impl Drop for Dim {
+    #[inline]
+    fn drop(&mut self) {
+        // a known number: nothing to free (inline, not a call per dim of every shape dropped)
+        if self.inline_value().is_none() {
+            self.free();
+        }
     }
 }
 
@@ -244,9 +249,8 @@ impl Dim {
 
     /// The value, when no symbol is involved.
     pub fn as_i64(&self) -> Option<i64> {
-        let w = self.0.get();
-        if w & 1 == 1 {
-            return Some((w as i64) >> 1);
+        if let Some(v) = self.inline_value() {
+            return Some(v);
         }
         match self.heap() {
             Some(Heap::Wide(v)) => Some(*v),
@@ -285,7 +289,7 @@ impl Dim {
     #[inline]
     pub fn bindable_symbols(&self) -> Vec<Arc<str>> {
         // a known number (every row's size, nearly): none, without a call
-        if self.0.get() & 1 == 1 {
+        if self.inline_value().is_some() {
             return Vec::new();
         }
         self.bindable_symbols_of_expression()

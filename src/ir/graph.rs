@@ -536,7 +536,7 @@ impl GraphBuilder {
             for (slot, out) in node.outputs().iter().enumerate() {
                 let Some(v) = *out else { continue };
                 let val = &g.values[v];
-                if val.node != NONE || val.init.is_some() || g.inputs.contains(&v) {
+                if val.producer().is_some() || val.init.is_some() || g.inputs.contains(&v) {
                     return Err(format!(
                         "value '{}' is defined twice (second time as output of node {})",
                         g.value_name(v),
@@ -559,7 +559,8 @@ impl GraphBuilder {
         for node in &g.nodes {
             for v in node.inputs().iter().flatten() {
                 let val = &g.values[*v];
-                let defined = val.node != NONE || val.init.is_some() || g.inputs.contains(v);
+                let defined =
+                    val.producer().is_some() || val.init.is_some() || g.inputs.contains(v);
                 if !defined {
                     if self.is_subgraph {
                         g.values[*v].set_outer(true);
