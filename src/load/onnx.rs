@@ -19,6 +19,7 @@ use crate::ir::{
     shape_to_string, Attr, Attrs, DType, Dim, ExternalData, Graph, GraphBuilder, Model, Sym,
     Symbols, Tensor, TensorData, TypeDecl, TypedData,
 };
+use crate::util::pages::Spent;
 
 /// How errors and reports name standard input.
 pub const STDIN_NAME: &str = "<stdin>";
@@ -34,14 +35,14 @@ pub fn load(path: &Path) -> Result<Model> {
         if buf.is_empty() {
             return Err(Error::malformed(stdin, "standard input is empty"));
         }
-        return decode(stdin, Bytes::from(buf), None);
+        return decode_owned(stdin, Bytes::from(buf), None, true);
     }
     let compact = skim_file(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    decode(path, compact, Some(dir))
+    decode_owned(path, compact, Some(dir), true)
 }
 
 /// Maps a file read-only into a `Bytes`, advised for random access (GGUF headers).
@@ -148,7 +149,17 @@ fn skim_file(path: &Path) -> Result<Bytes> {
 /// The main graph's nodes, initializers and value infos are decoded one message at a time as the
 /// IR takes them (load/onnx_shell.rs), so the decoded protobuf of a large graph is never held whole.
 pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
+    decode_owned(path, bytes, dir, false)
+}
+
+/// [`decode`]; `owned` when the caller gives up the buffer (no other handle to it): the pages of
+/// the nodes read are then given back as the IR is built ([`Spent`]).
+fn decode_owned(path: &Path, bytes: Bytes, dir: Option<&Path>, owned: bool) -> Result<Model> {
     let input_len = bytes.len();
+    // SAFETY: the buffer is the caller's own heap memory, kept alive by `proto` below until the
+    // graph is built; the nodes the loader marks spent are read once (`Context::graph_view`), and
+    // `Shell::validate` skips them
+    let spent = owned.then(|| unsafe { Spent::new(&bytes) });
     let proto = Shell::decode(bytes).map_err(|e| decode_error(path, &e, &[]))?;
     if !proto.has_graph() {
         return Err(Error::malformed(
@@ -171,6 +182,8 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         warnings: Vec::new(),
         symbols: Symbols::default(),
         attr_lists: AttrLists::default(),
+        spent,
+        nodes_read: 0,
     };
     let g = &proto.graph;
     let view = GraphView {
@@ -186,7 +199,9 @@ pub fn decode(path: &Path, bytes: Bytes, dir: Option<&Path>) -> Result<Model> {
         Ok(graph) => graph,
         Err(e) => {
             // a corrupt message anywhere is reported before what a readable one means
-            proto.validate().map_err(|l| cx.lazy_error(l))?;
+            proto
+                .validate(cx.nodes_read)
+                .map_err(|l| cx.lazy_error(l))?;
             return Err(e);
         }
     };
@@ -351,6 +366,11 @@ struct Context<'a> {
     symbols: Symbols,
     /// Attribute lists already decoded, by their encoding.
     attr_lists: AttrLists,
+    /// The buffer of the main graph's nodes, where the loader owns it: their pages are given back
+    /// as they are read.
+    spent: Option<Spent>,
+    /// How many of the main graph's nodes were read and added to the IR.
+    nodes_read: usize,
 }
 
 /// The attribute lists of the nodes decoded so far, each under its encoding: nodes whose
@@ -501,13 +521,14 @@ impl Context<'_> {
         }
         // names borrowed from the buffer, lists reused from node to node
         let mut lists = NodeLists::default();
+        // the main graph's nodes are read once, in order: each is spent once in the IR, unless
+        // the IR keeps some of its bytes (a constant's payload left a slice of the buffer)
+        let mut spent = if is_subgraph { None } else { self.spent.take() };
         for i in 0..g.node.len() {
-            let view = g
-                .node
-                .raw(i)
-                .and_then(|raw| NodeView::read(raw, &mut lists));
-            if let Some(v) = view {
-                self.node(
+            let raw = g.node.raw(i);
+            let view = raw.and_then(|raw| NodeView::read(raw, &mut lists));
+            let attrs = if let Some(v) = view {
+                let attrs = self.node(
                     &mut b,
                     Node {
                         name: v.name,
@@ -519,32 +540,46 @@ impl Context<'_> {
                         metadata_props: &v.metadata_props,
                     },
                 )?;
-                continue;
+                // nothing borrowed from the node is kept past it
+                lists.inputs.clear();
+                lists.outputs.clear();
+                lists.attributes.clear();
+                attrs
+            } else {
+                // a subgraph's node, or one the view does not take: as prost decodes it
+                let n = g.node.get(i).map_err(|l| self.lazy_error(l))?;
+                self.node(
+                    &mut b,
+                    Node {
+                        name: n.name.as_deref(),
+                        op_type: n.op_type.as_deref(),
+                        domain: n.domain.as_deref(),
+                        inputs: &n.input,
+                        outputs: &n.output,
+                        attribute: Attributes::Proto(&n.attribute),
+                        metadata_props: &n.metadata_props,
+                    },
+                )?
+            };
+            if let (Some(spent), Some(raw)) = (spent.as_mut(), raw) {
+                let keeps = keeps_bytes(&attrs, spent);
+                spent.next(raw, !keeps);
+                #[cfg(test)]
+                tests::GIVEN_BACK.set(spent.released());
             }
-            // a subgraph's node, or one the view does not take: as prost decodes it
-            let n = g.node.get(i).map_err(|l| self.lazy_error(l))?;
-            self.node(
-                &mut b,
-                Node {
-                    name: n.name.as_deref(),
-                    op_type: n.op_type.as_deref(),
-                    domain: n.domain.as_deref(),
-                    inputs: &n.input,
-                    outputs: &n.output,
-                    attribute: Attributes::Proto(&n.attribute),
-                    metadata_props: &n.metadata_props,
-                },
-            )?;
+            if !is_subgraph {
+                self.nodes_read = i + 1;
+            }
         }
         b.finish().map_err(|m| Error::graph(self.path, m))
     }
 
-    /// Adds a node to the IR.
+    /// Adds a node to the IR; returns its attributes (shared with the IR).
     fn node<I: AsRef<str>, O: AsRef<str>>(
         &mut self,
         b: &mut GraphBuilder,
         n: Node<'_, '_, I, O>,
-    ) -> Result<()> {
+    ) -> Result<Attrs> {
         let op_type = n.op_type.unwrap_or_default();
         if op_type.is_empty() {
             return Err(self.malformed(format!("node '{}' has no op_type", n.name.unwrap_or(""))));
@@ -594,9 +629,9 @@ impl Context<'_> {
             self.symbols.get(n.domain.unwrap_or_default()),
             n.inputs,
             n.outputs,
-            attrs,
+            attrs.clone(),
         );
-        Ok(())
+        Ok(attrs)
     }
 
     fn value_info(&self, vi: &pb::ValueInfoProto) -> Result<Option<TypeDecl>> {
@@ -1015,6 +1050,18 @@ impl Context<'_> {
     }
 }
 
+/// Whether a node's attributes keep bytes of the buffer `spent` tracks (a tensor whose payload
+/// [`detach`] left a slice of it), or hold a graph (whose own tensors are not looked into).
+fn keeps_bytes(attrs: &Attrs, spent: &Spent) -> bool {
+    let keeps = |t: &Tensor| matches!(&t.data, TensorData::Raw(raw) if spent.holds(raw));
+    attrs.0.iter().any(|(_, a)| match a {
+        Attr::Tensor(t) => keeps(t),
+        Attr::Tensors(ts) => ts.iter().any(keeps),
+        Attr::Graph(_) | Attr::Graphs(_) | Attr::SparseTensor(_) | Attr::SparseTensors(_) => true,
+        _ => false,
+    })
+}
+
 /// A stored payload for the IR. Payloads up to 64 KiB are copied out of the decoded buffer, so
 /// that the buffer (names and message structure, 17 MiB for a graph of 100,000 nodes) is freed
 /// once the IR is built: a file's larger payloads are left in it by the skim (load/skim.rs), and
@@ -1077,4 +1124,147 @@ fn fused_eval_norm(props: &[pb::StringStringEntryProto]) -> bool {
             || ((k == "namespace" || k == "pkg.torch.onnx.class_hierarchy")
                 && v.contains("_native_batch_norm_legit_no_training"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    thread_local! {
+        /// Bytes of the main graph's nodes the last decoding on this thread gave back.
+        pub(super) static GIVEN_BACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn node(op: &str, name: String, input: String, output: String) -> pb::NodeProto {
+        pb::NodeProto {
+            op_type: Some(op.into()),
+            name: Some(name),
+            input: vec![input],
+            output: vec![output],
+            ..Default::default()
+        }
+    }
+
+    /// A model of the encoded graph `graph` (its last field).
+    fn model(graph: &[u8]) -> Vec<u8> {
+        let mut m = pb::ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![pb::OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        prost::encoding::bytes::encode(7, &graph.to_vec(), &mut m);
+        m
+    }
+
+    /// The encoded graph of a chain of `n` nodes (with an attribute read in place) from `x`, with
+    /// a `Constant` of `payload` bytes of raw data after node `at`.
+    fn chain(n: usize, at: usize, payload: usize) -> Vec<u8> {
+        let mut nodes = Vec::new();
+        let mut last = "x".to_string();
+        for i in 0..n {
+            let out = format!("/layers.{i}/act/LeakyRelu_output_0");
+            let mut relu = node(
+                "LeakyRelu",
+                format!("/layers.{i}/act/LeakyRelu"),
+                last,
+                out.clone(),
+            );
+            relu.attribute.push(pb::AttributeProto {
+                name: Some("alpha".into()),
+                f: Some(0.125),
+                r#type: Some(pb::attribute_proto::AttributeType::Float as i32),
+                ..Default::default()
+            });
+            nodes.push(relu);
+            last = out;
+            if i == at {
+                let t = pb::TensorProto {
+                    dims: vec![payload as i64],
+                    data_type: Some(pb::tensor_proto::DataType::Uint8 as i32),
+                    raw_data: Some((0..payload).map(|k| (k % 251) as u8 + 1).collect()),
+                    ..Default::default()
+                };
+                nodes.push(pb::NodeProto {
+                    op_type: Some("Constant".into()),
+                    name: Some("kept".into()),
+                    output: vec!["kept_output".into()],
+                    attribute: vec![pb::AttributeProto {
+                        name: Some("value".into()),
+                        t: Some(Box::new(t)),
+                        r#type: Some(pb::attribute_proto::AttributeType::Tensor as i32),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                });
+            }
+        }
+        let value = |name: &str| pb::ValueInfoProto {
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        pb::GraphProto {
+            node: nodes,
+            input: vec![value("x")],
+            output: vec![value(&last), value("kept_output")],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    }
+
+    /// The IR of a graph whose nodes are given back as they are read is the IR of the same bytes
+    /// decoded with the buffer kept, whole, also where a constant keeps a slice of the buffer
+    /// (a payload over 64 KiB, from a file that is not skimmed); most of the nodes' pages are
+    /// given back.
+    #[test]
+    fn nodes_given_back_as_they_are_read_leave_the_ir_as_it_was() {
+        let path = Path::new("chain.onnx");
+        // ~12 MiB of nodes, the constant's 100 KiB after the first 30,000: each run of nodes
+        // read in place loses less than 2 MiB at either end
+        let bytes = model(&chain(100_000, 30_000, 100 << 10));
+        let kept = decode(path, Bytes::from(bytes.clone()), None).unwrap();
+        assert_eq!(GIVEN_BACK.get(), 0);
+        let given = decode_owned(path, Bytes::from(bytes.clone()), None, true).unwrap();
+        let released = GIVEN_BACK.get();
+        assert!(released >= 4 << 20, "{released}");
+        assert_eq!(format!("{:?}", kept.graph), format!("{:?}", given.graph));
+        // the constant's payload, left a slice of the buffer, is as written
+        let constant = given
+            .graph
+            .nodes
+            .iter()
+            .find(|n| n.op_type.as_str() == "Constant");
+        let Some(Attr::Tensor(t)) = constant.and_then(|n| n.attrs.0.first()).map(|(_, a)| a) else {
+            panic!("no constant");
+        };
+        let TensorData::Raw(raw) = &t.data else {
+            panic!("{:?}", t.data);
+        };
+        assert_eq!(raw.len(), 100 << 10);
+        assert!(raw
+            .iter()
+            .enumerate()
+            .all(|(k, &b)| b == (k % 251) as u8 + 1));
+    }
+
+    /// A graph that cannot be built after nodes were given back reports the same error as with
+    /// the buffer kept: a corrupt node after them is found, the ones given back are not read.
+    #[test]
+    fn a_corrupt_node_after_nodes_given_back_is_reported_as_before() {
+        let path = Path::new("chain.onnx");
+        let mut graph = chain(60_000, 59_990, 16);
+        // a last node whose op_type is not UTF-8
+        let bad = [0x22, 0x02, 0xff, 0xfe];
+        graph.extend_from_slice(&[0x0A, bad.len() as u8]);
+        graph.extend_from_slice(&bad);
+        let bytes = model(&graph);
+        let kept = decode(path, Bytes::from(bytes.clone()), None).unwrap_err();
+        let given = decode_owned(path, Bytes::from(bytes), None, true).unwrap_err();
+        assert!(GIVEN_BACK.get() >= 6 << 20, "{}", GIVEN_BACK.get());
+        assert_eq!(kept.to_string(), given.to_string());
+        assert!(kept.to_string().contains("NodeProto.op_type"), "{kept}");
+    }
 }
