@@ -98,6 +98,23 @@ mod huge_heap {
         (rc == 0).then_some(())
     }
 
+    /// Gives every arena's dirty pages back to the system now (`arena.<all>.purge`), for the
+    /// library's [`nnlint::util::pages::give_back_freed`]: jemalloc keeps freed pages ten seconds
+    /// by default, and a run of `mem` is over before.
+    pub fn purge() {
+        // MALLCTL_ARENAS_ALL
+        // SAFETY: a command without arguments
+        unsafe {
+            mallctl(
+                c"arena.4096.purge".as_ptr(),
+                null_mut(),
+                null_mut(),
+                null_mut(),
+                0,
+            )
+        };
+    }
+
     /// jemalloc's value `name`, of type `T` (`empty` until it is read).
     fn read<T: Copy>(name: &CStr, empty: T) -> Option<T> {
         let mut value = empty;
@@ -118,7 +135,10 @@ mod huge_heap {
 
 fn main() -> ExitCode {
     #[cfg(target_os = "linux")]
-    huge_heap::install();
+    {
+        huge_heap::install();
+        nnlint::util::pages::set_give_back_freed(huge_heap::purge);
+    }
     let cli = match nnlint::app::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

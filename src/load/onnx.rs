@@ -42,7 +42,9 @@ pub fn load(path: &Path) -> Result<Model> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    decode_owned(path, compact, Some(dir), true)
+    let model = decode_owned(path, compact, Some(dir), true);
+    crate::util::pages::give_back_freed();
+    model
 }
 
 /// Maps a file read-only into a `Bytes`, advised for random access (GGUF headers).

@@ -48,6 +48,26 @@ fn advise(start: usize, bytes: usize) {
     let _ = huge_range(start, bytes);
 }
 
+/// What gives the heap's freed pages back to the system, set by the binary for its allocator
+/// ([`set_give_back_freed`]); the library does not know which allocator its embedder uses.
+static GIVE_BACK_FREED: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what [`give_back_freed`] calls (once; later calls are ignored).
+pub fn set_give_back_freed(hook: fn()) {
+    let _ = GIVE_BACK_FREED.set(hook);
+}
+
+/// Asks the allocator to give back the pages freed so far, where the embedder said how. Called
+/// where much was just freed that later allocations will not reuse: after an ONNX graph is built
+/// (the loader's buffer, index and scratch lists, ~10 MiB for a graph of 100,000 nodes, kept by
+/// jemalloc as dirty pages, which the analysis's large arrays, needing fresh extents, did not
+/// take), and before a report's rows (the ops and the folded values of initializers).
+pub fn give_back_freed() {
+    if let Some(hook) = GIVE_BACK_FREED.get() {
+        hook();
+    }
+}
+
 /// A buffer read once from its start to its end, whose pages are given back to the system as the
 /// reader leaves them behind: the compact protobuf of a model (load/skim.rs) while the IR is built
 /// from it. A graph of 100,000 nodes holds ~15 MiB of encoded nodes; read one after the other, then
