@@ -42,8 +42,9 @@ pub fn load(path: &Path) -> Result<Model> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let freed = compact.len();
     let model = decode_owned(path, compact, Some(dir), true);
-    crate::util::pages::give_back_freed();
+    crate::util::pages::give_back_freed(freed);
     model
 }
 
