@@ -1105,7 +1105,8 @@ fn report_rows(
     if !copy_shapes {
         // the inference is given up (`report_with`): what it freed before the rows (its ops, the
         // initializers' folded values) and the replay's arrays go back to the system before the
-        // rows' arrays are made (s100k: 4.4 MiB off the peak of `mem`)
+        // rows' arrays are made (with the purges after the load and after the analysis, the peak
+        // of `mem` on a graph of 100,000 nodes 78.4 → 70.5 MiB)
         crate::util::pages::give_back_freed(
             graph.nodes.len() * std::mem::size_of::<ops::Op>()
                 + graph.values.len() * std::mem::size_of::<u64>(),

@@ -204,17 +204,11 @@ mod tests {
     fn messages(buf: &mut [u8], at: usize, count: usize, len: usize) -> Vec<(usize, usize)> {
         let mut pos = at;
         let mut out = Vec::new();
+        let mut head = vec![0x0A];
+        prost::encoding::encode_varint(len as u64, &mut head);
         for i in 0..count {
-            buf[pos] = 0x0A;
-            pos += 1;
-            let mut v = len;
-            while v >= 0x80 {
-                buf[pos] = (v as u8) | 0x80;
-                v >>= 7;
-                pos += 1;
-            }
-            buf[pos] = v as u8;
-            pos += 1;
+            buf[pos..pos + head.len()].copy_from_slice(&head);
+            pos += head.len();
             buf[pos..pos + len].fill(i as u8 | 1);
             out.push((pos, pos + len));
             pos += len;
