@@ -530,9 +530,10 @@ impl Context<'_> {
         for i in 0..g.node.len() {
             let raw = g.node.raw(i);
             let view = raw.and_then(|raw| NodeView::read(raw, &mut lists));
-            let attrs = if let Some(v) = view {
-                let attrs = self.node(
+            let keeps = if let Some(v) = view {
+                let keeps = self.node(
                     &mut b,
+                    spent.as_ref(),
                     Node {
                         name: v.name,
                         op_type: v.op_type,
@@ -543,16 +544,16 @@ impl Context<'_> {
                         metadata_props: &v.metadata_props,
                     },
                 )?;
-                // nothing borrowed from the node is kept past it
+                // nothing borrowed from the node is kept past it (`node` empties the attributes)
                 lists.inputs.clear();
                 lists.outputs.clear();
-                lists.attributes.clear();
-                attrs
+                keeps
             } else {
                 // a subgraph's node, or one the view does not take: as prost decodes it
                 let n = g.node.get(i).map_err(|l| self.lazy_error(l))?;
                 self.node(
                     &mut b,
+                    spent.as_ref(),
                     Node {
                         name: n.name.as_deref(),
                         op_type: n.op_type.as_deref(),
@@ -565,7 +566,6 @@ impl Context<'_> {
                 )?
             };
             if let (Some(spent), Some(raw)) = (spent.as_mut(), raw) {
-                let keeps = keeps_bytes(&attrs, spent);
                 spent.next(raw, !keeps);
                 #[cfg(test)]
                 tests::GIVEN_BACK.set(spent.released());
@@ -577,12 +577,14 @@ impl Context<'_> {
         b.finish().map_err(|m| Error::graph(self.path, m))
     }
 
-    /// Adds a node to the IR; returns its attributes (shared with the IR).
+    /// Adds a node to the IR; returns whether its attributes keep bytes of the buffer `spent`
+    /// tracks ([`keeps_bytes`]; `false` without one).
     fn node<I: AsRef<str>, O: AsRef<str>>(
         &mut self,
         b: &mut GraphBuilder,
+        spent: Option<&Spent>,
         n: Node<'_, '_, I, O>,
-    ) -> Result<Attrs> {
+    ) -> Result<bool> {
         let op_type = n.op_type.unwrap_or_default();
         if op_type.is_empty() {
             return Err(self.malformed(format!("node '{}' has no op_type", n.name.unwrap_or(""))));
@@ -626,15 +628,16 @@ impl Context<'_> {
                 b.mark_removed_bias(out);
             }
         }
+        let keeps = spent.is_some_and(|s| keeps_bytes(&attrs, s));
         b.add_node(
             n.name.unwrap_or_default(),
             self.symbols.get(op_type),
             self.symbols.get(n.domain.unwrap_or_default()),
             n.inputs,
             n.outputs,
-            attrs.clone(),
+            attrs,
         );
-        Ok(attrs)
+        Ok(keeps)
     }
 
     fn value_info(&self, vi: &pb::ValueInfoProto) -> Result<Option<TypeDecl>> {
