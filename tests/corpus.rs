@@ -145,7 +145,7 @@ fn check(root: &Path, m: &Value) -> Row {
         let folded: HashMap<&str, bool> =
             layers.iter().map(|l| (l.name.as_str(), l.folded)).collect();
         for node in &g.nodes {
-            for &o in node.outputs().iter().flatten() {
+            for o in node.outputs().values() {
                 let t = &truth["values"][g.value_name(o)];
                 if t.is_null() {
                     continue;
@@ -193,11 +193,11 @@ fn check(root: &Path, m: &Value) -> Row {
             .outputs()
             .iter()
             .flatten()
-            .all(|&v| folded[v] || (inf.facts[v].value.is_some() && !given[v]))
+            .all(|v| folded[v] || (inf.facts[v].value.is_some() && !given[v]))
         {
             continue;
         }
-        for &v in node.outputs().iter().flatten() {
+        for v in node.outputs().values() {
             main = main
                 .zip(inf.facts[v].bytes().and_then(|d| d.as_u64()))
                 .map(|(a, b)| a + b);

@@ -45,7 +45,7 @@ fn constant_bool(facts: &[Fact], n: &Node, slot: usize) -> Option<bool> {
 /// Whether the node is a BatchNormalization in training mode (opset 14's `training_mode=1`, or
 /// the running-statistics outputs older training exports have).
 fn training_bn(n: &Node) -> bool {
-    n.attrs.int_or("training_mode", 0).unwrap_or(0) == 1 || n.outputs().iter().flatten().count() > 1
+    n.attrs.int_or("training_mode", 0).unwrap_or(0) == 1 || n.outputs().values().count() > 1
 }
 
 /// Whether `n`'s output reaches only an activation: `Conv → Relu` (or SiLU's `Sigmoid` and `Mul`

@@ -68,7 +68,7 @@ pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
         .map(|(i, v)| (v.outer() || graph.inputs.contains(&i)) && seeds(graph.name(v.name)))
         .collect();
     for node in &graph.nodes {
-        let mut hit = node.inputs().iter().flatten().any(|&v| r[v]);
+        let mut hit = node.inputs().values().any(|v| r[v]);
         if !hit {
             for (_, sub) in node.attrs.subgraphs() {
                 for_each_capture(sub, &mut |name| {
@@ -79,7 +79,7 @@ pub fn reached_from(graph: &Graph, seeds: &dyn Fn(&str) -> bool) -> Vec<bool> {
             }
         }
         if hit {
-            for &v in node.outputs().iter().flatten() {
+            for v in node.outputs().values() {
                 r[v] = true;
             }
         }
@@ -100,13 +100,13 @@ fn foldable(graph: &Graph, shapes_known: bool, outer: &dyn Fn(&str) -> bool) -> 
             Outputs::Random => false,
             Outputs::ShapeOnly if shapes_known => true,
             Outputs::ShapeOnly | Outputs::Computed => {
-                node.inputs().iter().flatten().next().is_some()
-                    && node.inputs().iter().flatten().all(|&v| st[v])
+                node.inputs().values().next().is_some()
+                    && node.inputs().values().all(|v| st[v])
                     && !captures
             }
         };
         if derived {
-            for &v in node.outputs().iter().flatten() {
+            for v in node.outputs().values() {
                 st[v] = true;
             }
         }
@@ -133,8 +133,8 @@ fn last_use(graph: &Graph) -> Vec<u32> {
     let step = |n: usize| u32::try_from(n).unwrap_or(UNUSED - 1);
     let mut last: Vec<u32> = vec![UNUSED; graph.values.len()];
     for (n, node) in graph.nodes.iter().enumerate() {
-        for v in node.inputs().iter().flatten() {
-            last[*v] = step(n);
+        for v in node.inputs().values() {
+            last[v] = step(n);
         }
         for (_, sub) in node.attrs.subgraphs() {
             for_each_capture(sub, &mut |name| {
@@ -219,10 +219,10 @@ pub fn inference_peak(graph: &Graph, facts: &[Fact]) -> Result<Peak, PeakError> 
         }
         let mut best = (live, None);
         for (n, node) in graph.nodes.iter().enumerate() {
-            for v in node.outputs().iter().flatten() {
-                if !alive[*v] && bytes(*v) > 0 {
-                    alive[*v] = true;
-                    live += bytes(*v) as u128;
+            for v in node.outputs().values() {
+                if !alive[v] && bytes(v) > 0 {
+                    alive[v] = true;
+                    live += bytes(v) as u128;
                 }
             }
             curve.push(u64::try_from(live).unwrap_or(u64::MAX));

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::ir::{Attr, Dim, Graph, Model, NodeId};
 use memory::PeakError;
-use rows::{GraphRows, RowParts};
+use rows::{GraphRows, RowOf, RowParts};
 pub use rows::{LayerRef, Layers};
 pub use shape::{Bindings, Inference};
 use storage::Role;
@@ -551,12 +551,12 @@ fn row_parts(
     if constant {
         return None;
     }
-    let outs = || node.outputs().iter().flatten().map(|&v| &inf.facts[v]);
+    let outs = || node.outputs().values().map(|v| &inf.facts[v]);
     // unknown when any output's size is (then nothing is added), or the sum overflows
     let activation_bytes = outs().try_fold(Dim::ZERO, |sum, f| sum.checked_add(&f.bytes()?));
     // sorted (the walk goes in node order): a graph of 100k unknown ops stays linear
     let opaque = inf.opaque.binary_search(&n).is_ok();
-    let computed_once = node.outputs().iter().flatten().all(|&v| is_static[v]);
+    let computed_once = node.outputs().values().all(|v| is_static[v]);
     Some(RowParts {
         op: match ops::def_of(node) {
             // the registry's name is the node's op type in the default domain
@@ -570,7 +570,7 @@ fn row_parts(
             && outs().next().is_some()
             && (computed_once
                 || (outs().all(|f| f.value.is_some())
-                    && node.outputs().iter().flatten().all(|&v| !f.given[v]))),
+                    && node.outputs().values().all(|v| !f.given[v]))),
     })
 }
 
@@ -582,7 +582,7 @@ fn output_shapes<'a>(
     node.outputs()
         .iter()
         .flatten()
-        .map(|&v| inf.facts[v].shape.as_deref().map(<[Dim]>::to_vec))
+        .map(|v| inf.facts[v].shape.as_deref().map(<[Dim]>::to_vec))
 }
 
 /// The row of one node of a subgraph, as a `Layer` ([`row_parts`]), with its outputs' shapes.
@@ -1068,10 +1068,10 @@ fn report_with(
         report.layers.set_shapes(&layer_of, |n, shapes| {
             let outputs = graph.nodes[n].outputs();
             let first = shapes.len();
-            for (k, &v) in outputs.iter().enumerate() {
+            for (k, v) in outputs.iter().enumerate() {
                 let Some(v) = v else { continue };
                 // a value listed twice is taken once, then copied
-                let shape = match outputs[..k].iter().flatten().position(|&w| w == v) {
+                let shape = match outputs.iter().take(k).flatten().position(|w| w == v) {
                     Some(j) => shapes.get(first + j).cloned().flatten(),
                     None => inf
                         .facts
@@ -1097,7 +1097,7 @@ fn report_rows(
     copy_shapes: bool,
     compact: bool,
     constants: &[bool],
-) -> (MemReport, Vec<Option<usize>>) {
+) -> (MemReport, RowOf) {
     let graph = &model.graph;
     // before the rows: the replay's arrays and the rows are not held at once (heaptrack put the
     // heap's peak of `mem` on a graph of 100,000 nodes in the replay, beside the rows)
@@ -1122,7 +1122,7 @@ fn report_rows(
         .then(|| GraphRows::new(graph.names(), graph.nodes.len() - constant_count, outputs))
         .flatten();
     let mut held: Vec<Layer> = Vec::new();
-    let mut row_of: Vec<Option<usize>> = Vec::with_capacity(graph.nodes.len());
+    let mut row_of = RowOf::with_capacity(graph.nodes.len());
     for (n, node) in graph.nodes.iter().enumerate() {
         let Some(parts) = row_parts(node, n, constant(n), inf, &frame) else {
             row_of.push(None);
@@ -1154,12 +1154,7 @@ fn report_rows(
     };
     // a control-flow node's row carries what its subgraphs compute
     for (&n, branches) in &inf.branches {
-        if let Some(a) = row_of
-            .get(n)
-            .copied()
-            .flatten()
-            .and_then(|i| rows.activation_mut(i))
-        {
+        if let Some(a) = row_of.get(n).and_then(|i| rows.activation_mut(i)) {
             *a = a
                 .take()
                 .zip(branch_activations(&graph.nodes[n], branches, &frame))
@@ -1187,7 +1182,7 @@ fn report_rows(
         };
         if let Some(sizes) = t
             .node
-            .and_then(|n| row_of.get(n).copied().flatten())
+            .and_then(|n| row_of.get(n))
             .and_then(|i| rows.stored_mut(i))
         {
             *sizes[slot] = sizes[slot].saturating_add(t.numel);
@@ -1205,7 +1200,7 @@ fn report_rows(
         let rows = rows.into_held();
         // each control-flow node's subgraph rows follow its own
         let mut node_of = vec![0; rows.len()];
-        for (n, &i) in row_of.iter().enumerate() {
+        for (n, i) in row_of.iter().enumerate() {
             if let Some(i) = i {
                 node_of[i] = n;
             }
@@ -1213,7 +1208,7 @@ fn report_rows(
         let mut layers = Vec::with_capacity(rows.len());
         for (r, n) in rows.into_iter().zip(node_of) {
             // the row's index among the layers, for the caller
-            row_of[n] = Some(layers.len());
+            row_of.set(n, layers.len());
             layers.push(r);
             if let Some(bs) = inf.branches.get(&n) {
                 branch_rows(&graph.nodes[n], bs, 1, &frame, false, &mut layers);

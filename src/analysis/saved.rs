@@ -209,8 +209,8 @@ impl<'a> Flow<'a> {
     fn visit(&mut self, node: &Node, op: &Op) {
         if matches!(op, Op::Constant(_)) {
             // a stored tensor: its requires_grad and dtype were set with the initializers'
-            for o in node.outputs().iter().flatten() {
-                self.stored[*o] = true;
+            for o in node.outputs().values() {
+                self.stored[o] = true;
             }
             return;
         }
@@ -220,15 +220,15 @@ impl<'a> Flow<'a> {
             .iter()
             .enumerate()
             .filter(|(slot, _)| def.is_none_or(|d| d.slots.role(*slot) != SlotRole::Config))
-            .filter_map(|(_, v)| *v)
+            .filter_map(|(_, v)| v)
             .collect();
         let passes = def.is_none_or(|d| d.grad);
         let grad = passes && data_inputs.iter().any(|&v| self.grad[v]);
         let noise = !grad
             && (def.is_some_and(|d| d.outputs == Outputs::Random)
                 || data_inputs.iter().any(|&v| self.noise[v]));
-        let all_stored = node.inputs().iter().flatten().next().is_some()
-            && node.inputs().iter().flatten().all(|&v| self.stored[v]);
+        let all_stored = node.inputs().values().next().is_some()
+            && node.inputs().values().all(|v| self.stored[v]);
         let x = node.input(0);
         let in_dtype = x.and_then(|v| self.dtype[v]);
         let out_dtype = self.out_dtype(node, op, def, in_dtype);
@@ -241,7 +241,7 @@ impl<'a> Flow<'a> {
             }
         }
         for (slot, out) in node.outputs().iter().enumerate() {
-            let Some(o) = *out else { continue };
+            let Some(o) = out else { continue };
             self.noise[o] = noise;
             // an output of unknown type (a tensor sequence: SplitToSequence) carries its input's
             let kind = self.facts[o]
@@ -320,12 +320,12 @@ impl<'a> Flow<'a> {
                 node.inputs()
                     .iter()
                     .flatten()
-                    .filter(|&&v| {
+                    .filter(|&v| {
                         (scalars || !self.is_scalar(v))
                             && !self.noise[v]
                             && self.facts[v].dtype.is_some_and(DType::is_float)
                     })
-                    .filter_map(|&v| self.dtype[v])
+                    .filter_map(|v| self.dtype[v])
                     .max_by_key(|d| d.bits())
             };
             // scalars decide only among themselves (`where(mask, 0.0, min)` builds an fp32 mask);
@@ -589,13 +589,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
         if !elementwise(p) || region.len() > 8 {
             break v;
         }
-        let ins: Vec<ValueId> = node
-            .inputs()
-            .iter()
-            .flatten()
-            .copied()
-            .filter(|&i| !is_const(i))
-            .collect();
+        let ins: Vec<ValueId> = node.inputs().values().filter(|&i| !is_const(i)).collect();
         match ins.as_slice() {
             [only] => {
                 region.push(p);
@@ -611,11 +605,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                 let (pa, pb) = (producer(g, *a), producer(g, *b));
                 match (pa, pb) {
                     (Some((ia, na)), _)
-                        if na
-                            .inputs()
-                            .iter()
-                            .flatten()
-                            .all(|&i| i == *b || is_const(i))
+                        if na.inputs().iter().flatten().all(|i| i == *b || is_const(i))
                             && elementwise(ia) =>
                     {
                         region.push(p);
@@ -623,11 +613,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                         v = *b;
                     }
                     (_, Some((ib, nb)))
-                        if nb
-                            .inputs()
-                            .iter()
-                            .flatten()
-                            .all(|&i| i == *a || is_const(i))
+                        if nb.inputs().iter().flatten().all(|i| i == *a || is_const(i))
                             && elementwise(ib) =>
                     {
                         region.push(p);
@@ -651,9 +637,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
         region.push(c);
         let ins: Vec<ValueId> = node
             .inputs()
-            .iter()
-            .flatten()
-            .copied()
+            .values()
             .filter(|&i| i != cur && !is_const(i))
             .collect();
         match ins.as_slice() {
@@ -672,7 +656,7 @@ fn gelu_region(flow: &Flow, center: NodeId) -> Option<(Vec<NodeId>, NodeId, Valu
                         .inputs()
                         .iter()
                         .flatten()
-                        .all(|&i| i == cur || is_const(i));
+                        .all(|i| i == cur || is_const(i));
                 if only_const {
                     region.push(c2);
                     last = Some(c2);
@@ -716,10 +700,10 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
     let (mut p, mut node) = producer(g, v)?;
     if matches!(flow.ops[p], Op::Add) {
         region.push(p);
-        let scores =
-            node.inputs().iter().flatten().copied().find(|&i| {
-                producer(g, i).is_some_and(|(pi, _)| matches!(flow.ops[pi], Op::MatMul))
-            })?;
+        let scores = node
+            .inputs()
+            .values()
+            .find(|&i| producer(g, i).is_some_and(|(pi, _)| matches!(flow.ops[pi], Op::MatMul)))?;
         v = scores;
         (p, node) = producer(g, v)?;
     }
@@ -733,7 +717,7 @@ fn sdpa(flow: &Flow, softmax: NodeId) -> Option<Sdpa> {
         if !matches!(flow.ops[pm], Op::Mul) {
             return None;
         }
-        let ins: Vec<ValueId> = mul.inputs().iter().flatten().copied().collect();
+        let ins: Vec<ValueId> = mul.inputs().values().collect();
         let (t, s) = match ins.as_slice() {
             [a, b] if flow.is_scalar(*b) => (*a, *b),
             [a, b] if flow.is_scalar(*a) => (*b, *a),
@@ -841,7 +825,7 @@ impl SaveCx<'_> {
             .outputs()
             .iter()
             .flatten()
-            .any(|&o| self.flow.grad[o])
+            .any(|o| self.flow.grad[o])
     }
 
     pub fn fact(&self, v: ValueId) -> &Fact {
@@ -978,7 +962,7 @@ pub fn all_inputs(cx: &SaveCx) -> Option<Vec<Save>> {
             .inputs()
             .iter()
             .flatten()
-            .map(|&v| Save::Value(v))
+            .map(|v| Save::Value(v))
             .collect()
     } else {
         Vec::new()
@@ -1196,7 +1180,7 @@ pub fn saved_tensors(
         // autocast's half copies of conv/linear weights, cached once per weight
         if lowered {
             for (slot, w) in node.inputs().iter().enumerate() {
-                let Some(w) = *w else { continue };
+                let Some(w) = w else { continue };
                 let is_weight = graph.stored(w).is_some()
                     && flow.grad[w]
                     && flow.facts[w].rank().unwrap_or(0) >= 2;
@@ -1206,7 +1190,7 @@ pub fn saved_tensors(
                         .inputs()
                         .iter()
                         .flatten()
-                        .any(|&o| o != w && flow.grad[o]),
+                        .any(|o| o != w && flow.grad[o]),
                 };
                 if is_weight && needed && weight_copies.insert(w) {
                     let bytes = flow.bytes_as(w, Some(precision.half()));

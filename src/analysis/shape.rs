@@ -619,7 +619,7 @@ fn trace(
             ops::def_of(node).map(|d| d.outputs),
             Some(ops::Outputs::ShapeOnly)
         );
-        for &i in node.inputs().iter().flatten() {
+        for i in node.inputs().values() {
             trace(scope, i, shape_only || reads_shape, values, shapes, seen);
         }
         // what a control-flow node's subgraphs read from this graph
@@ -784,10 +784,10 @@ fn walk(
                 // the values of larger float initializers, read for a node that can fold: one
                 // whose every input is known (no op reads such a tensor's values otherwise)
                 let stored = |v: ValueId| graph.values[v].init.as_deref();
-                let foldable =
-                    node.inputs().iter().flatten().all(|&v| {
-                        facts[v].value.is_some() || stored(v).is_some_and(ops::is_deferred)
-                    });
+                let foldable = node
+                    .inputs()
+                    .values()
+                    .all(|v| facts[v].value.is_some() || stored(v).is_some_and(ops::is_deferred));
                 let deferred: Vec<Option<Fact>> = if foldable {
                     node.inputs()
                         .iter()
@@ -838,7 +838,7 @@ fn walk(
         let mut outs = outs.into_iter();
         for v in node.outputs().iter() {
             let inferred = outs.next().unwrap_or_default();
-            let Some(v) = *v else { continue };
+            let Some(v) = v else { continue };
             let declared = graph.values[v]
                 .declared
                 .as_ref()

@@ -503,8 +503,8 @@ fn input_dependent(graph: &Graph) -> Vec<bool> {
     }
     // nodes are in topological order
     for node in &graph.nodes {
-        if node.inputs().iter().flatten().any(|&v| dep[v]) {
-            for &o in node.outputs().iter().flatten() {
+        if node.inputs().values().any(|v| dep[v]) {
+            for o in node.outputs().values() {
                 dep[o] = true;
             }
         }
@@ -523,8 +523,8 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], dep: &[bool], n: NodeId,
         .iter()
         .chain(node.inputs())
         .flatten()
-        .filter(|&&v| float(v))
-        .map(|&v| numel(v))
+        .filter(|&v| float(v))
+        .map(|v| numel(v))
         .sum();
     elems * elem
 }

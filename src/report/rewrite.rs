@@ -159,7 +159,7 @@ fn costs(
             n.outputs()
                 .iter()
                 .flatten()
-                .filter_map(|&v| inf.facts[v].bytes().and_then(|b| b.as_u64()))
+                .filter_map(|v| inf.facts[v].bytes().and_then(|b| b.as_u64()))
                 .sum()
         })
         .collect();
@@ -182,7 +182,7 @@ fn stored(g: &Graph, nodes: &[NodeId]) -> (u64, u64) {
     let mut seen = std::collections::HashSet::new();
     let (mut count, mut size) = (0, 0);
     for &n in nodes {
-        for &v in g.nodes[n].inputs().iter().flatten() {
+        for v in g.nodes[n].inputs().values() {
             // through the Identity twins PyTorch exports for deduplicated weights
             let mut v = v;
             while let Some((p, _)) = g.values[v].producer() {

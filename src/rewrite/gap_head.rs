@@ -87,7 +87,7 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     let chain: Vec<NodeId> = through.iter().copied().chain([f]).collect();
     let mut inside = vec![n];
     for &m in &chain {
-        let only_chain = g.nodes[m].outputs().iter().flatten().all(|&v| {
+        let only_chain = g.nodes[m].outputs().values().all(|v| {
             !g.outputs.contains(&v) && g.consumers(v).iter().all(|(u, _)| inside.contains(&u))
         });
         if !only_chain {
@@ -100,11 +100,11 @@ pub fn plan(cx: &mut Cx, n: NodeId, f: NodeId, through: &[NodeId]) -> BuildResul
     let mut released = vec![layer.weight.clone()];
     for &m in removed.clone().iter().filter(|&&m| m != n) {
         for v in g.nodes[m].inputs().iter().skip(1).flatten() {
-            if g.values[*v].init.is_some() {
-                released.push(g.value_name(*v).to_string());
-            } else if let Some((p, _)) = g.values[*v].producer() {
-                let sole = g.consumers(*v).iter().all(|(u, _)| u == m);
-                if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(v) {
+            if g.values[v].init.is_some() {
+                released.push(g.value_name(v).to_string());
+            } else if let Some((p, _)) = g.values[v].producer() {
+                let sole = g.consumers(v).iter().all(|(u, _)| u == m);
+                if matches!(cx.ops[p], Op::Constant(_)) && sole && !g.outputs.contains(&v) {
                     removed.push(p);
                 }
             }

@@ -557,8 +557,8 @@ pub fn apply(proto: &mut pb::ModelProto, model: &Model, plans: &[Planned]) -> cr
     let mut removed_values: HashSet<String> = HashSet::new();
     for (i, p) in plans.iter().enumerate() {
         for &n in &p.removed {
-            for v in g.nodes[n].outputs().iter().flatten() {
-                removed_values.insert(g.value_name(*v).to_string());
+            for v in g.nodes[n].outputs().values() {
+                removed_values.insert(g.value_name(v).to_string());
             }
         }
         // the anchor is the replaced node that comes last in the file

@@ -47,7 +47,7 @@ pub fn render(model: &Model) -> String {
             t.dims
         ));
     }
-    let name = |v: &Option<usize>| v.map_or(String::new(), |v| g.value_name(v).to_string());
+    let name = |v: Option<usize>| v.map_or(String::new(), |v| g.value_name(v).to_string());
     for n in &g.nodes {
         let attrs: Vec<String> = n
             .attrs

@@ -124,7 +124,7 @@ impl<'a> LintContext<'a> {
             .inputs()
             .iter()
             .flatten()
-            .filter_map(|&v| {
+            .filter_map(|v| {
                 let v = self.dequantized(v).unwrap_or(v);
                 let t = g.stored(v)?;
                 let numel = storage::logical_numel(g, v, t.dtype, t.numel()?);

@@ -38,7 +38,7 @@ impl Rule for DeadNode {
             }
             if let Some((n, _)) = g.values[v].producer() {
                 if !std::mem::replace(&mut node_live[n], true) {
-                    stack.extend(g.nodes[n].inputs().iter().flatten().copied());
+                    stack.extend(g.nodes[n].inputs().values());
                 }
             }
         }

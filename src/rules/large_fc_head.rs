@@ -91,7 +91,7 @@ fn from_conv_or_pool(cx: &LintContext, v: ValueId) -> bool {
                     node.inputs()
                         .iter()
                         .flatten()
-                        .filter(|&&i| cx.facts[i].rank() == rank),
+                        .filter(|&i| cx.facts[i].rank() == rank),
                 );
             }
             _ => {}

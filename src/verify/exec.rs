@@ -65,9 +65,9 @@ pub(crate) fn free_names(g: &Graph) -> BTreeSet<String> {
     let read = g
         .nodes
         .iter()
-        .flat_map(|n| n.inputs().iter().flatten())
-        .chain(&g.outputs);
-    for &v in read {
+        .flat_map(|n| n.inputs().values())
+        .chain(g.outputs.iter().copied());
+    for v in read {
         if v < g.values.len() && !defined(v) {
             out.insert(g.value_name(v).to_string());
         }
@@ -285,8 +285,8 @@ impl<'g> Executor<'g> {
                     message: format!("there is no node #{id}"),
                 });
             };
-            for v in node.inputs().iter().flatten() {
-                last_use.insert(*v, pos);
+            for v in node.inputs().values() {
+                last_use.insert(v, pos);
             }
             if node.attrs.subgraphs().next().is_some() {
                 let mut free = BTreeSet::new();
@@ -300,8 +300,8 @@ impl<'g> Executor<'g> {
                 }
                 captures.insert(pos, free);
             }
-            for v in node.outputs().iter().flatten() {
-                producer_pos.insert(*v, pos);
+            for v in node.outputs().values() {
+                producer_pos.insert(v, pos);
             }
             steps.push((node, op));
         }
@@ -331,7 +331,7 @@ impl<'g> Executor<'g> {
                 inputs.push(match v {
                     None => None,
                     Some(v) => Some(
-                        lookup(graph, cache, *v, &env, feeds, &producer_pos, scope)
+                        lookup(graph, cache, v, &env, feeds, &producer_pos, scope)
                             .map_err(failed)?,
                     ),
                 });
@@ -396,11 +396,11 @@ impl<'g> Executor<'g> {
             drop(cx);
             for (v, d) in node.outputs().iter().zip(out_dtypes) {
                 if let (Some(v), Some(d)) = (v, d) {
-                    dtypes.insert(*v, d);
+                    dtypes.insert(v, d);
                 }
             }
             for (slot, v) in node.outputs().iter().enumerate() {
-                let Some(v) = *v else { continue };
+                let Some(v) = v else { continue };
                 let Some(t) = outs.get(slot) else {
                     return Err(ExecError::Unsupported {
                         node: graph.name(node.name).to_string(),
@@ -429,9 +429,9 @@ impl<'g> Executor<'g> {
                     env.insert(v, t.clone());
                 }
             }
-            for v in node.inputs().iter().flatten() {
-                if last_use.get(v) == Some(&pos) && !wanted_set.contains(v) {
-                    env.remove(v);
+            for v in node.inputs().values() {
+                if last_use.get(&v) == Some(&pos) && !wanted_set.contains(&v) {
+                    env.remove(&v);
                 }
             }
             self.peak_live = self.peak_live.max(env.len());

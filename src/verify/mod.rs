@@ -70,9 +70,7 @@ fn index_range(g: &Graph, facts: &[crate::analysis::fact::Fact], v: ValueId) -> 
                     | "Cast" | "Gather" | "Slice" | "Expand" | "Tile",
                     0,
                 )
-                | ("Concat", _) => {
-                    stack.extend(node.outputs().iter().flatten().map(|&o| (o, depth + 1)))
-                }
+                | ("Concat", _) => stack.extend(node.outputs().values().map(|o| (o, depth + 1))),
                 // masks: ones attend everywhere
                 (
                     "Mul" | "Equal" | "Not" | "And" | "Or" | "Xor" | "Sub" | "Greater" | "Less"
@@ -401,9 +399,8 @@ fn nodes_by_output(g: &Graph, names: &[String], stat: &[bool]) -> Result<Vec<Nod
     }
     let mut i = 0;
     while i < out.len() {
-        for v in g.nodes[out[i]].inputs().iter().flatten() {
-            if let (true, None, Some((p, _))) =
-                (stat[*v], &g.values[*v].init, g.values[*v].producer())
+        for v in g.nodes[out[i]].inputs().values() {
+            if let (true, None, Some((p, _))) = (stat[v], &g.values[v].init, g.values[v].producer())
             {
                 if !out.contains(&p) {
                     out.push(p);
@@ -479,7 +476,7 @@ fn too_large(
     nodes: &[NodeId],
 ) -> Result<(), String> {
     for &n in nodes {
-        for &v in g.nodes[n]
+        for v in g.nodes[n]
             .inputs()
             .iter()
             .chain(g.nodes[n].outputs())
