@@ -551,15 +551,17 @@ impl Shell {
     /// Decodes every lazy message, for the first decoding error among them (in the order fields are
     /// usually written: nodes, initializers, value infos). Called when the graph could not be built,
     /// so that a corrupt message is reported before what a well-formed one might mean. The first
-    /// `nodes_read` nodes, read into the IR already (so well-formed), are skipped: their bytes may
-    /// have been given back ([`crate::util::pages::Spent`]).
-    pub fn validate(&self, nodes_read: usize) -> Result<(), LazyError> {
+    /// `nodes_read` nodes and `inits_read` initializers, read into the IR already (so
+    /// well-formed), are skipped: their bytes may have been given back
+    /// ([`crate::util::pages::Spent`]).
+    pub fn validate(&self, nodes_read: usize, inits_read: usize) -> Result<(), LazyError> {
         let nodes = self.nodes();
         for i in nodes_read.min(nodes.len())..nodes.len() {
             nodes.get(i)?;
         }
-        for t in self.initializers().iter() {
-            t?;
+        let inits = self.initializers();
+        for i in inits_read.min(inits.len())..inits.len() {
+            inits.get(i)?;
         }
         for v in self.value_infos().iter() {
             v?;

@@ -114,6 +114,13 @@ impl Spent {
         }
     }
 
+    /// Starts on the messages of another repeated field (which may lie before the last one's):
+    /// its runs are its own. A page is given back only from inside a run, so none twice.
+    pub fn restart(&mut self) {
+        self.run = None;
+        self.done = 0;
+    }
+
     /// Bytes given back so far.
     pub fn released(&self) -> usize {
         self.released
