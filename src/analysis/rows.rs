@@ -44,7 +44,7 @@ impl From<GraphRows> for Layers {
 pub struct LayerRef<'a> {
     pub name: &'a str,
     pub op: &'a Sym,
-    pub output_shapes: &'a [Option<Vec<Dim>>],
+    pub output_shapes: OutputShapes<'a>,
     pub params: u64,
     pub param_bytes: u64,
     pub buffers: u64,
@@ -89,7 +89,7 @@ impl Layer {
         LayerRef {
             name: &self.name,
             op: &self.op,
-            output_shapes: &self.output_shapes,
+            output_shapes: OutputShapes::listed(&self.output_shapes),
             params: self.params,
             param_bytes: self.param_bytes,
             buffers: self.buffers,
@@ -103,6 +103,60 @@ impl Layer {
             branch: self.branch.as_deref(),
             skipped: self.skipped,
         }
+    }
+}
+
+/// A row's outputs' shapes (one per output its node names; `None` where not even the rank is
+/// known), borrowed: from a list of them, or by value id from the inference's own shapes (a
+/// graph's compact rows, which take them over instead of copying: [`Layers::set_shapes_by_value`]).
+#[derive(Clone, Copy)]
+pub struct OutputShapes<'a> {
+    /// The row's outputs' value ids, each an index into `shapes`; `None`: `shapes` is the row's.
+    slots: Option<&'a [u32]>,
+    shapes: &'a [Option<Box<[Dim]>>],
+}
+
+impl<'a> OutputShapes<'a> {
+    /// The shapes of a list, in order.
+    pub fn listed(shapes: &'a [Option<Box<[Dim]>>]) -> OutputShapes<'a> {
+        OutputShapes {
+            slots: None,
+            shapes,
+        }
+    }
+
+    pub fn len(self) -> usize {
+        self.slots.map_or(self.shapes.len(), <[u32]>::len)
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// Output `k`'s shape: `None` past the last output, `Some(None)` for an unknown rank.
+    #[inline]
+    pub fn get(self, k: usize) -> Option<Option<&'a [Dim]>> {
+        let slot = match self.slots {
+            None => k,
+            Some(slots) => *slots.get(k)? as usize,
+        };
+        self.shapes.get(slot).map(Option::as_deref)
+    }
+
+    /// In output order.
+    pub fn iter(self) -> impl ExactSizeIterator<Item = Option<&'a [Dim]>> + Clone + 'a {
+        (0..self.len()).map(move |k| self.get(k).flatten())
+    }
+
+    /// As an owned list.
+    pub fn to_vec(self) -> Vec<Option<Box<[Dim]>>> {
+        self.iter().map(|s| s.map(Box::from)).collect()
+    }
+}
+
+impl std::fmt::Debug for OutputShapes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -145,12 +199,49 @@ impl Layers {
         }
     }
 
+    /// Whether the rows are a graph's compact rows, which can take the inference's shapes over
+    /// ([`Layers::set_shapes_by_value`]).
+    pub(super) fn is_compact(&self) -> bool {
+        matches!(self.0, Repr::Graph(_))
+    }
+
+    /// Gives a graph's compact rows their output shapes by value id: `shapes[v]` is value `v`'s
+    /// shape, `rows[n]` node `n`'s row, if it has one (in node order), and `outputs(n)` node `n`'s
+    /// outputs. The shapes are kept as they are given, in their own list (the inference's facts
+    /// turned into their shapes in place): no shape is moved or copied, and a row keeps one
+    /// 32-bit id per output. Held rows keep what they have (see [`Layers::set_shapes`]).
+    pub(super) fn set_shapes_by_value<'g>(
+        &mut self,
+        rows: &RowOf,
+        outputs: impl Fn(usize) -> crate::ir::Ports<'g>,
+        shapes: Vec<Option<Box<[Dim]>>>,
+    ) {
+        let Repr::Graph(g) = &mut self.0 else {
+            return;
+        };
+        let count = (rows.iter().enumerate())
+            .filter(|(_, i)| i.is_some())
+            .map(|(n, _)| outputs(n).values().count())
+            .fold(0usize, usize::saturating_add);
+        let mut slots = Vec::with_capacity(count);
+        for (n, i) in rows.iter().enumerate() {
+            let Some(row) = i.and_then(|i| g.rows.get_mut(i)) else {
+                continue;
+            };
+            // a port's value id fits 32 bits (`crate::ir::Ports`)
+            slots.extend(outputs(n).values().map(|v| v as u32));
+            row.shapes_end = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+        }
+        g.slots = Some(slots);
+        g.shapes = shapes;
+    }
+
     /// Gives the rows of nodes their output shapes: `rows[n]` is node `n`'s row, if it has one
     /// (in node order), and `shapes(n, out)` appends node `n`'s outputs' shapes to `out`.
     pub(super) fn set_shapes(
         &mut self,
         rows: &RowOf,
-        mut shapes: impl FnMut(usize, &mut Vec<Option<Vec<Dim>>>),
+        mut shapes: impl FnMut(usize, &mut Vec<Option<Box<[Dim]>>>),
     ) {
         match &mut self.0 {
             Repr::Held(v) => {
@@ -229,6 +320,16 @@ impl Layers {
         }
     }
 
+    /// Room for `rows` rows' stored-tensor sizes ([`Layers::stored_mut`]), made once: the list grew
+    /// by doubling, and with the copies it left behind it took 2.9 MB on a graph of 100,000 nodes
+    /// (1.5 MB of sizes).
+    pub(super) fn reserve_stored(&mut self, rows: usize) {
+        if let Repr::Graph(g) = &mut self.0 {
+            let rows = rows.min(g.rows.len()).saturating_sub(g.stored.len());
+            g.stored.reserve_exact(rows);
+        }
+    }
+
     /// Row `i`'s parameters, their bytes, buffers and their bytes, to add to.
     pub(super) fn stored_mut(&mut self, i: usize) -> Option<StoredMut<'_>> {
         match &mut self.0 {
@@ -287,8 +388,12 @@ pub(super) type StoredMut<'a> = [&'a mut u64; 4];
 pub(super) struct GraphRows {
     names: Arc<String>,
     rows: Vec<Row>,
-    /// Every row's outputs' shapes, row after row (each row's end is its `shapes_end`).
-    shapes: Vec<Option<Vec<Dim>>>,
+    /// Every row's outputs' shapes, row after row (each row's end is its `shapes_end`); or, with
+    /// `slots`, the shapes by value id.
+    shapes: Vec<Option<Box<[Dim]>>>,
+    /// Every row's outputs' value ids, row after row (each row's end is its `shapes_end`), when
+    /// the rows took the inference's shapes over ([`Layers::set_shapes_by_value`]).
+    slots: Option<Vec<u32>>,
     /// Parameters, their bytes, buffers and their bytes, of the rows that have stored tensors.
     stored: Vec<[u64; 4]>,
     /// With `--train`: each row's saved and gradient bytes.
@@ -302,7 +407,8 @@ struct Row {
     op: Sym,
     activation_bytes: Option<Dim>,
     macs: Option<Dim>,
-    /// Where its shapes end in [`GraphRows::shapes`] (they start where the row before ends).
+    /// Where its shapes end in [`GraphRows::shapes`], or in [`GraphRows::slots`] when there are
+    /// some (they start where the row before ends).
     shapes_end: u32,
     /// Whether it is folded (the top bit), and 1 + its index in [`GraphRows::stored`] (0: none).
     flags: u32,
@@ -333,9 +439,16 @@ pub(super) struct RowParts {
 const NO_STORED: [u64; 4] = [0; 4];
 
 impl GraphRows {
-    /// Room for `rows` rows of a graph whose names are `names`; `None` when a graph this large
-    /// (2^31 rows, or 2^32 outputs, or more) is to be held as `Layer`s.
-    pub(super) fn new(names: Arc<String>, rows: usize, outputs: usize) -> Option<GraphRows> {
+    /// Room for `rows` rows of a graph whose names are `names`, and for their `outputs` outputs'
+    /// shapes when they come with the rows (`shapes_now`; not when the rows take the inference's
+    /// later: [`Layers::set_shapes_by_value`]); `None` when a graph this large (2^31 rows, or 2^32
+    /// outputs, or more) is to be held as `Layer`s.
+    pub(super) fn new(
+        names: Arc<String>,
+        rows: usize,
+        outputs: usize,
+        shapes_now: bool,
+    ) -> Option<GraphRows> {
         // an index below `FOLDED` per row, and a `u32` end per row's shapes
         if rows >= FOLDED as usize || u32::try_from(outputs).is_err() {
             return None;
@@ -344,7 +457,7 @@ impl GraphRows {
         crate::util::pages::advise_huge(&rows);
         // a slot per output, made once: grown by doubling, the list of a graph of 100,000 nodes
         // (2.4 MB) was copied ~17 times, the copies left as dirty pages at the peak of `mem`
-        let shapes = Vec::with_capacity(outputs);
+        let shapes = Vec::with_capacity(if shapes_now { outputs } else { 0 });
         crate::util::pages::advise_huge(&shapes);
         Some(GraphRows {
             names,
@@ -363,7 +476,7 @@ impl GraphRows {
         &mut self,
         name: Name,
         parts: RowParts,
-        shapes: impl Iterator<Item = Option<Vec<Dim>>>,
+        shapes: impl Iterator<Item = Option<Box<[Dim]>>>,
     ) {
         self.shapes.extend(shapes);
         let shapes_end = self.shapes_end();
@@ -391,13 +504,18 @@ impl GraphRows {
 
     /// Row `i`'s output shapes.
     #[inline]
-    fn shapes_of(&self, i: usize) -> &[Option<Vec<Dim>>] {
+    fn shapes_of(&self, i: usize) -> OutputShapes<'_> {
         let start = i
             .checked_sub(1)
             .map_or(0, |p| self.rows[p].shapes_end as usize);
-        self.shapes
-            .get(start..self.rows[i].shapes_end as usize)
-            .unwrap_or_default()
+        let span = start..self.rows[i].shapes_end as usize;
+        match &self.slots {
+            None => OutputShapes::listed(self.shapes.get(span).unwrap_or_default()),
+            Some(slots) => OutputShapes {
+                slots: Some(slots.get(span).unwrap_or_default()),
+                shapes: &self.shapes,
+            },
+        }
     }
 
     /// Row `i`, borrowed.

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 pub use attr::{Attr, AttrResult, Attrs};
 pub use dim::{shape_to_string, take_overflow, write_shape, Dim};
 pub use dtype::DType;
-pub use graph::{Graph, GraphBuilder, Name, Node, NodeId, Readers, Value, ValueId};
+pub use graph::{
+    Graph, GraphBuilder, Name, Node, NodeId, PortIter, Ports, Readers, Value, ValueId,
+};
 pub use sym::{Sym, Symbols};
 pub use tensor::{ExternalData, Tensor, TensorData, TypedData, Values};
 

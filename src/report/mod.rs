@@ -11,7 +11,7 @@ pub mod sarif;
 pub mod table;
 pub mod units;
 
-use crate::analysis::{LayerRef, MemReport};
+use crate::analysis::{LayerRef, MemReport, OutputShapes};
 use crate::ir::Dim;
 
 crate::named_enum! {
@@ -216,14 +216,14 @@ impl<'a> MemView<'a> {
 }
 
 /// Renders output shapes as `[1,64,112,112]`, several separated by spaces, `?` when unknown.
-pub fn shapes_text(shapes: &[Option<Vec<Dim>>]) -> String {
+pub fn shapes_text(shapes: OutputShapes<'_>) -> String {
     let mut out = String::with_capacity(24 * shapes.len().max(1));
     write_shapes(&mut out, shapes);
     out
 }
 
 /// [`shapes_text`], appended to `out`.
-pub fn write_shapes(out: &mut String, shapes: &[Option<Vec<Dim>>]) {
+pub fn write_shapes(out: &mut String, shapes: OutputShapes<'_>) {
     if shapes.is_empty() {
         out.push('-');
         return;
