@@ -48,7 +48,7 @@ fn floats(model: &Path, name: &str) -> (Vec<u64>, Vec<f64>) {
     let Some(Values::Float(x)) = t.read_values(u64::MAX) else {
         panic!("{name} is not a float tensor")
     };
-    (t.dims.clone(), x)
+    (t.dims.to_vec(), x)
 }
 
 #[test]

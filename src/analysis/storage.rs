@@ -327,7 +327,7 @@ pub fn notes(graph: &Graph) -> Vec<String> {
                         ))
                 })
         })
-        .map(|(_, t)| t.name.as_str())
+        .map(|(_, t)| &*t.name)
         .collect();
     if let Some(first) = generated.first() {
         out.push(format!(
@@ -448,7 +448,7 @@ mod tests {
         Tensor {
             name: name.into(),
             dtype,
-            dims,
+            dims: dims.into(),
             data: TensorData::Empty,
         }
     }

@@ -858,6 +858,9 @@ mod tests {
         assert!(size_of::<Node>() <= 64, "{}", size_of::<Node>());
         let attr = size_of::<(super::super::Sym, super::super::Attr)>();
         assert!(attr <= 48, "{attr}");
+        // an initializer (boxed in its value): its name and dimensions boxed slices
+        let tensor = size_of::<Tensor>();
+        assert!(tensor <= 80, "{tensor}");
     }
 
     fn node(b: &mut GraphBuilder, name: &str, ins: &[&str], outs: &[&str]) {

@@ -742,9 +742,9 @@ impl Context<'_> {
             })?);
         }
         let mut t = Tensor {
-            name,
+            name: name.into(),
             dtype,
-            dims,
+            dims: dims.into(),
             data: TensorData::Empty,
         };
         let numel = t.numel().ok_or_else(|| {
@@ -825,7 +825,7 @@ impl Context<'_> {
                     ))
                 })
             })
-            .collect::<Result<Vec<u64>>>()?;
+            .collect::<Result<Box<[u64]>>>()?;
         if t.numel().is_none() || (t.byte_size().is_none() && t.dtype != DType::String) {
             return Err(self.malformed(format!(
                 "sparse initializer '{}' has dimensions {:?} whose size overflows",
@@ -1027,7 +1027,7 @@ impl Context<'_> {
             T::SparseTensor => {
                 let s = a.sparse_tensor.as_ref().ok_or_else(missing)?;
                 let t = self.sparse(s)?;
-                let dims = t.dims.clone();
+                let dims = t.dims.to_vec();
                 Attr::SparseTensor(Box::new((t, dims)))
             }
             T::TypeProto => Attr::Type(Box::new(
@@ -1059,7 +1059,7 @@ impl Context<'_> {
                     .iter()
                     .map(|s| {
                         let t = self.sparse(s)?;
-                        let dims = t.dims.clone();
+                        let dims = t.dims.to_vec();
                         Ok((t, dims))
                     })
                     .collect::<Result<_>>()?,
@@ -1364,13 +1364,13 @@ mod tests {
         let (_, large) = given
             .graph
             .initializers()
-            .find(|(_, t)| t.name == "kept")
+            .find(|(_, t)| &*t.name == "kept")
             .expect("the large initializer");
         let want: Vec<u8> = (0..100 << 10).map(|k| (k % 251) as u8 + 1).collect();
         assert_eq!(read(large), want);
         // a small one, copied out before its page went
         let (_, last) = given.graph.initializers().last().expect("initializers");
-        assert_eq!(last.name, "/blocks.199999/bn.weight");
+        assert_eq!(&*last.name, "/blocks.199999/bn.weight");
         let want: Vec<u8> = (0..32).map(|k| (199_999 + k) as u8).collect();
         assert_eq!(read(last), want);
     }

@@ -267,7 +267,7 @@ mod tests {
         let tensor = |dims: Vec<u64>| Tensor {
             name: "w".into(),
             dtype: DType::F32,
-            dims,
+            dims: dims.into(),
             data: TensorData::Raw(
                 w.iter()
                     .flat_map(|x| x.to_le_bytes())

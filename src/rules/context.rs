@@ -171,15 +171,15 @@ impl<'a> LintContext<'a> {
                 Some(format!("its weight is packed {}-bit ({op})", nb.bits)),
             ),
             _ if behind_dq => (
-                tensor.dims.clone(),
+                tensor.dims.to_vec(),
                 Some(format!(
                     "its weight is {} behind a DequantizeLinear",
                     tensor.dtype
                 )),
             ),
-            Op::Conv(_) | Op::Gemm(_) | Op::MatMul => (tensor.dims.clone(), None),
+            Op::Conv(_) | Op::Gemm(_) | Op::MatMul => (tensor.dims.to_vec(), None),
             _ => (
-                tensor.dims.clone(),
+                tensor.dims.to_vec(),
                 Some(format!("its weight is {} ({op})", tensor.dtype)),
             ),
         };

@@ -89,7 +89,7 @@ impl Rule for DuplicateInitializer {
         for (id, t) in g.initializers() {
             if t.byte_size().unwrap_or(0) >= o.min_bytes {
                 by_shape
-                    .entry((t.dtype, t.dims.clone()))
+                    .entry((t.dtype, t.dims.to_vec()))
                     .or_default()
                     .push(id);
             }

@@ -183,7 +183,7 @@ mod tests {
         let t = Tensor {
             name: "w".into(),
             dtype: crate::ir::DType::F32,
-            dims: vec![3, 2],
+            dims: vec![3, 2].into(),
             data: crate::ir::TensorData::Raw(bytes::Bytes::from(bytes)),
         };
         let s = singular_values(&t).unwrap();

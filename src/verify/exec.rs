@@ -689,7 +689,7 @@ mod tests {
         let raw = |dtype, dims: Vec<u64>, bytes: Vec<u8>| Tensor {
             name: "t".into(),
             dtype,
-            dims,
+            dims: dims.into(),
             data: TensorData::Raw(bytes.into()),
         };
         let f32s: Vec<u8> = [1.5f32, -2.0, 0.25, 8.0]
@@ -736,7 +736,7 @@ mod tests {
         let t = Tensor {
             name: "t".into(),
             dtype: DType::F64,
-            dims: vec![2],
+            dims: vec![2].into(),
             data: TensorData::External(crate::ir::ExternalData {
                 path: f.path().into(),
                 offset: 4,

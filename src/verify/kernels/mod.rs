@@ -593,7 +593,7 @@ pub(crate) mod testing {
             self.b.value_mut(id).init = Some(Box::new(Tensor {
                 name: name.into(),
                 dtype: DType::F32,
-                dims: dims.to_vec(),
+                dims: dims.into(),
                 data: TensorData::Typed(TypedData::F32(data)),
             }));
             self
@@ -604,7 +604,7 @@ pub(crate) mod testing {
             self.b.value_mut(id).init = Some(Box::new(Tensor {
                 name: name.into(),
                 dtype: DType::I64,
-                dims: vec![data.len() as u64],
+                dims: vec![data.len() as u64].into(),
                 data: TensorData::Typed(TypedData::I64(data)),
             }));
             self

@@ -194,7 +194,7 @@ mod tests {
         g.b.value_mut(id).init = Some(Box::new(Tensor {
             name: name.into(),
             dtype,
-            dims: dims.to_vec(),
+            dims: dims.into(),
             data: TensorData::Typed(data),
         }));
     }

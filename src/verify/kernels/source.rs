@@ -136,7 +136,7 @@ mod tests {
         let t = Tensor {
             name: "t".into(),
             dtype: DType::I64,
-            dims: vec![2],
+            dims: vec![2].into(),
             data: TensorData::Typed(TypedData::I64(vec![3, -4])),
         };
         let mut g = G::new();
@@ -177,7 +177,7 @@ mod tests {
         let v = Tensor {
             name: "v".into(),
             dtype: DType::I64,
-            dims: vec![1],
+            dims: vec![1].into(),
             data: TensorData::Typed(TypedData::I64(vec![7])),
         };
         let mut g = G::new();
