@@ -1061,39 +1061,19 @@ fn report_with(
         // a graph of 100,000 nodes was there, with all of them held)
         inf.ops = Arc::from([]);
         inf.macs = Vec::new();
+        // the facts become their shapes in place (the folded values dropped on the way): held
+        // rows take theirs out, compact rows read them by value id
+        let facts = std::mem::take(&mut inf.facts);
+        let bytes = std::mem::size_of_val(facts.as_slice());
+        let mut shapes: Vec<Option<Box<[Dim]>>> = facts.into_iter().map(|f| f.shape).collect();
+        shapes.shrink_to_fit();
+        crate::util::pages::give_back_freed(
+            bytes.saturating_sub(std::mem::size_of_val(shapes.as_slice())),
+        );
         let graph = &model.graph;
-        if report.layers.is_compact() {
-            // the facts become their shapes in place (the folded values dropped on the way), and
-            // the rows read them by value id: no list of the outputs' shapes beside the facts
-            // (1.6 MB at the peak of `mem` on a graph of 100,000 nodes, with the facts' 5.3)
-            let facts = std::mem::take(&mut inf.facts);
-            let bytes = std::mem::size_of_val(facts.as_slice());
-            let mut shapes: Vec<Option<Box<[Dim]>>> = facts.into_iter().map(|f| f.shape).collect();
-            shapes.shrink_to_fit();
-            crate::util::pages::give_back_freed(
-                bytes.saturating_sub(std::mem::size_of_val(shapes.as_slice())),
-            );
-            report
-                .layers
-                .set_shapes_by_value(&layer_of, |n| graph.nodes[n].outputs(), shapes);
-            return report;
-        }
-        for f in &mut inf.facts {
-            f.value = None;
-        }
-        report.layers.set_shapes(&layer_of, |n, shapes| {
-            let outputs = graph.nodes[n].outputs();
-            let first = shapes.len();
-            for (k, v) in outputs.iter().enumerate() {
-                let Some(v) = v else { continue };
-                // a value listed twice is taken once, then copied
-                let shape = match outputs.iter().take(k).flatten().position(|w| w == v) {
-                    Some(j) => shapes.get(first + j).cloned().flatten(),
-                    None => inf.facts.get_mut(v).and_then(|f| f.shape.take()),
-                };
-                shapes.push(shape);
-            }
-        });
+        report
+            .layers
+            .take_shapes(&layer_of, |n| graph.nodes[n].outputs(), shapes);
     }
     report
 }

@@ -108,7 +108,7 @@ impl Layer {
 
 /// A row's outputs' shapes (one per output its node names; `None` where not even the rank is
 /// known), borrowed: from a list of them, or by value id from the inference's own shapes (a
-/// graph's compact rows, which take them over instead of copying: [`Layers::set_shapes_by_value`]).
+/// graph's compact rows, which take them over instead of copying: [`Layers::take_shapes`]).
 #[derive(Clone, Copy)]
 pub struct OutputShapes<'a> {
     /// The row's outputs' value ids, each an index into `shapes`; `None`: `shapes` is the row's.
@@ -199,49 +199,18 @@ impl Layers {
         }
     }
 
-    /// Whether the rows are a graph's compact rows, which can take the inference's shapes over
-    /// ([`Layers::set_shapes_by_value`]).
-    pub(super) fn is_compact(&self) -> bool {
-        matches!(self.0, Repr::Graph(_))
-    }
-
-    /// Gives a graph's compact rows their output shapes by value id: `shapes[v]` is value `v`'s
-    /// shape, `rows[n]` node `n`'s row, if it has one (in node order), and `outputs(n)` node `n`'s
-    /// outputs. The shapes are kept as they are given, in their own list (the inference's facts
-    /// turned into their shapes in place): no shape is moved or copied, and a row keeps one
-    /// 32-bit id per output. Held rows keep what they have (see [`Layers::set_shapes`]).
-    pub(super) fn set_shapes_by_value<'g>(
+    /// Gives the rows of nodes their output shapes: `shapes[v]` is value `v`'s shape (the
+    /// inference's facts turned into their shapes in place), `rows[n]` node `n`'s row, if it has
+    /// one (in node order), and `outputs(n)` node `n`'s outputs. A graph's compact rows keep the
+    /// shapes as they are given and read them by value id, one 32-bit id per output: no shape is
+    /// moved or copied, and no list of them is made beside the facts (1.6 MB on a graph of
+    /// 100,000 nodes, at the peak of `mem`). Held rows take their outputs' shapes out of them (a
+    /// value a node lists twice is taken once, then copied).
+    pub(super) fn take_shapes<'g>(
         &mut self,
         rows: &RowOf,
         outputs: impl Fn(usize) -> crate::ir::Ports<'g>,
-        shapes: Vec<Option<Box<[Dim]>>>,
-    ) {
-        let Repr::Graph(g) = &mut self.0 else {
-            return;
-        };
-        let count = (rows.iter().enumerate())
-            .filter(|(_, i)| i.is_some())
-            .map(|(n, _)| outputs(n).values().count())
-            .fold(0usize, usize::saturating_add);
-        let mut slots = Vec::with_capacity(count);
-        for (n, i) in rows.iter().enumerate() {
-            let Some(row) = i.and_then(|i| g.rows.get_mut(i)) else {
-                continue;
-            };
-            // a port's value id fits 32 bits (`crate::ir::Ports`)
-            slots.extend(outputs(n).values().map(|v| v as u32));
-            row.shapes_end = u32::try_from(slots.len()).unwrap_or(u32::MAX);
-        }
-        g.slots = Some(slots);
-        g.shapes = shapes;
-    }
-
-    /// Gives the rows of nodes their output shapes: `rows[n]` is node `n`'s row, if it has one
-    /// (in node order), and `shapes(n, out)` appends node `n`'s outputs' shapes to `out`.
-    pub(super) fn set_shapes(
-        &mut self,
-        rows: &RowOf,
-        mut shapes: impl FnMut(usize, &mut Vec<Option<Box<[Dim]>>>),
+        mut shapes: Vec<Option<Box<[Dim]>>>,
     ) {
         match &mut self.0 {
             Repr::Held(v) => {
@@ -249,18 +218,34 @@ impl Layers {
                     let Some(l) = i.and_then(|i| v.get_mut(i)) else {
                         continue;
                     };
-                    let mut out = Vec::new();
-                    shapes(n, &mut out);
+                    let outputs = outputs(n);
+                    let mut out = Vec::with_capacity(outputs.len());
+                    for (k, o) in outputs.values().enumerate() {
+                        let shape = match outputs.values().take(k).position(|w| w == o) {
+                            Some(j) => out.get(j).cloned().flatten(),
+                            None => shapes.get_mut(o).and_then(Option::take),
+                        };
+                        out.push(shape);
+                    }
                     l.output_shapes = out;
                 }
             }
             Repr::Graph(g) => {
-                g.shapes.clear();
+                let count = (rows.iter().enumerate())
+                    .filter(|(_, i)| i.is_some())
+                    .map(|(n, _)| outputs(n).len())
+                    .fold(0usize, usize::saturating_add);
+                let mut slots = Vec::with_capacity(count);
                 for (n, i) in rows.iter().enumerate() {
-                    let Some(i) = i else { continue };
-                    shapes(n, &mut g.shapes);
-                    g.rows[i].shapes_end = g.shapes_end();
+                    let Some(row) = i.and_then(|i| g.rows.get_mut(i)) else {
+                        continue;
+                    };
+                    // a port's value id fits 32 bits (`crate::ir::Ports`)
+                    slots.extend(outputs(n).values().map(|v| v as u32));
+                    row.shapes_end = u32::try_from(slots.len()).unwrap_or(u32::MAX);
                 }
+                g.slots = Some(slots);
+                g.shapes = shapes;
             }
         }
     }
@@ -392,7 +377,7 @@ pub(super) struct GraphRows {
     /// `slots`, the shapes by value id.
     shapes: Vec<Option<Box<[Dim]>>>,
     /// Every row's outputs' value ids, row after row (each row's end is its `shapes_end`), when
-    /// the rows took the inference's shapes over ([`Layers::set_shapes_by_value`]).
+    /// the rows took the inference's shapes over ([`Layers::take_shapes`]).
     slots: Option<Vec<u32>>,
     /// Parameters, their bytes, buffers and their bytes, of the rows that have stored tensors.
     stored: Vec<[u64; 4]>,
@@ -441,7 +426,7 @@ const NO_STORED: [u64; 4] = [0; 4];
 impl GraphRows {
     /// Room for `rows` rows of a graph whose names are `names`, and for their `outputs` outputs'
     /// shapes when they come with the rows (`shapes_now`; not when the rows take the inference's
-    /// later: [`Layers::set_shapes_by_value`]); `None` when a graph this large (2^31 rows, or 2^32
+    /// later: [`Layers::take_shapes`]); `None` when a graph this large (2^31 rows, or 2^32
     /// outputs, or more) is to be held as `Layer`s.
     pub(super) fn new(
         names: Arc<String>,
@@ -471,7 +456,7 @@ impl GraphRows {
         self.rows.len()
     }
 
-    /// Adds a row; `shapes`: its outputs' shapes now, or later ([`Layers::set_shapes`]).
+    /// Adds a row; `shapes`: its outputs' shapes now, or later ([`Layers::take_shapes`]).
     pub(super) fn push(
         &mut self,
         name: Name,
