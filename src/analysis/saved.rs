@@ -958,12 +958,7 @@ pub fn div(cx: &SaveCx) -> Option<Vec<Save>> {
 /// `Max` and `Min` keep every input to route the gradient.
 pub fn all_inputs(cx: &SaveCx) -> Option<Vec<Save>> {
     Some(if cx.out_grad() {
-        cx.node
-            .inputs()
-            .iter()
-            .flatten()
-            .map(|v| Save::Value(v))
-            .collect()
+        cx.node.inputs().iter().flatten().map(Save::Value).collect()
     } else {
         Vec::new()
     })

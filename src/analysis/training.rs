@@ -524,7 +524,7 @@ fn node_activation_bytes(graph: &Graph, facts: &[Fact], dep: &[bool], n: NodeId,
         .chain(node.inputs())
         .flatten()
         .filter(|&v| float(v))
-        .map(|v| numel(v))
+        .map(numel)
         .sum();
     elems * elem
 }

@@ -894,7 +894,7 @@ mod tests {
         assert_eq!(n.inputs().to_vec(), [Some(x), None, Some(ratio)]);
         assert_eq!(n.outputs().to_vec(), [None, Some(y)]);
         assert_eq!(n.inputs().values().collect::<Vec<_>>(), [x, ratio]);
-        assert_eq!(n.inputs().values().rev().next(), Some(ratio));
+        assert_eq!(n.inputs().values().next_back(), Some(ratio));
         assert_eq!((n.inputs().len(), n.outputs().len()), (3, 2));
         assert_eq!(n.inputs().get(1), Some(None));
         assert_eq!(n.inputs().get(3), None);

@@ -500,11 +500,7 @@ impl Context<'_> {
                 .is_some_and(|s| matches!(&t.data, TensorData::Raw(raw) if s.holds(raw)));
             let id = b.value(&t.name);
             b.value_mut(id).init = Some(Box::new(t));
-            if let (Some(spent), Some(raw)) = (spent.as_mut(), raw) {
-                spent.next(raw, !keeps);
-                #[cfg(test)]
-                tests::GIVEN_BACK.set(spent.released());
-            }
+            spend(spent.as_mut(), raw, keeps);
             if !is_subgraph {
                 self.inits_read = i + 1;
             }
@@ -585,11 +581,7 @@ impl Context<'_> {
                     },
                 )?
             };
-            if let (Some(spent), Some(raw)) = (spent.as_mut(), raw) {
-                spent.next(raw, !keeps);
-                #[cfg(test)]
-                tests::GIVEN_BACK.set(spent.released());
-            }
+            spend(spent.as_mut(), raw, keeps);
             if !is_subgraph {
                 self.nodes_read = i + 1;
             }
@@ -1073,6 +1065,16 @@ impl Context<'_> {
             T::Undefined => unreachable!("replaced above"),
         };
         Ok((name, attr))
+    }
+}
+
+/// Records the next message of a repeated field read into the IR (`raw`, where it was read from the
+/// buffer `spent` tracks): spent unless the IR `keeps` some of its bytes.
+fn spend(spent: Option<&mut Spent>, raw: Option<&Bytes>, keeps: bool) {
+    if let (Some(spent), Some(raw)) = (spent, raw) {
+        spent.next(raw, !keeps);
+        #[cfg(test)]
+        tests::GIVEN_BACK.set(spent.released());
     }
 }
 

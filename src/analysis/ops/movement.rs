@@ -1432,7 +1432,7 @@ pub fn grid_sample_saves(cx: &SaveCx) -> Option<Vec<Save>> {
             .iter()
             .take(2)
             .flatten()
-            .map(|v| Save::Value(v))
+            .map(Save::Value)
             .collect()
     } else {
         Vec::new()
