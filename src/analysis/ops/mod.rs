@@ -906,7 +906,32 @@ pub fn parse(node: &Node, opset: i64) -> Op {
 /// `Arc<[Op]>` is made in place, one allocation: through a `Vec` it was two, and a copy of 4 MB
 /// for a graph of 100,000 nodes).
 pub fn parse_graph<C: FromIterator<Op>>(graph: &crate::ir::Graph, opset: i64) -> C {
-    graph.nodes.iter().map(|n| parse(n, opset)).collect()
+    // a graph repeats a few op types, and a load interns each type's and domain's text once
+    // (`Sym`): a node whose type and domain are the very texts of a node before it takes that
+    // node's registry position (the lookup by name, a hash and two string compares, was 6% of
+    // `mem` on a graph of 10,000 nodes). Texts are told apart by address, so a text interned twice
+    // is only looked up twice.
+    let mut seen: std::collections::HashMap<
+        (usize, usize),
+        Option<u16>,
+        foldhash::fast::FixedState,
+    > = Default::default();
+    graph
+        .nodes
+        .iter()
+        .map(|n| {
+            n.resolved.get_or_init(|| {
+                let key = (
+                    n.op_type.as_str().as_ptr() as usize,
+                    n.domain.as_str().as_ptr() as usize,
+                );
+                *seen
+                    .entry(key)
+                    .or_insert_with(|| position(&n.domain, &n.op_type))
+            });
+            parse(n, opset)
+        })
+        .collect()
 }
 
 /// Names of every supported op, for documentation.
